@@ -1,0 +1,1 @@
+# Shader variants: eaglevk_shader(NAME FILE DEFINES...)
