@@ -26,9 +26,10 @@ endfunction()
 include(${EAGLEVK_SHADER_DIR}/variants.cmake)
 
 set(EAGLEVK_SHADER_CPP ${PROJECT_BINARY_DIR}/generated/embedded_shaders.cpp)
+string(REPLACE ";" "," EAGLEVK_SPV_NAMES_CSV "${EAGLEVK_SPV_NAMES}")
 add_custom_command(
   OUTPUT ${EAGLEVK_SHADER_CPP}
-  COMMAND ${CMAKE_COMMAND} -DOUT=${EAGLEVK_SHADER_CPP} "-DNAMES=${EAGLEVK_SPV_NAMES}"
+  COMMAND ${CMAKE_COMMAND} -DOUT=${EAGLEVK_SHADER_CPP} -DNAMES=${EAGLEVK_SPV_NAMES_CSV}
           -DSPV_DIR=${EAGLEVK_SPV_DIR} -P ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
   DEPENDS ${EAGLEVK_SPV_FILES} ${PROJECT_SOURCE_DIR}/cmake/embed_spirv.cmake
   COMMENT "embedding SPIR-V")

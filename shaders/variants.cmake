@@ -1,1 +1,17 @@
-# Shader variants: eaglevk_shader(NAME FILE DEFINES...)
+# Every compiled shader variant: eaglevk_shader(NAME FILE DEFINES...).
+# Weight precision is a build-time define (it changes the buffer's element type); sizes and
+# switches are specialization constants; per-call values are push constants.
+foreach(wtype f32 f16 bf16)
+  string(TOUPPER ${wtype} WT)
+  eaglevk_shader(embed_${wtype} embed.comp W_${WT})
+  eaglevk_shader(matvec_${wtype} matvec.comp W_${WT})
+  eaglevk_shader(gemm_${wtype} gemm.comp W_${WT})
+endforeach()
+eaglevk_shader(norm norm.comp)
+eaglevk_shader(rope rope.comp)
+eaglevk_shader(kv_write kv_write.comp)
+eaglevk_shader(attention attention.comp)
+eaglevk_shader(swiglu swiglu.comp)
+eaglevk_shader(add add.comp)
+eaglevk_shader(softmax softmax.comp)
+eaglevk_shader(argmax argmax.comp)

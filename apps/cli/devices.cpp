@@ -1,0 +1,29 @@
+#include <map>
+
+#include <fmt/core.h>
+
+#include "apps/cli/commands.h"
+#include "runtime/vk/context.h"
+
+namespace eaglevk::cli {
+
+namespace {
+std::map<const CLI::App*, std::function<int()>>& runners() {
+  static std::map<const CLI::App*, std::function<int()>> table;
+  return table;
+}
+}  // namespace
+
+void register_runner(CLI::App* sub, std::function<int()> run) { runners()[sub] = std::move(run); }
+
+int run_selected(CLI::App& sub) { return runners().at(&sub)(); }
+
+void add_devices_command(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("devices", "List Vulkan devices and their probed features");
+  register_runner(sub, [] {
+    for (const vk::DeviceInfo& info : vk::list_devices()) fmt::print("{}", vk::describe(info));
+    return 0;
+  });
+}
+
+}  // namespace eaglevk::cli

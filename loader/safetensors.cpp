@@ -1,0 +1,444 @@
+#include "loader/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::loader {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The format is little-endian; reading it by memcpy is only right on a little-endian host.
+static_assert(std::endian::native == std::endian::little, "safetensors loader assumes little-endian");
+
+namespace {
+
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8},
+    {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},     {DType::U8, "U8", 1},
+    {DType::BOOL, "BOOL", 1}, {DType::F64, "F64", 8},
+};
+
+const DTypeInfo& info(DType dtype) {
+  for (const auto& entry : kDTypes)
+    if (entry.dtype == dtype) return entry;
+  fail("invalid DType value {}", static_cast<int>(dtype));
+}
+
+// numel × element size, or nullopt on overflow (a hostile header can claim any shape).
+std::optional<uint64_t> byte_size(const std::vector<int64_t>& shape, DType dtype) {
+  uint64_t total = dtype_size(dtype);
+  for (int64_t dim : shape) {
+    if (dim < 0 || __builtin_mul_overflow(total, static_cast<uint64_t>(dim), &total)) return std::nullopt;
+  }
+  return total;
+}
+
+template <typename T>
+T load(const std::byte* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+std::map<std::string, std::string> read_string_map(const json& object, const std::string& where) {
+  if (!object.is_object()) fail("{}: metadata is not a JSON object", where);
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : object.items()) {
+    if (!value.is_string()) fail("{}: metadata entry '{}' is not a string", where, key);
+    out[key] = value.get<std::string>();
+  }
+  return out;
+}
+
+TensorView parse_entry(const std::string& file, const std::string& name, const json& entry,
+                       const std::byte* data_section, uint64_t data_size) {
+  if (!entry.is_object()) fail("{}: tensor '{}': header entry is not a JSON object", file, name);
+  TensorView view;
+  view.name = name;
+  view.file = file;
+
+  auto dtype_it = entry.find("dtype");
+  if (dtype_it == entry.end() || !dtype_it->is_string()) fail("{}: tensor '{}': missing or non-string dtype", file, name);
+  auto dtype = parse_dtype(dtype_it->get_ref<const std::string&>());
+  if (!dtype) fail("{}: tensor '{}': unknown dtype '{}'", file, name, dtype_it->get<std::string>());
+  view.dtype = *dtype;
+
+  auto shape_it = entry.find("shape");
+  if (shape_it == entry.end() || !shape_it->is_array()) fail("{}: tensor '{}': missing or non-array shape", file, name);
+  for (const auto& dim : *shape_it) {
+    if (!dim.is_number_integer()) fail("{}: tensor '{}': shape entry {} is not an integer", file, name, dim.dump());
+    if (dim.is_number_unsigned() ? dim.get<uint64_t>() > uint64_t(INT64_MAX) : dim.get<int64_t>() < 0)
+      fail("{}: tensor '{}': shape entry {} is negative or too large", file, name, dim.dump());
+    view.shape.push_back(dim.get<int64_t>());
+  }
+
+  auto offsets_it = entry.find("data_offsets");
+  if (offsets_it == entry.end() || !offsets_it->is_array() || offsets_it->size() != 2 ||
+      !(*offsets_it)[0].is_number_unsigned() || !(*offsets_it)[1].is_number_unsigned())
+    fail("{}: tensor '{}': data_offsets must be two non-negative integers", file, name);
+  uint64_t begin = (*offsets_it)[0].get<uint64_t>(), end = (*offsets_it)[1].get<uint64_t>();
+  if (begin > end) fail("{}: tensor '{}': data_offsets [{}, {}) begin after end", file, name, begin, end);
+  if (end > data_size)
+    fail("{}: tensor '{}': data_offsets [{}, {}) run past the end of the data section ({} bytes)", file, name, begin,
+         end, data_size);
+
+  auto expected = byte_size(view.shape, view.dtype);
+  if (!expected || *expected != end - begin)
+    fail("{}: tensor '{}': size mismatch: shape [{}] of {} needs {} bytes but data_offsets span {} bytes", file, name,
+         fmt::join(view.shape, ", "), dtype_name(view.dtype), expected ? fmt::to_string(*expected) : "too many",
+         end - begin);
+  view.data = data_section + begin;
+  view.bytes = static_cast<size_t>(end - begin);
+  return view;
+}
+
+void check_no_overlap(const std::string& file, std::vector<TensorView>& tensors) {
+  std::vector<const TensorView*> order;
+  for (const auto& t : tensors)
+    if (t.bytes > 0) order.push_back(&t);  // an empty span overlaps nothing
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->data < b->data; });
+  for (size_t i = 1; i < order.size(); ++i) {
+    const TensorView* prev = order[i - 1];
+    if (prev->data + prev->bytes > order[i]->data)
+      fail("{}: tensors '{}' and '{}' have overlapping data_offsets", file, prev->name, order[i]->name);
+  }
+}
+
+void add_file(Checkpoint& ckpt, MappedFile mapped) {
+  ParsedFile parsed = parse_safetensors({mapped.data, mapped.size}, mapped.path.string());
+  for (auto& view : parsed.tensors) {
+    if (ckpt.tensors.contains(view.name))
+      fail("{}: tensor '{}' also appears in {}", mapped.path.string(), view.name, ckpt.tensors.at(view.name).file);
+    std::string name = view.name;
+    ckpt.tensors.emplace(std::move(name), std::move(view));
+  }
+  ckpt.metadata.merge(parsed.metadata);
+  ckpt.files.push_back(std::move(mapped));
+}
+
+json read_json_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open for reading", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON: {}", path.string(), e.what());
+  }
+}
+
+void open_sharded(Checkpoint& ckpt, const fs::path& index_path) {
+  const std::string index_name = index_path.string();
+  json index = read_json_file(index_path);
+  if (!index.is_object()) fail("{}: index is not a JSON object", index_name);
+  auto map_it = index.find("weight_map");
+  if (map_it == index.end() || !map_it->is_object()) fail("{}: missing or non-object \"weight_map\"", index_name);
+
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+  std::set<std::string> shards;
+  for (const auto& [tensor, shard] : map_it->items()) {
+    if (!shard.is_string()) fail("{}: weight_map entry for tensor '{}' is not a string", index_name, tensor);
+    const auto& shard_name = shard.get_ref<const std::string&>();
+    // Shards are siblings of the index; refuse anything that would reach elsewhere.
+    fs::path rel(shard_name);
+    if (shard_name.empty() || rel.is_absolute() || shard_name.find("..") != std::string::npos)
+      fail("{}: tensor '{}' names an invalid shard path '{}'", index_name, tensor, shard_name);
+    weight_map[tensor] = shard_name;
+    shards.insert(shard_name);
+  }
+  for (const auto& shard : shards) {
+    fs::path shard_path = index_path.parent_path() / shard;
+    std::error_code ec;
+    if (!fs::is_regular_file(shard_path, ec)) {
+      auto user = std::find_if(weight_map.begin(), weight_map.end(), [&](auto& kv) { return kv.second == shard; });
+      fail("{}: shard '{}' (listed for tensor '{}') does not exist", index_name, shard, user->first);
+    }
+    add_file(ckpt, MappedFile::open(shard_path));
+  }
+  for (const auto& [tensor, shard] : weight_map) {
+    auto it = ckpt.tensors.find(tensor);
+    std::string shard_path = (index_path.parent_path() / shard).string();
+    if (it == ckpt.tensors.end() || it->second.file != shard_path)
+      fail("{}: tensor '{}' is mapped to shard '{}' but that shard does not contain it", index_name, tensor, shard);
+  }
+  if (auto meta = index.find("metadata"); meta != index.end() && !meta->is_null()) {
+    if (!meta->is_object()) fail("{}: \"metadata\" is not a JSON object", index_name);
+    for (const auto& [key, value] : meta->items())
+      ckpt.metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  }
+}
+
+}  // namespace
+
+size_t dtype_size(DType dtype) { return info(dtype).size; }
+std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const auto& entry : kDTypes)
+    if (entry.name == name) return entry.dtype;
+  return std::nullopt;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int64_t dim : shape) n *= dim;
+  return n;
+}
+
+MappedFile MappedFile::open(const fs::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) fail("{}: file does not exist", path.string());
+    fail("{}: cannot open: {}", path.string(), std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: not a regular file", path.string());
+  }
+  MappedFile out;
+  out.path = path;
+  out.size = static_cast<size_t>(st.st_size);
+  if (out.size > 0) {  // mmap of length 0 is an error; an empty file is reported by the parser
+    void* p = ::mmap(nullptr, out.size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int err = errno;
+    ::close(fd);
+    if (p == MAP_FAILED) fail("{}: mmap failed: {}", path.string(), std::strerror(err));
+    out.data = static_cast<const std::byte*>(p);
+  } else {
+    ::close(fd);
+  }
+  return out;
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path(std::move(other.path)), data(std::exchange(other.data, nullptr)), size(std::exchange(other.size, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    if (data) ::munmap(const_cast<std::byte*>(data), size);
+    path = std::move(other.path);
+    data = std::exchange(other.data, nullptr);
+    size = std::exchange(other.size, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() {
+  if (data) ::munmap(const_cast<std::byte*>(data), size);
+}
+
+ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string& file) {
+  if (bytes.size() < 8)
+    fail("{}: truncated file ({} bytes; a safetensors file starts with an 8-byte header length)", file, bytes.size());
+  const uint64_t header_len = load<uint64_t>(bytes.data());
+  if (header_len > bytes.size() - 8)
+    fail("{}: header length {} runs past the end of the file ({} bytes)", file, header_len, bytes.size());
+  std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON header: {}", file, e.what());
+  }
+  if (!header.is_object()) fail("{}: JSON header is not an object", file);
+
+  const std::byte* data_section = bytes.data() + 8 + header_len;
+  const uint64_t data_size = bytes.size() - 8 - header_len;
+  ParsedFile out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      out.metadata = read_string_map(entry, file);
+      continue;
+    }
+    out.tensors.push_back(parse_entry(file, name, entry, data_section, data_size));
+  }
+  check_no_overlap(file, out.tensors);
+  return out;
+}
+
+Checkpoint Checkpoint::open(const fs::path& path) {
+  Checkpoint ckpt;
+  ckpt.path = path;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("checkpoint path {} does not exist", path.string());
+  if (fs::is_directory(path, ec)) {
+    fs::path index = path / "model.safetensors.index.json";
+    fs::path single = path / "model.safetensors";
+    if (fs::exists(index, ec))
+      open_sharded(ckpt, index);
+    else if (fs::exists(single, ec))
+      add_file(ckpt, MappedFile::open(single));
+    else
+      fail("{}: directory has neither model.safetensors.index.json nor model.safetensors", path.string());
+  } else if (path.filename().string().ends_with(".index.json")) {
+    open_sharded(ckpt, path);
+  } else {
+    add_file(ckpt, MappedFile::open(path));
+  }
+  return ckpt;
+}
+
+const TensorView* Checkpoint::find(std::string_view name) const {
+  auto it = tensors.find(name);
+  return it == tensors.end() ? nullptr : &it->second;
+}
+
+const TensorView& Checkpoint::get(std::string_view name) const {
+  if (const TensorView* view = find(name)) return *view;
+  fail("tensor '{}' not found in checkpoint {}", name, path.string());
+}
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, view] : tensors) out.push_back(name);
+  return out;
+}
+
+float bf16_to_f32(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+
+float f16_to_f32(uint16_t bits) {
+  const uint32_t sign = uint32_t(bits & 0x8000) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1f;
+  const uint32_t mantissa = bits & 0x3ff;
+  if (exponent == 0) {  // zero or subnormal: mantissa × 2^-24, exact in f32
+    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf / nan
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+uint16_t f32_to_bf16(float value) {
+  uint32_t bits = std::bit_cast<uint32_t>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return uint16_t((bits >> 16) | 0x0040);  // quiet nan stays nan
+  bits += 0x7fffu + ((bits >> 16) & 1);  // round to nearest even; overflow lands on inf
+  return uint16_t(bits >> 16);
+}
+
+uint16_t f32_to_f16(float value) {
+  uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint16_t sign = uint16_t((bits >> 16) & 0x8000);
+  bits &= 0x7fffffffu;
+  if (bits > 0x7f800000u) return sign | 0x7e00 | uint16_t((bits >> 13) & 0x3ff);  // nan
+  if (bits >= 0x477ff000u) return sign | 0x7c00;  // >= 65520 rounds to inf (and inf itself)
+  if (bits < 0x38800000u) {                       // below 2^-14: f16 subnormal (or rounds up to min normal)
+    float scaled = std::bit_cast<float>(bits) * 16777216.0f;  // × 2^24, exact
+    return sign | uint16_t(std::nearbyint(scaled));           // default rounding mode: nearest even
+  }
+  return sign | uint16_t((bits - 0x38000000u + 0xfffu + ((bits >> 13) & 1)) >> 13);
+}
+
+void to_f32(const TensorView& t, std::span<float> out) {
+  const size_t n = static_cast<size_t>(t.numel());
+  if (out.size() != n) fail("{}: tensor '{}': to_f32 output holds {} values, tensor has {}", t.file, t.name, out.size(), n);
+  switch (t.dtype) {
+    case DType::F32: std::memcpy(out.data(), t.data, n * 4); return;
+    case DType::BF16: for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load<uint16_t>(t.data + 2 * i)); return;
+    case DType::F16: for (size_t i = 0; i < n; ++i) out[i] = f16_to_f32(load<uint16_t>(t.data + 2 * i)); return;
+    default: fail("{}: tensor '{}': cannot convert dtype {} to f32", t.file, t.name, dtype_name(t.dtype));
+  }
+}
+
+std::vector<float> to_f32(const TensorView& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  to_f32(t, out);
+  return out;
+}
+
+std::vector<int64_t> to_i64(const TensorView& t) {
+  const size_t n = static_cast<size_t>(t.numel());
+  std::vector<int64_t> out(n);
+  switch (t.dtype) {
+    case DType::I64: for (size_t i = 0; i < n; ++i) out[i] = load<int64_t>(t.data + 8 * i); return out;
+    case DType::I32: for (size_t i = 0; i < n; ++i) out[i] = load<int32_t>(t.data + 4 * i); return out;
+    default: fail("{}: tensor '{}': cannot convert dtype {} to int64", t.file, t.name, dtype_name(t.dtype));
+  }
+}
+
+std::vector<int32_t> to_i32(const TensorView& t) {
+  std::vector<int64_t> wide = to_i64(t);
+  std::vector<int32_t> out(wide.size());
+  for (size_t i = 0; i < wide.size(); ++i) {
+    if (wide[i] < INT32_MIN || wide[i] > INT32_MAX)
+      fail("{}: tensor '{}': element {} = {} does not fit in int32", t.file, t.name, i, wide[i]);
+    out[i] = static_cast<int32_t>(wide[i]);
+  }
+  return out;
+}
+
+std::vector<bool> to_bool(const TensorView& t) {
+  if (t.dtype != DType::BOOL && t.dtype != DType::U8)
+    fail("{}: tensor '{}': cannot convert dtype {} to bool", t.file, t.name, dtype_name(t.dtype));
+  std::vector<bool> out(t.bytes);
+  for (size_t i = 0; i < t.bytes; ++i) out[i] = t.data[i] != std::byte{0};
+  return out;
+}
+
+void write_safetensors(const fs::path& path, std::span<const TensorData> tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  const std::string file = path.string();
+  json header = json::object();
+  uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__") fail("{}: cannot write a tensor named '{}'", file, t.name);
+    if (header.contains(t.name)) fail("{}: tensor '{}' given twice", file, t.name);
+    auto expected = byte_size(t.shape, t.dtype);
+    if (!expected || *expected != t.bytes.size())
+      fail("{}: tensor '{}': size mismatch: shape [{}] of {} needs {} bytes, {} given", file, t.name,
+           fmt::join(t.shape, ", "), dtype_name(t.dtype), expected ? fmt::to_string(*expected) : "too many",
+           t.bytes.size());
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + *expected}}};
+    offset += *expected;
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  text.resize((text.size() + 7) / 8 * 8, ' ');  // keeps the data section 8-byte aligned in the file
+
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot open {} for writing", file, tmp.string());
+    const uint64_t header_len = text.size();
+    out.write(reinterpret_cast<const char*>(&header_len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& t : tensors)
+      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      fail("{}: write failed", file);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    fail("{}: cannot rename temporary file into place: {}", file, ec.message());
+  }
+}
+
+}  // namespace eaglevk::loader

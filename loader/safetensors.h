@@ -1,0 +1,114 @@
+#pragma once
+// Safetensors checkpoints: one file or a sharded set (model.safetensors.index.json), mapped
+// read-only so weights go from the page cache to the GPU upload without a host copy. Every
+// header is validated before any tensor is handed out, because a bad offset would otherwise
+// read past the mapping.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace eaglevk::loader {
+
+enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64 };
+
+size_t dtype_size(DType dtype);
+// The spelling the safetensors header uses ("F32", "BF16", "BOOL", ...).
+std::string_view dtype_name(DType dtype);
+// std::nullopt for a name that is not one of the above.
+std::optional<DType> parse_dtype(std::string_view name);
+
+// One tensor inside a mapping. `data` is not aligned in general (the header length decides the
+// data section's start), so read it with memcpy or the converters below.
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+  std::string file;  // the file the tensor lives in, for error messages
+
+  int64_t numel() const;
+  std::span<const std::byte> span() const { return {data, bytes}; }
+};
+
+// A read-only memory mapping of one file; owns it, move-only.
+struct MappedFile {
+  std::filesystem::path path;
+  const std::byte* data = nullptr;
+  size_t size = 0;
+
+  static MappedFile open(const std::filesystem::path& path);
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+};
+
+// An opened checkpoint. Owns the mappings; TensorView pointers stay valid for its lifetime,
+// across moves too (moving does not remap).
+struct Checkpoint {
+  // `path` is a .safetensors file, a model.safetensors.index.json, or a directory holding one of
+  // model.safetensors.index.json (preferred) or model.safetensors.
+  static Checkpoint open(const std::filesystem::path& path);
+  Checkpoint() = default;
+  Checkpoint(Checkpoint&&) = default;
+  Checkpoint& operator=(Checkpoint&&) = default;
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+
+  const TensorView* find(std::string_view name) const;
+  // Throws eaglevk::Error naming the tensor and the checkpoint when it is absent.
+  const TensorView& get(std::string_view name) const;
+  std::vector<std::string> names() const;  // sorted
+  size_t size() const { return tensors.size(); }
+
+  std::filesystem::path path;  // what open() was given
+  // The header's "__metadata__"; for a sharded checkpoint the union over the shards plus the
+  // index's "metadata" (index entries win; non-string index values are kept as JSON text).
+  std::map<std::string, std::string> metadata;
+  std::vector<MappedFile> files;
+  std::map<std::string, TensorView, std::less<>> tensors;
+};
+
+// Parses and validates one safetensors file that is already in memory (exposed for tests and
+// for files that are not on disk). Views point into `bytes`; `file_label` names it in errors.
+struct ParsedFile {
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorView> tensors;
+};
+ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string& file_label);
+
+// Scalar conversions. bf16/f16 are exact (every value, subnormals, inf and nan included);
+// f32_to_bf16 and f32_to_f16 round to nearest even and keep nan a nan.
+float bf16_to_f32(uint16_t bits);
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_bf16(float value);
+uint16_t f32_to_f16(float value);
+
+// Tensor conversions to host vectors; each throws naming the tensor when its dtype does not fit.
+std::vector<float> to_f32(const TensorView& tensor);               // from F32, F16, BF16
+void to_f32(const TensorView& tensor, std::span<float> out);       // out.size() == numel
+std::vector<int64_t> to_i64(const TensorView& tensor);             // from I64, I32
+std::vector<int32_t> to_i32(const TensorView& tensor);             // from I64 (range-checked), I32
+std::vector<bool> to_bool(const TensorView& tensor);               // from BOOL, U8 (non-zero = true)
+
+// Writes a single-file checkpoint (header padded to 8 bytes like the reference writer), via a
+// temporary file renamed into place so a reader never sees half a file.
+struct TensorData {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::span<const std::byte> bytes;
+};
+void write_safetensors(const std::filesystem::path& path, std::span<const TensorData> tensors,
+                       const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace eaglevk::loader

@@ -1,0 +1,50 @@
+#include <eaglevk/error.h>
+
+#include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
+
+namespace eaglevk::ops {
+
+void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec positions, const KvLayer& kv) {
+  if (rows == 0) return;
+  if (k_rows.range.buffer != v_rows.range.buffer || k_rows.range.offset != v_rows.range.offset ||
+      k_rows.stride != v_rows.stride)
+    fail("kv_write: k and v rows must come from one activation buffer");
+  if (kv.kv_dim % 2) fail("kv_write: kv_dim {} must be even", kv.kv_dim);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("kv_write");
+  struct {
+    uint32_t rows, kv_dim, k_offset, v_offset, src_stride, pos_offset, capacity;
+  } push{rows, kv.kv_dim, k_rows.offset, v_rows.offset, k_rows.stride, positions.offset, kv.capacity};
+  uint32_t threads = rows * kv.kv_dim / 2;
+  // The whole source rows are declared read: k and v are two column ranges of them.
+  vk::Arg src = k_rows.offset < v_rows.offset ? k_rows.reads(rows, v_rows.offset - k_rows.offset + kv.kv_dim)
+                                              : v_rows.reads(rows, k_rows.offset - v_rows.offset + kv.kv_dim);
+  oc.rec.dispatch(kernel, {src, vk::reads(positions.range), vk::writes(kv.k), vk::writes(kv.v)}, push,
+                  (threads + 63) / 64, 1, 1, "kv_write");
+}
+
+void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
+               const AttentionParams& a) {
+  if (rows == 0) return;
+  if (a.head_dim > ATTENTION_MAX_HEAD_DIM || a.head_dim % 2)
+    fail("attention: head_dim {} unsupported (even, at most {})", a.head_dim, ATTENTION_MAX_HEAD_DIM);
+  if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
+  if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get(
+      "attention", {/*WG=*/64, /*HAS_MASK=*/a.mask ? 1u : 0u, /*HAS_QSCALE=*/a.qscale ? 1u : 0u});
+  struct {
+    uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
+        mask_stride;
+    float scale;
+  } push{rows,       a.heads,    a.kv_heads, a.head_dim,       q.offset, q.stride, out.offset, out.stride,
+         positions.offset, a.kv_len, a.chunk, a.mask_words, a.scale};
+  vk::BufferRange mask = a.mask ? *a.mask : vk::BufferRange(oc.gpu.dummy);
+  vk::BufferRange qscale = a.qscale ? *a.qscale : vk::BufferRange(oc.gpu.dummy);
+  uint32_t width = a.heads * a.head_dim;
+  oc.rec.dispatch(kernel,
+                  {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
+                   vk::reads(mask), vk::reads(qscale), out.writes(rows, width)},
+                  push, rows, a.heads, 1, "attention");
+}
+
+}  // namespace eaglevk::ops

@@ -1,0 +1,52 @@
+#include <eaglevk/error.h>
+
+#include "runtime/ops/ops.h"
+
+namespace eaglevk::ops {
+
+void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t width) {
+  if (rows == 0) return;
+  if (gate.range.buffer != up.range.buffer || gate.range.offset != up.range.offset || gate.stride != up.stride)
+    fail("swiglu: gate and up must be column ranges of one buffer");
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("swiglu");
+  struct {
+    uint32_t rows, width, gate_offset, up_offset, in_stride, out_offset, out_stride;
+  } push{rows, width, gate.offset, up.offset, gate.stride, out.offset, out.stride};
+  uint32_t lo = std::min(gate.offset, up.offset), hi = std::max(gate.offset, up.offset);
+  Act in(gate.range, gate.stride, lo);
+  oc.rec.dispatch(kernel, {in.reads(rows, hi - lo + width), out.writes(rows, width)}, push,
+                  (rows * width + 63) / 64, 1, 1, "swiglu");
+}
+
+void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n) {
+  if (n == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("add");
+  uint32_t push = n;
+  bool in_place = out.buffer == a.buffer && out.offset == a.offset;
+  oc.rec.dispatch(kernel, {vk::reads(a), vk::reads(b), in_place ? vk::updates(out) : vk::writes(out)}, push,
+                  (n + 63) / 64, 1, 1, "add");
+}
+
+void softmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, float inv_temp) {
+  if (rows == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("softmax", {/*WG=*/256});
+  struct {
+    uint32_t rows, n, offset, stride;
+    float inv_temp;
+  } push{rows, n, x.offset, x.stride, inv_temp};
+  oc.rec.dispatch(kernel, {x.updates(rows, n)}, push, rows, 1, 1, "softmax");
+}
+
+void argmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, IntVec ids, const vk::BufferRange* d2t) {
+  if (rows == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("argmax", {/*WG=*/256, /*HAS_D2T=*/d2t ? 1u : 0u});
+  struct {
+    uint32_t rows, n, offset, stride, out_offset;
+  } push{rows, n, x.offset, x.stride, ids.offset};
+  vk::BufferRange map = d2t ? *d2t : vk::BufferRange(oc.gpu.dummy);
+  vk::Arg out = vk::writes(ids.range.sub(uint64_t(ids.offset) * 4, uint64_t(rows) * 4));
+  out.bind = ids.range;
+  oc.rec.dispatch(kernel, {x.reads(rows, n), vk::reads(map), out}, push, rows, 1, 1, "argmax");
+}
+
+}  // namespace eaglevk::ops

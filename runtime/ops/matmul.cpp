@@ -1,0 +1,48 @@
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
+
+namespace eaglevk::ops {
+namespace {
+
+struct MatmulPush {
+  uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate;
+};
+
+std::string shader_name(const char* family, WeightType t) { return fmt::format("{}_{}", family, weight_type_name(t)); }
+
+}  // namespace
+
+void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
+            const char* name) {
+  if (rows == 0) return;
+  const vk::Context& ctx = oc.gpu.ctx;
+  bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  const vk::Kernel& kernel =
+      vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type), {/*WG=*/64})
+             : oc.gpu.pipelines.get(shader_name("gemm", w.type));
+  uint32_t chunk = w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
+  for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
+    uint32_t n = std::min(chunk, w.rows - n0);
+    vk::BufferRange wchunk = w.rows_range(n0, n);
+    uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
+    for (uint32_t r0 = 0; r0 < rows; r0 += step) {
+      uint32_t r = std::min(step, rows - r0);
+      Act xr = x.row(r0), yr = y.row(r0).cols(n0);
+      MatmulPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
+      vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
+      if (vector) {
+        uint32_t gx = std::min<uint32_t>(n, 65535), gy = (n + 65534) / 65535;
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, gx, gy, 1, name);
+      } else {
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + 63) / 64, (r + 63) / 64,
+                        1, name);
+      }
+    }
+  }
+}
+
+}  // namespace eaglevk::ops

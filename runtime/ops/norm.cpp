@@ -1,0 +1,19 @@
+#include "runtime/ops/ops.h"
+
+namespace eaglevk::ops {
+
+void rms_norm(OpContext& oc, Act x, const vk::BufferRange* weight, Act y, uint32_t rows, uint32_t dim, float eps,
+              const char* name) {
+  if (rows == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("norm", {/*WG=*/64, /*HAS_WEIGHT=*/weight ? 1u : 0u});
+  struct {
+    uint32_t rows, dim, in_offset, in_stride, out_offset, out_stride;
+    float eps;
+  } push{rows, dim, x.offset, x.stride, y.offset, y.stride, eps};
+  vk::BufferRange w = weight ? *weight : vk::BufferRange(oc.gpu.dummy);
+  bool in_place = x.range.buffer == y.range.buffer && x.range.offset == y.range.offset && x.offset == y.offset;
+  vk::Arg out = in_place ? y.updates(rows, dim) : y.writes(rows, dim);
+  oc.rec.dispatch(kernel, {x.reads(rows, dim), vk::reads(w), out}, push, rows, 1, 1, name);
+}
+
+}  // namespace eaglevk::ops

@@ -1,0 +1,89 @@
+#pragma once
+// One entry per op family. Each records dispatches into oc.rec and declares what it reads
+// and writes, so the recorder can place barriers. Shapes are in elements; activations f32.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "runtime/ops/gpu.h"
+#include "runtime/ops/tensor.h"
+
+namespace eaglevk::ops {
+
+// An int32 vector on the device (token ids, positions), starting `offset` elements in.
+struct IntVec {
+  vk::BufferRange range;
+  uint32_t offset = 0;
+};
+
+// out[t, :] = table[ids[t], :] for t < tokens.
+void embed(OpContext& oc, IntVec ids, uint32_t tokens, const WeightMatrix& table, Act out);
+
+// y = w * (x * rsqrt(mean(x^2) + eps)) per row; without weight it is Llama-4's QK norm.
+void rms_norm(OpContext& oc, Act x, const vk::BufferRange* weight, Act y, uint32_t rows, uint32_t dim, float eps,
+              const char* name = "rms_norm");
+
+enum class MatmulPath {
+  Auto,    // matrix-vector for up to MATVEC_MAX_ROWS rows, tiled GEMM above
+  Vector,  // matrix-vector in groups of MATVEC_MAX_ROWS rows: batch-invariant at any row count
+  Tiled,   // always the tiled GEMM
+};
+
+// y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
+void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,
+            MatmulPath path = MatmulPath::Auto, const char* name = "matmul");
+
+enum class RopePairing : uint32_t {
+  RotateHalf = 0,   // HF Llama-3: (i, i + hd/2)
+  Interleaved = 1,  // HF Llama-4: (2i, 2i + 1)
+};
+
+// cos/sin table [max_positions][head_dim/2] of (cos, sin) pairs, angle = f32(pos) * inv_freq[j]
+// rounded to f32 as torch computes it, then cos and sin in double.
+std::vector<float> rope_table(const std::vector<float>& inv_freq, uint32_t max_positions);
+
+// Rotates `heads` heads of head_dim starting at column 0 of x, in place.
+void rope(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, IntVec positions,
+          vk::BufferRange table, uint32_t table_positions, RopePairing pairing);
+
+// The f16 KV cache of one layer: [capacity][kv_dim] halves.
+struct KvLayer {
+  vk::BufferRange k;
+  vk::BufferRange v;
+  uint32_t capacity = 0;
+  uint32_t kv_dim = 0;
+};
+
+// Writes k (columns [0, kv_dim) of k_rows) and v rows into the cache at their positions.
+void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec positions, const KvLayer& kv);
+
+struct AttentionParams {
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t head_dim = 0;
+  uint32_t kv_len = 0;  // valid cache rows
+  uint32_t chunk = 0;   // Llama-4 chunked attention size, 0 = none
+  float scale = 0;      // usually 1/sqrt(head_dim)
+  // Optional: [rows][mask_words] visibility bits over cache rows (tree verification).
+  const vk::BufferRange* mask = nullptr;
+  uint32_t mask_words = 0;
+  // Optional: [rows] per-row query scale (Llama-4 attention temperature tuning).
+  const vk::BufferRange* qscale = nullptr;
+};
+
+void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
+               const AttentionParams& params);
+
+// out = silu(x[:, gate]) * x[:, up], `width` columns each.
+void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t width);
+
+// out = a + b over n floats.
+void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n);
+
+// Row softmax in place of x * inv_temp.
+void softmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, float inv_temp = 1.0f);
+
+// ids[r] = argmax over row r (ties to the lowest index), mapped by d2t when given.
+void argmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, IntVec ids, const vk::BufferRange* d2t = nullptr);
+
+}  // namespace eaglevk::ops

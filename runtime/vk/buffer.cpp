@@ -1,0 +1,96 @@
+#include "runtime/vk/buffer.h"
+
+#include <cstring>
+#include <utility>
+
+#include "runtime/vk/check.h"
+#include "runtime/vk/context.h"
+#include "runtime/vk/recorder.h"
+
+namespace eaglevk::vk {
+
+Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, std::string buffer_name)
+    : ctx(&context), bytes(size), kind(memory_kind), name(std::move(buffer_name)) {
+  if (size == 0) fail("buffer '{}' has size 0", name);
+  VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  info.size = size;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  EAGLEVK_VK(vkCreateBuffer(ctx->device, &info, nullptr, &handle));
+
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(ctx->device, handle, &req);
+  VkMemoryPropertyFlags required = 0, preferred = 0;
+  switch (kind) {
+    case MemoryKind::Device: required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT; break;
+    case MemoryKind::Upload:
+      required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+      break;
+    case MemoryKind::Readback:
+      required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+      preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+      break;
+  }
+  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  alloc.allocationSize = req.size;
+  alloc.memoryTypeIndex = ctx->find_memory_type(req.memoryTypeBits, required, preferred);
+  VkResult result = vkAllocateMemory(ctx->device, &alloc, nullptr, &memory);
+  if (result != VK_SUCCESS) {
+    vkDestroyBuffer(ctx->device, handle, nullptr);
+    handle = VK_NULL_HANDLE;
+    fail("cannot allocate {} MiB for buffer '{}': {}", size >> 20, name, result_name(result));
+  }
+  EAGLEVK_VK(vkBindBufferMemory(ctx->device, handle, memory, 0));
+  if (kind != MemoryKind::Device) EAGLEVK_VK(vkMapMemory(ctx->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped));
+}
+
+Buffer::~Buffer() { release(); }
+
+void Buffer::release() {
+  if (!ctx) return;
+  if (handle) vkDestroyBuffer(ctx->device, handle, nullptr);
+  if (memory) vkFreeMemory(ctx->device, memory, nullptr);
+  handle = VK_NULL_HANDLE;
+  memory = VK_NULL_HANDLE;
+  mapped = nullptr;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    release();
+    ctx = std::exchange(other.ctx, nullptr);
+    handle = std::exchange(other.handle, VK_NULL_HANDLE);
+    memory = std::exchange(other.memory, VK_NULL_HANDLE);
+    bytes = std::exchange(other.bytes, 0);
+    kind = other.kind;
+    mapped = std::exchange(other.mapped, nullptr);
+    name = std::move(other.name);
+  }
+  return *this;
+}
+
+void upload(const Context& ctx, BufferRange dst, const void* data, uint64_t bytes) {
+  if (bytes == 0) return;
+  if (bytes > dst.bytes) fail("upload of {} bytes into a {}-byte range of '{}'", bytes, dst.bytes, dst.buffer->name);
+  Buffer staging(ctx, bytes, MemoryKind::Upload, "upload staging");
+  std::memcpy(staging.mapped, data, bytes);
+  Recorder rec(ctx);
+  rec.begin();
+  rec.copy(BufferRange(staging), dst.sub(0, bytes), "upload");
+  rec.submit_and_wait();
+}
+
+void download(const Context& ctx, BufferRange src, void* data, uint64_t bytes) {
+  if (bytes == 0) return;
+  if (bytes > src.bytes) fail("download of {} bytes from a {}-byte range of '{}'", bytes, src.bytes, src.buffer->name);
+  Buffer staging(ctx, bytes, MemoryKind::Readback, "readback staging");
+  Recorder rec(ctx);
+  rec.begin();
+  rec.copy(src.sub(0, bytes), BufferRange(staging), "download");
+  rec.submit_and_wait();
+  std::memcpy(data, staging.mapped, bytes);
+}
+
+}  // namespace eaglevk::vk

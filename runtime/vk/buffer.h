@@ -1,0 +1,58 @@
+#pragma once
+// Buffers: device-local storage, host-visible staging for upload and read-back.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <vulkan/vulkan.h>
+
+namespace eaglevk::vk {
+
+struct Context;
+
+enum class MemoryKind {
+  Device,    // device-local; written and read only through copies and shaders
+  Upload,    // host-visible, coherent: staging for uploads
+  Readback,  // host-visible, preferably cached: staging for read-back
+};
+
+// One VkBuffer with its own memory. Move-only; destroyed with its owner.
+struct Buffer {
+  const Context* ctx = nullptr;
+  VkBuffer handle = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  uint64_t bytes = 0;
+  MemoryKind kind = MemoryKind::Device;
+  void* mapped = nullptr;  // host pointer for Upload and Readback buffers
+  std::string name;
+
+  Buffer() = default;
+  Buffer(const Context& ctx, uint64_t bytes, MemoryKind kind, std::string name);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void release();
+  explicit operator bool() const { return handle != VK_NULL_HANDLE; }
+};
+
+// A byte range of a buffer: what an op binds and declares as read or written.
+struct BufferRange {
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+
+  BufferRange() = default;
+  BufferRange(const Buffer& b) : buffer(&b), offset(0), bytes(b.bytes) {}  // NOLINT: whole buffer
+  BufferRange(const Buffer& b, uint64_t offset, uint64_t bytes) : buffer(&b), offset(offset), bytes(bytes) {}
+  BufferRange sub(uint64_t off, uint64_t n) const { return {*buffer, offset + off, n}; }
+};
+
+// Copies host bytes into a device buffer (through a staging buffer and one submission) and back.
+// For setup and tests; per-token transfers are recorded into the round's command buffer instead.
+void upload(const Context& ctx, BufferRange dst, const void* data, uint64_t bytes);
+void download(const Context& ctx, BufferRange src, void* data, uint64_t bytes);
+
+}  // namespace eaglevk::vk

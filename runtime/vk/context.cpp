@@ -1,0 +1,232 @@
+#include "runtime/vk/context.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/core.h>
+
+#include "runtime/vk/check.h"
+
+namespace eaglevk::vk {
+
+const char* result_name(VkResult result) {
+  switch (result) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY: return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED: return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST: return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_LAYER_NOT_PRESENT: return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT: return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT: return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER: return "VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver found)";
+    case VK_ERROR_TOO_MANY_OBJECTS: return "VK_ERROR_TOO_MANY_OBJECTS";
+    case VK_ERROR_OUT_OF_POOL_MEMORY: return "VK_ERROR_OUT_OF_POOL_MEMORY";
+    case VK_TIMEOUT: return "VK_TIMEOUT";
+    default: return "VkResult error";
+  }
+}
+
+ContextOptions ContextOptions::from_env() {
+  ContextOptions options;
+  const char* validate = std::getenv("EAGLEVK_VALIDATE");
+  options.validate = validate && std::strcmp(validate, "0") != 0 && *validate;
+  if (const char* device = std::getenv("EAGLEVK_DEVICE")) options.device = device;
+  return options;
+}
+
+namespace {
+
+VkBool32 VKAPI_PTR on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                         VkDebugUtilsMessageTypeFlagsEXT,
+                                         const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    static_cast<Context*>(user)->validation_errors.fetch_add(1);
+    fmt::print(stderr, "eaglevk: validation error: {}\n", data->pMessage);
+  } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+    fmt::print(stderr, "eaglevk: validation warning: {}\n", data->pMessage);
+  }
+  return VK_FALSE;
+}
+
+bool has_layer(const char* name) {
+  uint32_t count = 0;
+  vkEnumerateInstanceLayerProperties(&count, nullptr);
+  std::vector<VkLayerProperties> layers(count);
+  vkEnumerateInstanceLayerProperties(&count, layers.data());
+  return std::any_of(layers.begin(), layers.end(), [&](auto& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+VkInstance create_instance(bool validate) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "eaglevk";
+  app.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo create{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  create.pApplicationInfo = &app;
+
+  const char* layer = "VK_LAYER_KHRONOS_validation";
+  const char* extension = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+  VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = enables;
+  if (validate) {
+    if (!has_layer(layer))
+      fail("EAGLEVK_VALIDATE=1 but {} is not installed (Debian: apt-get install vulkan-validationlayers)", layer);
+    create.enabledLayerCount = 1;
+    create.ppEnabledLayerNames = &layer;
+    create.enabledExtensionCount = 1;
+    create.ppEnabledExtensionNames = &extension;
+    create.pNext = &features;
+  }
+  VkInstance instance = VK_NULL_HANDLE;
+  VkResult result = vkCreateInstance(&create, nullptr, &instance);
+  if (result != VK_SUCCESS)
+    fail("cannot create a Vulkan instance ({}); is a Vulkan driver installed? (Debian: mesa-vulkan-drivers)",
+         result_name(result));
+  return instance;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+  uint32_t count = 0;
+  EAGLEVK_VK(vkEnumeratePhysicalDevices(instance, &count, nullptr));
+  std::vector<VkPhysicalDevice> devices(count);
+  EAGLEVK_VK(vkEnumeratePhysicalDevices(instance, &count, devices.data()));
+  return devices;
+}
+
+int type_rank(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+uint32_t choose_device(const std::vector<DeviceInfo>& infos, const std::string& wanted) {
+  if (infos.empty()) fail("no Vulkan device found (on a machine without a GPU install mesa-vulkan-drivers)");
+  if (wanted.empty()) {
+    auto best = std::min_element(infos.begin(), infos.end(),
+                                 [](auto& a, auto& b) { return type_rank(a.type) < type_rank(b.type); });
+    return best->index;
+  }
+  if (std::all_of(wanted.begin(), wanted.end(), ::isdigit)) {
+    uint32_t index = uint32_t(std::stoul(wanted));
+    if (index >= infos.size())
+      fail("device index {} out of range: {} device(s) found (see `eaglevk devices`)", index, infos.size());
+    return index;
+  }
+  for (const DeviceInfo& info : infos)
+    if (lower(info.name).find(lower(wanted)) != std::string::npos) return info.index;
+  fail("no Vulkan device matches '{}' (see `eaglevk devices`)", wanted);
+}
+
+uint32_t compute_queue_family(VkPhysicalDevice physical) {
+  uint32_t count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(count);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &count, families.data());
+  // Prefer a compute queue that also does graphics: it is the one with timestamps everywhere.
+  for (uint32_t i = 0; i < count; ++i)
+    if (families[i].queueFlags & VK_QUEUE_COMPUTE_BIT) return i;
+  fail("the chosen Vulkan device has no compute queue");
+}
+
+}  // namespace
+
+std::vector<DeviceInfo> list_devices() {
+  VkInstance instance = create_instance(false);
+  std::vector<DeviceInfo> infos;
+  try {
+    auto devices = physical_devices(instance);
+    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(devices[i], i));
+  } catch (...) {
+    vkDestroyInstance(instance, nullptr);
+    throw;
+  }
+  vkDestroyInstance(instance, nullptr);
+  return infos;
+}
+
+Context::Context(const ContextOptions& options) {
+  validation = options.validate;
+  instance = create_instance(validation);
+  try {
+    if (validation) {
+      VkDebugUtilsMessengerCreateInfoEXT info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+      info.messageSeverity =
+          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+      info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+      info.pfnUserCallback = on_validation_message;
+      info.pUserData = this;
+      auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+      if (!create) fail("validation requested but VK_EXT_debug_utils is unavailable");
+      EAGLEVK_VK(create(instance, &info, nullptr, &messenger));
+    }
+    auto devices = physical_devices(instance);
+    std::vector<DeviceInfo> infos;
+    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(devices[i], i));
+    uint32_t chosen = choose_device(infos, options.device);
+    physical = devices[chosen];
+    info = infos[chosen];
+    if (VK_API_VERSION_MINOR(info.api_version) < 2 && VK_API_VERSION_MAJOR(info.api_version) == 1)
+      fail("device '{}' supports Vulkan {}.{}; eaglevk needs 1.2", info.name, VK_API_VERSION_MAJOR(info.api_version),
+           VK_API_VERSION_MINOR(info.api_version));
+    if (!info.features.subgroup_arithmetic)
+      fail("device '{}' lacks subgroup arithmetic in compute shaders, which the matrix-vector kernels need",
+           info.name);
+    vkGetPhysicalDeviceMemoryProperties(physical, &memory);
+    max_binding_range = info.features.max_storage_buffer_range;
+
+    queue_family = compute_queue_family(physical);
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    queue_info.queueFamilyIndex = queue_family;
+    queue_info.queueCount = 1;
+    queue_info.pQueuePriorities = &priority;
+    VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    device_info.queueCreateInfoCount = 1;
+    device_info.pQueueCreateInfos = &queue_info;
+    EAGLEVK_VK(vkCreateDevice(physical, &device_info, nullptr, &device));
+    vkGetDeviceQueue(device, queue_family, 0, &queue);
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Context::~Context() { release(); }
+
+void Context::release() {
+  if (device) vkDestroyDevice(device, nullptr);
+  device = VK_NULL_HANDLE;
+  if (messenger) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance, messenger, nullptr);
+    messenger = VK_NULL_HANDLE;
+  }
+  if (instance) vkDestroyInstance(instance, nullptr);
+  instance = VK_NULL_HANDLE;
+}
+
+uint32_t Context::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                                   VkMemoryPropertyFlags preferred) const {
+  for (VkMemoryPropertyFlags wanted : {required | preferred, required})
+    for (uint32_t i = 0; i < memory.memoryTypeCount; ++i)
+      if ((type_bits & (1u << i)) && (memory.memoryTypes[i].propertyFlags & wanted) == wanted) return i;
+  fail("no Vulkan memory type with flags {:#x}", required);
+}
+
+}  // namespace eaglevk::vk

@@ -1,0 +1,55 @@
+#pragma once
+// The Vulkan instance, the chosen physical device, one logical device and its compute queue.
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "runtime/vk/features.h"
+
+namespace eaglevk::vk {
+
+struct ContextOptions {
+  // A device index ("1") or a case-insensitive substring of its name; empty picks the best:
+  // discrete GPU, then integrated, then virtual, then CPU (lavapipe).
+  std::string device;
+  // Enable the Khronos validation layer with synchronization validation. Defaults to the
+  // environment variable EAGLEVK_VALIDATE=1.
+  bool validate = false;
+  static ContextOptions from_env();
+};
+
+// Enumerates the physical devices without creating a logical device.
+std::vector<DeviceInfo> list_devices();
+
+struct Context {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  VkPhysicalDevice physical = VK_NULL_HANDLE;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  uint32_t queue_family = 0;
+  DeviceInfo info;
+  VkPhysicalDeviceMemoryProperties memory{};
+  bool validation = false;
+
+  // Validation messages of error severity seen so far; tests fail when it grows.
+  std::atomic<uint32_t> validation_errors{0};
+
+  // The largest range a single storage-buffer binding may cover. Starts at the device limit;
+  // tests lower it to exercise the row-chunking paths on small tensors.
+  uint64_t max_binding_range = 0;
+
+  explicit Context(const ContextOptions& options = ContextOptions::from_env());
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  void release();
+  uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                            VkMemoryPropertyFlags preferred) const;
+};
+
+}  // namespace eaglevk::vk

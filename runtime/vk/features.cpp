@@ -1,0 +1,91 @@
+#include "runtime/vk/features.h"
+
+#include <fmt/format.h>
+
+namespace eaglevk::vk {
+
+const char* device_type_name(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
+    default: return "other";
+  }
+}
+
+DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, &driver};
+  VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, &subgroup};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &maint3};
+  vkGetPhysicalDeviceProperties2(device, &props);
+
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
+  vkGetPhysicalDeviceFeatures2(device, &features);
+
+  DeviceInfo info;
+  info.index = index;
+  info.name = props.properties.deviceName;
+  info.type = props.properties.deviceType;
+  info.api_version = props.properties.apiVersion;
+  info.driver = fmt::format("{} {}", driver.driverName, driver.driverInfo);
+
+  DeviceFeatures& f = info.features;
+  f.fp16_arithmetic = f12.shaderFloat16;
+  f.int8_arithmetic = f12.shaderInt8;
+  f.storage_16bit = f11.storageBuffer16BitAccess;
+  f.storage_8bit = f12.storageBuffer8BitAccess;
+  f.buffer_device_address = f12.bufferDeviceAddress;
+  f.subgroup_size = subgroup.subgroupSize;
+  bool compute = subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+  f.subgroup_arithmetic = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  f.subgroup_shuffle = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  f.subgroup_ballot = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT);
+  const VkPhysicalDeviceLimits& limits = props.properties.limits;
+  f.max_storage_buffer_range = limits.maxStorageBufferRange;
+  f.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
+  f.max_compute_shared_memory = limits.maxComputeSharedMemorySize;
+  f.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
+  f.max_memory_allocation = maint3.maxMemoryAllocationSize;
+  f.timestamp_period_ns = limits.timestampPeriod;
+
+  VkPhysicalDeviceMemoryProperties memory;
+  vkGetPhysicalDeviceMemoryProperties(device, &memory);
+  for (uint32_t i = 0; i < memory.memoryHeapCount; ++i)
+    f.heaps.push_back({memory.memoryHeaps[i].size, bool(memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)});
+
+  uint32_t family_count = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, nullptr);
+  std::vector<VkQueueFamilyProperties> families(family_count);
+  vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, families.data());
+  for (const auto& family : families)
+    if ((family.queueFlags & VK_QUEUE_COMPUTE_BIT) && family.timestampValidBits > 0) f.timestamps = true;
+  return info;
+}
+
+std::string describe(const DeviceInfo& info) {
+  const DeviceFeatures& f = info.features;
+  std::string heaps;
+  for (const MemoryHeap& heap : f.heaps)
+    heaps += fmt::format("{}{:.1f} GiB{}", heaps.empty() ? "" : ", ", heap.bytes / double(1ull << 30),
+                         heap.device_local ? " (device-local)" : "");
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  return fmt::format(
+      "[{}] {} ({}, Vulkan {}.{}.{}, {})\n"
+      "    fp16 arithmetic: {}   int8 arithmetic: {}   16-bit storage: {}   8-bit storage: {}\n"
+      "    subgroup size: {}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
+      "    maxStorageBufferRange: {} MiB   maxComputeSharedMemorySize: {} KiB   max workgroup: {}\n"
+      "    buffer device address: {}   timestamps: {} ({} ns/tick)\n"
+      "    memory heaps: {}\n",
+      info.index, info.name, device_type_name(info.type), VK_API_VERSION_MAJOR(info.api_version),
+      VK_API_VERSION_MINOR(info.api_version), VK_API_VERSION_PATCH(info.api_version), info.driver,
+      yes(f.fp16_arithmetic), yes(f.int8_arithmetic), yes(f.storage_16bit), yes(f.storage_8bit), f.subgroup_size,
+      yes(f.subgroup_arithmetic), yes(f.subgroup_shuffle), yes(f.subgroup_ballot), f.max_storage_buffer_range >> 20,
+      f.max_compute_shared_memory >> 10, f.max_workgroup_invocations, yes(f.buffer_device_address),
+      yes(f.timestamps), f.timestamp_period_ns, heaps);
+}
+
+}  // namespace eaglevk::vk

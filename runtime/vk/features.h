@@ -1,0 +1,51 @@
+#pragma once
+// What a physical device can do, probed once and kept in one plain struct.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+namespace eaglevk::vk {
+
+struct MemoryHeap {
+  uint64_t bytes = 0;
+  bool device_local = false;
+};
+
+struct DeviceFeatures {
+  bool fp16_arithmetic = false;     // shaderFloat16
+  bool int8_arithmetic = false;     // shaderInt8
+  bool storage_16bit = false;       // storageBuffer16BitAccess
+  bool storage_8bit = false;        // storageBuffer8BitAccess
+  bool buffer_device_address = false;
+  uint32_t subgroup_size = 0;
+  bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute
+  bool subgroup_shuffle = false;
+  bool subgroup_ballot = false;
+  uint64_t max_storage_buffer_range = 0;
+  uint64_t min_storage_buffer_offset_alignment = 0;
+  uint32_t max_compute_shared_memory = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint64_t max_memory_allocation = 0;
+  std::vector<MemoryHeap> heaps;
+  bool timestamps = false;          // compute queue supports timestamps
+  float timestamp_period_ns = 0;
+};
+
+struct DeviceInfo {
+  uint32_t index = 0;
+  std::string name;
+  VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint32_t api_version = 0;
+  std::string driver;
+  DeviceFeatures features;
+};
+
+const char* device_type_name(VkPhysicalDeviceType type);
+DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index);
+
+// Human-readable multi-line description, as `eaglevk devices` prints it.
+std::string describe(const DeviceInfo& info);
+
+}  // namespace eaglevk::vk

@@ -1,0 +1,86 @@
+#include "runtime/vk/pipeline.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/vk/check.h"
+#include "runtime/vk/context.h"
+#include "runtime/vk/embedded_shaders.h"
+
+namespace eaglevk::vk {
+
+PipelineCache::PipelineCache(const Context& ctx) : ctx_(ctx) {}
+
+PipelineCache::~PipelineCache() {
+  for (auto& [key, k] : kernels_) {
+    vkDestroyPipeline(ctx_.device, k->pipeline, nullptr);
+    vkDestroyPipelineLayout(ctx_.device, k->layout, nullptr);
+    vkDestroyDescriptorSetLayout(ctx_.device, k->set_layout, nullptr);
+  }
+  for (auto& [name, m] : modules_) vkDestroyShaderModule(ctx_.device, m.module, nullptr);
+}
+
+const PipelineCache::Module& PipelineCache::module(const std::string& shader) {
+  auto found = modules_.find(shader);
+  if (found != modules_.end()) return found->second;
+  for (size_t i = 0; i < kEmbeddedShaderCount; ++i) {
+    const EmbeddedShader& s = kEmbeddedShaders[i];
+    if (shader != s.name) continue;
+    Module m;
+    m.interface = reflect_spirv(s.words, s.word_count, shader);
+    VkShaderModuleCreateInfo info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    info.codeSize = s.word_count * 4;
+    info.pCode = s.words;
+    EAGLEVK_VK(vkCreateShaderModule(ctx_.device, &info, nullptr, &m.module));
+    return modules_[shader] = m;
+  }
+  fail("no embedded shader named '{}'", shader);
+}
+
+const Kernel& PipelineCache::get(const std::string& shader, std::initializer_list<uint32_t> spec) {
+  return get(shader, std::vector<uint32_t>(spec));
+}
+
+const Kernel& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec) {
+  std::string key = fmt::format("{}<{}>", shader, fmt::join(spec, ","));
+  auto found = kernels_.find(key);
+  if (found != kernels_.end()) return *found->second;
+
+  const Module& m = module(shader);
+  if (spec.size() > m.interface.spec_constants)
+    fail("shader '{}' takes {} specialization constants, {} given", shader, m.interface.spec_constants, spec.size());
+  auto k = std::make_unique<Kernel>();
+  k->name = key;
+  k->interface = m.interface;
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(m.interface.storage_buffers);
+  for (uint32_t i = 0; i < bindings.size(); ++i)
+    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  set_info.bindingCount = uint32_t(bindings.size());
+  set_info.pBindings = bindings.data();
+  EAGLEVK_VK(vkCreateDescriptorSetLayout(ctx_.device, &set_info, nullptr, &k->set_layout));
+
+  VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, m.interface.push_constant_bytes};
+  VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  layout_info.setLayoutCount = 1;
+  layout_info.pSetLayouts = &k->set_layout;
+  layout_info.pushConstantRangeCount = push.size ? 1 : 0;
+  layout_info.pPushConstantRanges = &push;
+  EAGLEVK_VK(vkCreatePipelineLayout(ctx_.device, &layout_info, nullptr, &k->layout));
+
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+  VkSpecializationInfo spec_info{uint32_t(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = m.module;
+  info.stage.pName = "main";
+  info.stage.pSpecializationInfo = spec.empty() ? nullptr : &spec_info;
+  info.layout = k->layout;
+  EAGLEVK_VK(vkCreateComputePipelines(ctx_.device, VK_NULL_HANDLE, 1, &info, nullptr, &k->pipeline));
+  return *(kernels_[key] = std::move(k));
+}
+
+}  // namespace eaglevk::vk

@@ -1,0 +1,51 @@
+#pragma once
+// Compute pipelines built from embedded SPIR-V, cached by shader name and specialization
+// constants. The layout (bindings, push-constant size) comes from the SPIR-V itself.
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "runtime/vk/spirv_reflect.h"
+
+namespace eaglevk::vk {
+
+struct Context;
+
+struct Kernel {
+  std::string name;  // shader variant name plus its specialization values, for messages
+  ShaderInterface interface;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout layout = VK_NULL_HANDLE;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+};
+
+class PipelineCache {
+ public:
+  explicit PipelineCache(const Context& ctx);
+  ~PipelineCache();
+  PipelineCache(const PipelineCache&) = delete;
+  PipelineCache& operator=(const PipelineCache&) = delete;
+
+  // Specialization constant i gets constant_id i; every shader declares its own meaning.
+  const Kernel& get(const std::string& shader, std::initializer_list<uint32_t> spec = {});
+  const Kernel& get(const std::string& shader, const std::vector<uint32_t>& spec);
+  size_t size() const { return kernels_.size(); }
+
+ private:
+  struct Module {
+    VkShaderModule module = VK_NULL_HANDLE;
+    ShaderInterface interface;
+  };
+  const Module& module(const std::string& shader);
+
+  const Context& ctx_;
+  std::map<std::string, Module> modules_;
+  std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+};
+
+}  // namespace eaglevk::vk

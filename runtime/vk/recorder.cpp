@@ -1,0 +1,264 @@
+#include "runtime/vk/recorder.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "runtime/vk/check.h"
+#include "runtime/vk/context.h"
+#include "runtime/vk/pipeline.h"
+
+namespace eaglevk::vk {
+namespace {
+
+constexpr uint32_t kSetsPerPool = 512;
+constexpr uint32_t kDescriptorsPerPool = kSetsPerPool * 8;
+constexpr uint32_t kMaxTimestamps = 4096;
+
+Access whole(BufferRange r, bool read, bool write) {
+  return Access{r.buffer, r.offset, r.bytes, r.bytes, 1, read, write};
+}
+
+}  // namespace
+
+Arg reads(BufferRange r) { return {r, whole(r, true, false)}; }
+Arg writes(BufferRange r) { return {r, whole(r, false, true)}; }
+Arg updates(BufferRange r) { return {r, whole(r, true, true)}; }
+Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows) {
+  return {bind, Access{bind.buffer, bind.offset + first_byte, row_bytes, stride, rows, false, true}};
+}
+Arg reads_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows) {
+  return {bind, Access{bind.buffer, bind.offset + first_byte, row_bytes, stride, rows, true, false}};
+}
+
+SyncMode sync_mode_from_env() {
+  const char* mode = std::getenv("EAGLEVK_SYNC");
+  return mode && std::strcmp(mode, "full") == 0 ? SyncMode::Full : SyncMode::Tracked;
+}
+
+Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
+  sync = sync_mode_from_env();
+  const char* prof = std::getenv("EAGLEVK_PROFILE");
+  profile = prof && std::strcmp(prof, "1") == 0;
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pool_info.queueFamilyIndex = ctx.queue_family;
+  EAGLEVK_VK(vkCreateCommandPool(ctx.device, &pool_info, nullptr, &pool_));
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = pool_;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  EAGLEVK_VK(vkAllocateCommandBuffers(ctx.device, &alloc, &cmd_));
+  VkFenceCreateInfo fence_info{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  EAGLEVK_VK(vkCreateFence(ctx.device, &fence_info, nullptr, &fence_));
+}
+
+Recorder::~Recorder() {
+  if (pending_) vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX);
+  for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(ctx_.device, p, nullptr);
+  if (queries_) vkDestroyQueryPool(ctx_.device, queries_, nullptr);
+  vkDestroyFence(ctx_.device, fence_, nullptr);
+  vkDestroyCommandPool(ctx_.device, pool_, nullptr);
+}
+
+void Recorder::begin() {
+  if (pending_) wait();
+  for (VkDescriptorPool p : descriptor_pools_) EAGLEVK_VK(vkResetDescriptorPool(ctx_.device, p, 0));
+  current_pool_ = 0;
+  EAGLEVK_VK(vkResetCommandBuffer(cmd_, 0));
+  VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  EAGLEVK_VK(vkBeginCommandBuffer(cmd_, &info));
+  recording_ = true;
+  wrote_anything_ = false;
+  hazards_.clear();
+  barriers_ = 0;
+  dispatches_ = 0;
+  query_names_.clear();
+  if (profile && ctx_.info.features.timestamps) {
+    if (!queries_) {
+      VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      q.queryCount = kMaxTimestamps;
+      EAGLEVK_VK(vkCreateQueryPool(ctx_.device, &q, nullptr, &queries_));
+      query_capacity_ = kMaxTimestamps;
+    }
+    vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
+    query_names_.push_back("begin");
+  }
+}
+
+void Recorder::barrier() {
+  // Compute and transfer commands share buffers, so one global memory barrier covers both.
+  VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
+                    VK_ACCESS_TRANSFER_READ_BIT;
+  b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
+                    VK_ACCESS_TRANSFER_WRITE_BIT;
+  VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
+  hazards_.clear();
+  ++barriers_;
+}
+
+void Recorder::before_command(std::span<const Arg> args) {
+  if (!recording_) fail("command recorded outside begin()/submit()");
+  for (const Arg& a : args)
+    if (hazards_.conflicts(a.access)) {
+      barrier();
+      break;
+    }
+  for (const Arg& a : args) {
+    hazards_.add(a.access);
+    wrote_anything_ |= a.access.write;
+  }
+}
+
+void Recorder::after_command(const char* name) {
+  if (sync == SyncMode::Full) barrier();
+  if (!query_names_.empty() && query_names_.size() < query_capacity_) {
+    vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, uint32_t(query_names_.size()));
+    query_names_.push_back(name);
+  }
+}
+
+VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
+  for (;; ++current_pool_) {
+    if (current_pool_ == descriptor_pools_.size()) {
+      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool};
+      VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      info.maxSets = kSetsPerPool;
+      info.poolSizeCount = 1;
+      info.pPoolSizes = &size;
+      VkDescriptorPool pool;
+      EAGLEVK_VK(vkCreateDescriptorPool(ctx_.device, &info, nullptr, &pool));
+      descriptor_pools_.push_back(pool);
+    }
+    VkDescriptorSetAllocateInfo alloc{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    alloc.descriptorPool = descriptor_pools_[current_pool_];
+    alloc.descriptorSetCount = 1;
+    alloc.pSetLayouts = &layout;
+    VkDescriptorSet set;
+    VkResult r = vkAllocateDescriptorSets(ctx_.device, &alloc, &set);
+    if (r == VK_SUCCESS) return set;
+    if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL) check(r, "vkAllocateDescriptorSets");
+  }
+}
+
+void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const void* push, uint32_t push_bytes,
+                        uint32_t gx, uint32_t gy, uint32_t gz, const char* name) {
+  const ShaderInterface& iface = kernel.interface;
+  if (args.size() != iface.storage_buffers)
+    fail("dispatch of {}: {} buffers given, the shader binds {}", kernel.name, args.size(), iface.storage_buffers);
+  if (push_bytes != iface.push_constant_bytes)
+    fail("dispatch of {}: {} bytes of push constants given, the shader declares {}", kernel.name, push_bytes,
+         iface.push_constant_bytes);
+  if (gx == 0 || gy == 0 || gz == 0) return;  // nothing to do: an empty batch
+  const uint64_t align = ctx_.info.features.min_storage_buffer_offset_alignment;
+  for (const Arg& a : args) {
+    const BufferRange& r = a.bind;
+    if (!r.buffer || !r.buffer->handle) fail("dispatch of {}: unbound buffer", kernel.name);
+    if (r.offset + r.bytes > r.buffer->bytes)
+      fail("dispatch of {}: range [{}, +{}) outside buffer '{}' of {} bytes", kernel.name, r.offset, r.bytes,
+           r.buffer->name, r.buffer->bytes);
+    if (r.bytes > ctx_.max_binding_range)
+      fail("dispatch of {}: binding of {} bytes of '{}' exceeds maxStorageBufferRange {}", kernel.name, r.bytes,
+           r.buffer->name, ctx_.max_binding_range);
+    if (align && r.offset % align)
+      fail("dispatch of {}: offset {} into '{}' is not a multiple of {}", kernel.name, r.offset, r.buffer->name,
+           align);
+  }
+  before_command(args);
+
+  VkDescriptorSet set = allocate_set(kernel.set_layout);
+  infos_scratch_.resize(args.size());
+  writes_scratch_.resize(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    infos_scratch_[i] = {args[i].bind.buffer->handle, args[i].bind.offset, args[i].bind.bytes};
+    VkWriteDescriptorSet& w = writes_scratch_[i];
+    w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.dstBinding = uint32_t(i);
+    w.descriptorCount = 1;
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = &infos_scratch_[i];
+  }
+  vkUpdateDescriptorSets(ctx_.device, uint32_t(writes_scratch_.size()), writes_scratch_.data(), 0, nullptr);
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) vkCmdPushConstants(cmd_, kernel.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(cmd_, gx, gy, gz);
+  ++dispatches_;
+  after_command(name);
+}
+
+void Recorder::copy(BufferRange src, BufferRange dst, const char* name) {
+  if (src.bytes != dst.bytes) fail("copy of {} bytes into a {}-byte range", src.bytes, dst.bytes);
+  if (src.bytes == 0) return;
+  if (src.offset + src.bytes > src.buffer->bytes || dst.offset + dst.bytes > dst.buffer->bytes)
+    fail("copy '{}' outside its buffers", name);
+  Arg args[] = {reads(src), writes(dst)};
+  before_command(args);
+  VkBufferCopy region{src.offset, dst.offset, src.bytes};
+  vkCmdCopyBuffer(cmd_, src.buffer->handle, dst.buffer->handle, 1, &region);
+  after_command(name);
+}
+
+void Recorder::fill(BufferRange dst, uint32_t value, const char* name) {
+  if (dst.bytes == 0) return;
+  if (dst.offset % 4 || dst.bytes % 4) fail("fill '{}' needs 4-byte aligned offset and size", name);
+  Arg args[] = {writes(dst)};
+  before_command(args);
+  vkCmdFillBuffer(cmd_, dst.buffer->handle, dst.offset, dst.bytes, value);
+  after_command(name);
+}
+
+void Recorder::submit() {
+  if (!recording_) fail("submit without begin()");
+  if (wrote_anything_) {
+    // Make device writes visible to the host before the fence releases the read-back.
+    VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    b.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    b.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &b, 0, nullptr, 0, nullptr);
+  }
+  EAGLEVK_VK(vkEndCommandBuffer(cmd_));
+  recording_ = false;
+  resubmit();
+}
+
+void Recorder::resubmit() {
+  if (recording_) fail("resubmit while recording");
+  if (pending_) wait();
+  EAGLEVK_VK(vkResetFences(ctx_.device, 1, &fence_));
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &cmd_;
+  EAGLEVK_VK(vkQueueSubmit(ctx_.queue, 1, &info, fence_));
+  pending_ = true;
+}
+
+void Recorder::wait() {
+  if (!pending_) return;
+  pending_ = false;
+  EAGLEVK_VK(vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX));
+}
+
+void Recorder::submit_and_wait() {
+  submit();
+  wait();
+}
+
+std::vector<TimedCommand> Recorder::timings() const {
+  std::vector<TimedCommand> out;
+  if (query_names_.size() < 2 || pending_) return out;
+  std::vector<uint64_t> ticks(query_names_.size());
+  EAGLEVK_VK(vkGetQueryPoolResults(ctx_.device, queries_, 0, uint32_t(ticks.size()), ticks.size() * 8, ticks.data(),
+                                   8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const double ns = ctx_.info.features.timestamp_period_ns;
+  for (size_t i = 1; i < ticks.size(); ++i)
+    out.push_back({query_names_[i], double(ticks[i] - ticks[i - 1]) * ns * 1e-6});
+  return out;
+}
+
+}  // namespace eaglevk::vk

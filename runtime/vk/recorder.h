@@ -1,0 +1,109 @@
+#pragma once
+// Records dispatches and copies into one command buffer. Every command declares the buffer
+// ranges it reads and writes; the recorder puts a barrier exactly where a hazard exists since
+// the last one (read-after-write, write-after-write, write-after-read) and nowhere else.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <vulkan/vulkan.h>
+
+#include "runtime/vk/buffer.h"
+#include "runtime/vk/hazard.h"
+
+namespace eaglevk::vk {
+
+struct Context;
+struct Kernel;
+
+// One binding of a dispatch: the range bound to the shader and the bytes it really touches
+// (by default the whole bound range).
+struct Arg {
+  BufferRange bind;
+  Access access;
+};
+
+Arg reads(BufferRange range);
+Arg writes(BufferRange range);
+Arg updates(BufferRange range);  // read and written by the same dispatch (in place)
+// Writes `rows` rows of `row_bytes` each, `stride` bytes apart, starting `first_byte` into the
+// bound range: one half of each row of a concatenated activation, for instance.
+Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows);
+Arg reads_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows);
+
+enum class SyncMode {
+  Tracked,  // barriers only where a hazard exists
+  Full,     // a barrier after every command (EAGLEVK_SYNC=full), for debugging and tests
+};
+SyncMode sync_mode_from_env();
+
+struct TimedCommand {
+  std::string name;
+  double ms = 0;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(const Context& ctx);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  SyncMode sync = SyncMode::Tracked;
+  bool profile = false;  // write a GPU timestamp after every named command
+
+  void begin();
+  void dispatch(const Kernel& kernel, std::span<const Arg> args, const void* push, uint32_t push_bytes,
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1, const char* name = "");
+  void dispatch(const Kernel& kernel, std::initializer_list<Arg> args, const void* push, uint32_t push_bytes,
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1, const char* name = "") {
+    dispatch(kernel, std::span<const Arg>(args.begin(), args.size()), push, push_bytes, groups_x, groups_y,
+             groups_z, name);
+  }
+  template <typename Push>
+  void dispatch(const Kernel& kernel, std::initializer_list<Arg> args, const Push& push, uint32_t gx,
+                uint32_t gy = 1, uint32_t gz = 1, const char* name = "") {
+    dispatch(kernel, args, &push, uint32_t(sizeof(Push)), gx, gy, gz, name);
+  }
+  void copy(BufferRange src, BufferRange dst, const char* name = "copy");
+  void fill(BufferRange dst, uint32_t value, const char* name = "fill");
+  // An explicit barrier, for a hazard the declared ranges cannot express.
+  void barrier();
+
+  void submit();         // end recording and submit with the fence
+  void wait();           // wait for the last submission
+  void submit_and_wait();
+  void resubmit();       // submit the same recorded commands again
+
+  // Counters for tests and profiling.
+  uint32_t barriers() const { return barriers_; }
+  uint32_t dispatches() const { return dispatches_; }
+  // Per-command GPU times of the last submission (profile = true).
+  std::vector<TimedCommand> timings() const;
+
+ private:
+  void before_command(std::span<const Arg> args);
+  void after_command(const char* name);
+  VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+
+  const Context& ctx_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> descriptor_pools_;
+  size_t current_pool_ = 0;
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t query_capacity_ = 0;
+  std::vector<std::string> query_names_;
+  HazardSet hazards_;
+  bool recording_ = false;
+  bool pending_ = false;
+  bool wrote_anything_ = false;
+  uint32_t barriers_ = 0;
+  uint32_t dispatches_ = 0;
+  std::vector<VkWriteDescriptorSet> writes_scratch_;
+  std::vector<VkDescriptorBufferInfo> infos_scratch_;
+};
+
+}  // namespace eaglevk::vk

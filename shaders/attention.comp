@@ -1,0 +1,107 @@
+#version 450
+// Attention of a batch of new query rows over the f16 KV cache, one workgroup per
+// (row, head). Keys are visited in blocks of the workgroup size from a start that depends only
+// on the row's own position, with an online softmax; so a row's result never depends on how
+// many rows share the dispatch. Key j is visible to the row at position p when
+//   j <= p (causal) and j < kv_len,
+//   chunk > 0: floor(j / chunk) == floor(p / chunk)   (Llama-4 chunked attention),
+//   HAS_MASK: bit j of the row's mask words is set     (tree verification).
+// HAS_QSCALE multiplies the row's q by qscale[row] (Llama-4 attention temperature tuning).
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+#include "shared_constants.h"
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool HAS_MASK = false;
+layout(constant_id = 2) const bool HAS_QSCALE = false;
+
+layout(binding = 0, std430) readonly buffer Q { float q[]; };
+layout(binding = 1, std430) readonly buffer KCache { uint k_cache[]; };
+layout(binding = 2, std430) readonly buffer VCache { uint v_cache[]; };
+layout(binding = 3, std430) readonly buffer Pos { int pos[]; };
+layout(binding = 4, std430) readonly buffer Mask { uint mask[]; };
+layout(binding = 5, std430) readonly buffer QScale { float qscale[]; };
+layout(binding = 6, std430) writeonly buffer Out { float outv[]; };
+
+layout(push_constant) uniform Push {
+  uint rows;
+  uint heads;
+  uint kv_heads;
+  uint head_dim;
+  uint q_offset;
+  uint q_stride;
+  uint out_offset;
+  uint out_stride;
+  uint pos_offset;
+  uint kv_len;
+  uint chunk;
+  uint mask_stride;  // uint words per row
+  float scale;
+} p;
+
+shared float sq[ATTENTION_MAX_HEAD_DIM];
+shared float sp[256];
+shared float red[64];
+
+float block_reduce(float v, bool is_max) {
+  v = is_max ? subgroupMax(v) : subgroupAdd(v);
+  barrier();  // red[] may still be read from the previous reduction
+  if (subgroupElect()) red[gl_SubgroupID] = v;
+  barrier();
+  float r = red[0];
+  for (uint s = 1; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[s]) : r + red[s];
+  return r;
+}
+
+void main() {
+  uint row = gl_WorkGroupID.x, head = gl_WorkGroupID.y;
+  uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  uint hd = p.head_dim;
+  int position = pos[p.pos_offset + row];
+  uint kvh = head / (p.heads / p.kv_heads);
+  uint kv_dim = p.kv_heads * hd;
+  float qs = p.scale * (HAS_QSCALE ? qscale[row] : 1.0);
+  for (uint d = tid; d < hd; d += wg) sq[d] = q[p.q_offset + row * p.q_stride + head * hd + d] * qs;
+  barrier();
+
+  uint end = min(p.kv_len, uint(position) + 1u);
+  uint start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
+  float m = -1.0 / 0.0, l = 0.0;
+  float acc[ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
+  [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) acc[i] = 0.0;
+
+  for (uint kb = start; kb < end; kb += wg) {
+    uint j = kb + tid;
+    float s = -1.0 / 0.0;
+    bool visible = j < end && (!HAS_MASK || (mask[row * p.mask_stride + j / 32u] & (1u << (j % 32u))) != 0u);
+    if (visible) {
+      uint base = (j * kv_dim + kvh * hd) / 2u;
+      float dot_qk = 0.0;
+      for (uint d = 0; d < hd; d += 2u) {
+        vec2 kk = unpackHalf2x16(k_cache[base + d / 2u]);
+        dot_qk = fma(sq[d], kk.x, dot_qk);
+        dot_qk = fma(sq[d + 1u], kk.y, dot_qk);
+      }
+      s = dot_qk;
+    }
+    float block_max = block_reduce(s, true);
+    float new_m = max(m, block_max);
+    float prob = visible ? exp(s - new_m) : 0.0;
+    sp[tid] = prob;
+    float block_sum = block_reduce(prob, false);  // its barriers also publish sp[]
+    if (new_m == -1.0 / 0.0) continue;            // nothing visible yet
+    float alpha = exp(m - new_m);                 // 0 when m is -inf
+    l = l * alpha + block_sum;
+    uint count = min(wg, end - kb);
+    for (uint i = 0, d = tid; d < hd; d += wg, ++i) {
+      float a = acc[i] * alpha;
+      for (uint jj = 0; jj < count; ++jj) {
+        uint idx = (kb + jj) * kv_dim + kvh * hd + d;
+        a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
+      }
+      acc[i] = a;
+    }
+    m = new_m;
+  }
+  for (uint i = 0, d = tid; d < hd; d += wg, ++i)
+    outv[p.out_offset + row * p.out_stride + head * hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+}

@@ -1,0 +1,56 @@
+// Shared helpers: weight element loads for the three weight precisions. A shader that reads
+// weights defines WEIGHT_BINDING before including this file, and the variant table defines
+// one of W_F32, W_F16, W_BF16. f16 and bf16 are read as packed uint pairs so that no 16-bit
+// storage feature is needed and odd row lengths work.
+#extension GL_EXT_control_flow_attributes : enable
+
+#if defined(WEIGHT_BINDING) && defined(W_F32)
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { float weights[]; };
+float wload(uint i) { return weights[i]; }
+vec2 wload2(uint i) { return vec2(weights[i], weights[i + 1]); }  // i even
+#elif defined(WEIGHT_BINDING)
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { uint weights[]; };
+float half_bits_to_float(uint h) {
+#if defined(W_F16)
+  return unpackHalf2x16(h).x;
+#else
+  return uintBitsToFloat(h << 16);
+#endif
+}
+float wload(uint i) {
+  uint pair = weights[i >> 1];
+  return half_bits_to_float((i & 1u) != 0u ? pair >> 16 : pair & 0xffffu);
+}
+vec2 wload2(uint i) {  // i even: both halves of one word
+  uint pair = weights[i >> 1];
+#if defined(W_F16)
+  return unpackHalf2x16(pair);
+#else
+  return vec2(uintBitsToFloat(pair << 16), uintBitsToFloat(pair & 0xffff0000u));
+#endif
+}
+#endif
+
+// The KV cache holds f16 values packed two per uint.
+float kv_load(uint pair, uint i) { return unpackHalf2x16((i & 1u) != 0u ? pair >> 16 : pair).x; }
+
+// f32 -> f16 bits with round-to-nearest-even, written out because packHalf2x16's rounding is
+// left to the implementation (lavapipe truncates); torch and the CPU references round to even.
+uint half_bits_rne(float f) {
+  uint x = floatBitsToUint(f);
+  uint sign = (x >> 16) & 0x8000u;
+  uint ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, inf
+  if (ax >= 0x477ff000u) return sign | 0x7c00u;                                  // rounds to inf
+  if (ax < 0x38800000u) {                                                        // f16 subnormal
+    if (ax <= 0x33000000u) return sign;                                          // <= 2^-25: to zero
+    uint e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    uint r = m >> shift, rem = m & ((1u << shift) - 1u), half_ulp = 1u << (shift - 1u);
+    if (rem > half_ulp || (rem == half_ulp && (r & 1u) != 0u)) ++r;
+    return sign | r;
+  }
+  uint r = (((ax >> 23) - 112u) << 10) | ((ax & 0x7fffffu) >> 13), rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u) != 0u)) ++r;
+  return sign | r;
+}
+uint pack_half2_rne(float a, float b) { return half_bits_rne(a) | (half_bits_rne(b) << 16); }

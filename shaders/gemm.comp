@@ -1,0 +1,64 @@
+#version 450
+// Tiled GEMM for prefill: y[m, n] (+)= sum_k x[m, k] * W[n, k]. Each workgroup computes a
+// TILE_M x TILE_N block from shared-memory tiles of x and W; each thread a 4x4 sub-block.
+#define WEIGHT_BINDING 1
+#include "common.glsl"
+layout(local_size_x = 16, local_size_y = 16) in;
+
+#define TILE_M 64
+#define TILE_N 64
+#define TILE_K 16
+
+layout(binding = 0, std430) readonly buffer X { float x[]; };
+layout(binding = 2, std430) buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+  uint K;
+  uint N;
+  uint M;
+  uint x_offset;
+  uint x_stride;
+  uint y_offset;
+  uint y_stride;
+  uint accumulate;
+} p;
+
+shared float xs[TILE_K][TILE_M + 1];
+shared float ws[TILE_K][TILE_N + 1];
+
+void main() {
+  uint m0 = gl_WorkGroupID.y * TILE_M, n0 = gl_WorkGroupID.x * TILE_N;
+  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+  uint tid = ty * 16u + tx;
+  float acc[4][4];
+  [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
+
+  for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
+    // 256 threads load 64x16 of x and 64x16 of W: four elements each.
+    [[unroll]] for (uint l = 0; l < 4; ++l) {
+      uint e = tid + l * 256u;
+      uint row = e / TILE_K, kk = e % TILE_K;
+      uint m = m0 + row, n = n0 + row, k = k0 + kk;
+      xs[kk][row] = (m < p.M && k < p.K) ? x[p.x_offset + m * p.x_stride + k] : 0.0;
+      ws[kk][row] = (n < p.N && k < p.K) ? wload(n * p.K + k) : 0.0;
+    }
+    barrier();
+    [[unroll]] for (uint kk = 0; kk < TILE_K; ++kk) {
+      float a[4], b[4];
+      [[unroll]] for (uint i = 0; i < 4; ++i) a[i] = xs[kk][ty + 16u * i];
+      [[unroll]] for (uint j = 0; j < 4; ++j) b[j] = ws[kk][tx + 16u * j];
+      [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+    }
+    barrier();
+  }
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    uint m = m0 + ty + 16u * i;
+    if (m >= p.M) continue;
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+      uint n = n0 + tx + 16u * j;
+      if (n >= p.N) continue;
+      uint yi = p.y_offset + m * p.y_stride + n;
+      y[yi] = p.accumulate != 0u ? y[yi] + acc[i][j] : acc[i][j];
+    }
+  }
+}

@@ -1,0 +1,384 @@
+// Every op against its CPU reference on seeded random inputs with odd sizes, each weight
+// precision. Tolerances are stated per test; failures print the first mismatching indices.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "runtime/ops/ops.h"
+#include "support/gpu_fixture.h"
+#include "support/reference.h"
+
+namespace eaglevk::testing {
+namespace {
+
+using ops::WeightType;
+
+// Lowers the binding limit for one test and restores it even when the test throws.
+struct BindingLimit {
+  uint64_t saved;
+  explicit BindingLimit(uint64_t bytes) : saved(gpu().ctx.max_binding_range) { gpu().ctx.max_binding_range = bytes; }
+  ~BindingLimit() { gpu().ctx.max_binding_range = saved; }
+};
+
+struct OpsTest : GpuTest {
+  vk::Recorder rec{gpu().ctx};
+  ops::OpContext oc{gpu(), rec};
+};
+
+ops::WeightMatrix upload_weights(vk::Buffer& storage, const std::vector<float>& w, WeightType t, uint32_t rows,
+                                 uint32_t cols) {
+  auto bytes = weight_bytes(w, t);
+  storage = device_buffer(bytes, "weights");
+  return ops::WeightMatrix{vk::BufferRange(storage), t, rows, cols};
+}
+
+// ---- matmul ---------------------------------------------------------------------------
+
+struct MatmulCase {
+  uint32_t rows, n, k;
+  WeightType type;
+  ops::MatmulPath path;
+};
+
+class MatmulTest : public OpsTest, public ::testing::WithParamInterface<MatmulCase> {};
+
+TEST_P(MatmulTest, MatchesReference) {
+  auto [rows, n, k, type, path] = GetParam();
+  auto x = random_floats(size_t(rows) * k, 1 + rows);
+  auto w = random_floats(size_t(n) * k, 2 + n);
+  auto bias = random_floats(size_t(rows) * n, 3);
+  vk::Buffer wbuf;
+  auto weights = upload_weights(wbuf, w, type, n, k);
+  vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
+  // Plain product, then the same product accumulated onto y (the fused residual add).
+  for (bool accumulate : {false, true}) {
+    if (accumulate) vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
+    rec.submit_and_wait();
+    auto want = ref_matmul(x, round_through(w, type), rows, n, k);
+    if (accumulate)
+      for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
+    EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, 1e-4, 1e-4)) << "accumulate " << accumulate;
+  }
+}
+
+std::vector<MatmulCase> matmul_cases() {
+  std::vector<MatmulCase> cases;
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    for (uint32_t rows : {1u, 3u, 8u, 13u}) cases.push_back({rows, 67, 257, t, ops::MatmulPath::Auto});
+    cases.push_back({5, 130, 256, t, ops::MatmulPath::Auto});
+    cases.push_back({70, 129, 96, t, ops::MatmulPath::Tiled});
+    cases.push_back({13, 33, 257, t, ops::MatmulPath::Vector});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(matmul_cases()), [](const auto& info) {
+  const MatmulCase& c = info.param;
+  const char* path = c.path == ops::MatmulPath::Auto ? "auto" : c.path == ops::MatmulPath::Vector ? "vector" : "tiled";
+  return fmt::format("r{}_n{}_k{}_{}_{}", c.rows, c.n, c.k, ops::weight_type_name(c.type), path);
+});
+
+// A verify pass of k+1 rows must give each row the bits a one-row decode step gives it.
+TEST_F(OpsTest, MatvecIsBatchInvariant) {
+  const uint32_t n = 300, k = 256;
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    auto w = random_floats(size_t(n) * k, 7);
+    vk::Buffer wbuf;
+    auto weights = upload_weights(wbuf, w, t, n, k);
+    for (uint32_t rows : {2u, 4u, 9u}) {
+      auto x = random_floats(size_t(rows) * k, 8 + rows);
+      vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
+                 single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
+      for (uint32_t r = 0; r < rows; ++r)
+        ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
+                    ops::MatmulPath::Vector);
+      rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)))
+          << ops::weight_type_name(t) << " rows " << rows;
+    }
+  }
+}
+
+// Weights larger than the binding limit are split into row chunks: lower the limit to a few
+// KiB and compare with the reference.
+TEST_F(OpsTest, MatmulAndEmbedSplitTensorsAboveTheBindingLimit) {
+  const uint32_t n = 1000, k = 130, rows = 3;
+  BindingLimit limit(64 * 1024);
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    auto w = random_floats(size_t(n) * k, 11);
+    vk::Buffer wbuf;
+    auto weights = upload_weights(wbuf, w, t, n, k);
+    EXPECT_LT(weights.chunk_rows(gpu().ctx.max_binding_range, 256), n);
+    auto x = random_floats(size_t(rows) * k, 12);
+    std::vector<int32_t> ids = {999, 0, 517, 64};
+    vk::Buffer xbuf = device_buffer(x, "x"), ybuf(gpu().ctx, rows * n * 4, vk::MemoryKind::Device, "y"),
+               idbuf = device_buffer(ids, "ids"), ebuf(gpu().ctx, ids.size() * k * 4, vk::MemoryKind::Device, "e");
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows);
+    ops::embed(oc, ops::IntVec{idbuf}, uint32_t(ids.size()), weights, ops::Act(ebuf, k));
+    rec.submit_and_wait();
+    auto rw = round_through(w, t);
+    EXPECT_TRUE(all_close(read_back<float>(ybuf, rows * n), ref_matmul(x, rw, rows, n, k), 1e-4, 1e-4));
+    std::vector<double> want;
+    for (int32_t id : ids) want.insert(want.end(), rw.begin() + size_t(id) * k, rw.begin() + size_t(id + 1) * k);
+    EXPECT_TRUE(all_close(read_back<float>(ebuf, ids.size() * k), want, 0, 0));
+  }
+}
+
+TEST_F(OpsTest, DispatchRejectsBindingsAboveTheLimit) {
+  vk::Buffer big(gpu().ctx, 64 * 1024, vk::MemoryKind::Device, "big");
+  BindingLimit limit(1024);
+  rec.begin();
+  EXPECT_THROW(ops::softmax(oc, ops::Act(big, 1000), 4, 1000), eaglevk::Error);
+  rec.submit_and_wait();
+}
+
+// ---- embedding, norms -----------------------------------------------------------------
+
+TEST_F(OpsTest, EmbeddingGathersRowsEachPrecision) {
+  const uint32_t vocab = 301, dim = 257;
+  std::vector<int32_t> ids = {0, 300, 5, 5, 129, 17, 299};
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    auto table = random_floats(size_t(vocab) * dim, 21);
+    vk::Buffer tbuf;
+    auto weights = upload_weights(tbuf, table, t, vocab, dim);
+    vk::Buffer idbuf = device_buffer(ids, "ids"), out(gpu().ctx, ids.size() * dim * 2 * 4, vk::MemoryKind::Device, "out");
+    rec.begin();
+    // Written into the second half of [tokens, 2*dim] rows, as the draft's concat buffer is.
+    ops::embed(oc, ops::IntVec{idbuf}, uint32_t(ids.size()), weights, ops::Act(out, 2 * dim, dim));
+    rec.submit_and_wait();
+    auto got = read_back<float>(out, ids.size() * dim * 2);
+    auto rt = round_through(table, t);
+    std::vector<float> half;
+    std::vector<double> want;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      half.insert(half.end(), got.begin() + i * 2 * dim + dim, got.begin() + (i + 1) * 2 * dim);
+      want.insert(want.end(), rt.begin() + size_t(ids[i]) * dim, rt.begin() + size_t(ids[i] + 1) * dim);
+    }
+    EXPECT_TRUE(all_close(half, want, 0, 0)) << ops::weight_type_name(t);
+  }
+}
+
+TEST_F(OpsTest, RmsNormAndL2Norm) {
+  for (uint32_t rows : {1u, 3u, 13u}) {
+    const uint32_t dim = 257;
+    auto x = random_floats(size_t(rows) * dim, 31 + rows, -3, 3);
+    auto w = random_floats(dim, 32, 0.5, 1.5);
+    vk::Buffer xbuf = device_buffer(x, "x"), wbuf = device_buffer(w, "w"),
+               y1(gpu().ctx, x.size() * 4, vk::MemoryKind::Device, "y1"), y2(gpu().ctx, x.size() * 4, vk::MemoryKind::Device, "y2");
+    rec.begin();
+    vk::BufferRange wr(wbuf);
+    ops::rms_norm(oc, ops::Act(xbuf, dim), &wr, ops::Act(y1, dim), rows, dim, 1e-5f);
+    ops::rms_norm(oc, ops::Act(xbuf, dim), nullptr, ops::Act(y2, dim), rows, dim, 1e-6f);
+    rec.submit_and_wait();
+    EXPECT_TRUE(all_close(read_back<float>(y1, x.size()), ref_rms_norm(x, &w, rows, dim, 1e-5f), 1e-5, 1e-5));
+    EXPECT_TRUE(all_close(read_back<float>(y2, x.size()), ref_rms_norm(x, nullptr, rows, dim, 1e-6f), 1e-5, 1e-5));
+  }
+}
+
+// ---- rope -----------------------------------------------------------------------------
+
+TEST_F(OpsTest, RopeBothPairingsWithLlama3Scaling) {
+  for (uint32_t head_dim : {64u, 128u}) {
+    // llama3-scaled inverse frequencies (factor 8, low 1, high 4, original 8192), computed here
+    // independently of the loader.
+    std::vector<float> inv(head_dim / 2);
+    for (uint32_t j = 0; j < head_dim / 2; ++j) {
+      double base = 1.0 / std::pow(500000.0, 2.0 * j / head_dim);
+      double wavelen = 2 * M_PI / base, low = 8192.0 / 1, high = 8192.0 / 4;
+      double scaled = wavelen < high ? base : wavelen > low ? base / 8 : [&] {
+        double s = (8192.0 / wavelen - 1) / (4 - 1);
+        return (1 - s) * base / 8 + s * base;
+      }();
+      inv[j] = float(scaled);
+    }
+    const uint32_t rows = 5, heads = 3, table_positions = 5000;
+    std::vector<int32_t> pos = {0, 1, 77, 2047, 4999};
+    auto table = ops::rope_table(inv, table_positions);
+    vk::Buffer tbuf = device_buffer(table, "rope table"), pbuf = device_buffer(pos, "pos");
+    for (auto pairing : {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved}) {
+      auto x = random_floats(size_t(rows) * heads * head_dim, 41);
+      vk::Buffer xbuf = device_buffer(x, "x");
+      rec.begin();
+      ops::rope(oc, ops::Act(xbuf, heads * head_dim), rows, heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions,
+                pairing);
+      rec.submit_and_wait();
+      auto want = ref_rope(x, pos, inv, rows, heads, head_dim, pairing == ops::RopePairing::Interleaved);
+      EXPECT_TRUE(all_close(read_back<float>(xbuf, x.size()), want, 2e-6, 2e-6)) << head_dim;
+    }
+  }
+}
+
+// ---- KV cache and attention -----------------------------------------------------------
+
+struct AttentionCase {
+  uint32_t rows, heads, kv_heads, head_dim, first_pos, chunk;
+  bool mask, qscale;
+};
+
+class AttentionTest : public OpsTest, public ::testing::WithParamInterface<AttentionCase> {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  const AttentionCase c = GetParam();
+  const uint32_t kv_dim = c.kv_heads * c.head_dim, q_dim = c.heads * c.head_dim, capacity = c.first_pos + c.rows + 3;
+  const uint32_t kv_len = c.first_pos + c.rows;
+  // Earlier positions come from a previous "pass"; the new rows write theirs via kv_write.
+  auto old_k = random_floats(size_t(capacity) * kv_dim, 51), old_v = random_floats(size_t(capacity) * kv_dim, 52);
+  std::vector<uint16_t> k16 = to_f16(old_k), v16 = to_f16(old_v);
+  // Rows are [q | k | v] as a fused qkv matmul writes them.
+  const uint32_t stride = q_dim + 2 * kv_dim;
+  auto qkv = random_floats(size_t(c.rows) * stride, 53, -2, 2);
+  std::vector<int32_t> pos(c.rows);
+  for (uint32_t r = 0; r < c.rows; ++r) pos[r] = int32_t(c.first_pos + r);
+  std::vector<uint32_t> mask;
+  uint32_t mask_words = (kv_len + 31) / 32;
+  if (c.mask) {
+    std::mt19937 rng(54);
+    mask.resize(size_t(c.rows) * mask_words);
+    for (auto& m : mask) m = rng() | 1u;  // key 0 stays visible so no row is empty
+  }
+  auto qscale = random_floats(c.rows, 55, 1.0f, 1.3f);
+
+  vk::Buffer kbuf = device_buffer(k16, "k"), vbuf = device_buffer(v16, "v"), qkvbuf = device_buffer(qkv, "qkv"),
+             pbuf = device_buffer(pos, "pos"), out(gpu().ctx, size_t(c.rows) * q_dim * 4, vk::MemoryKind::Device, "out");
+  vk::Buffer mbuf = device_buffer(c.mask ? mask : std::vector<uint32_t>{0}, "mask"), sbuf = device_buffer(qscale, "qscale");
+  ops::KvLayer kv{kbuf, vbuf, capacity, kv_dim};
+  vk::BufferRange mr(mbuf), sr(sbuf);
+  ops::AttentionParams params{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, 1.0f / std::sqrt(float(c.head_dim)),
+                              c.mask ? &mr : nullptr, mask_words, c.qscale ? &sr : nullptr};
+  ops::Act rows_act(qkvbuf, stride);
+  rec.begin();
+  ops::kv_write(oc, rows_act.cols(q_dim), rows_act.cols(q_dim + kv_dim), c.rows, ops::IntVec{pbuf}, kv);
+  ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+  rec.submit_and_wait();
+
+  // Reference cache: old rows, then the new rows rounded to f16.
+  std::vector<float> kc(size_t(kv_len) * kv_dim), vc(size_t(kv_len) * kv_dim), q(size_t(c.rows) * q_dim);
+  for (size_t i = 0; i < kc.size(); ++i) kc[i] = f16_to_float(k16[i]), vc[i] = f16_to_float(v16[i]);
+  for (uint32_t r = 0; r < c.rows; ++r) {
+    for (uint32_t d = 0; d < q_dim; ++d) q[size_t(r) * q_dim + d] = qkv[size_t(r) * stride + d];
+    for (uint32_t d = 0; d < kv_dim; ++d) {
+      kc[size_t(pos[r]) * kv_dim + d] = f16_to_float(to_f16({qkv[size_t(r) * stride + q_dim + d]})[0]);
+      vc[size_t(pos[r]) * kv_dim + d] = f16_to_float(to_f16({qkv[size_t(r) * stride + q_dim + kv_dim + d]})[0]);
+    }
+  }
+  RefAttention ra{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, params.scale, c.mask ? &mask : nullptr, mask_words,
+                  c.qscale ? &qscale : nullptr};
+  auto want = ref_attention(q, kc, vc, pos, c.rows, ra);
+  EXPECT_TRUE(all_close(read_back<float>(out, want.size()), want, 1e-5, 1e-4));
+  // The written cache rows equal the f16 rounding of the new k and v.
+  auto kgot = read_back<uint16_t>(kbuf, size_t(capacity) * kv_dim);
+  for (uint32_t r = 0; r < c.rows; ++r)
+    for (uint32_t d = 0; d < kv_dim; d += 7)
+      ASSERT_EQ(f16_to_float(kgot[size_t(pos[r]) * kv_dim + d]), kc[size_t(pos[r]) * kv_dim + d]) << r << "," << d;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AttentionTest,
+    ::testing::Values(AttentionCase{1, 8, 8, 64, 0, 0, false, false},      // first token, GQA ratio 1
+                      AttentionCase{1, 8, 2, 64, 150, 0, false, false},    // decode, ratio 4
+                      AttentionCase{4, 10, 2, 128, 61, 0, false, false},   // verify of 4, ratio 5
+                      AttentionCase{13, 4, 1, 128, 0, 0, false, false},    // prefill, ratio 4
+                      AttentionCase{9, 8, 2, 64, 59, 64, false, false},    // crosses a 64-chunk boundary
+                      AttentionCase{5, 5, 5, 64, 120, 0, true, false},     // extra mask
+                      AttentionCase{3, 8, 2, 64, 40, 32, false, true}),    // chunked + query scale
+    [](const auto& info) {
+      const AttentionCase& c = info.param;
+      return fmt::format("r{}_h{}_kv{}_d{}_p{}_c{}{}{}", c.rows, c.heads, c.kv_heads, c.head_dim, c.first_pos, c.chunk,
+                         c.mask ? "_mask" : "", c.qscale ? "_qscale" : "");
+    });
+
+// Attention of a row must not depend on how many rows share the dispatch.
+TEST_F(OpsTest, AttentionIsBatchInvariant) {
+  const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, rows = 5, first = 130, cap = 160;
+  auto k = to_f16(random_floats(size_t(cap) * kv_dim, 61)), v = to_f16(random_floats(size_t(cap) * kv_dim, 62));
+  auto q = random_floats(size_t(rows) * heads * hd, 63);
+  std::vector<int32_t> pos;
+  for (uint32_t r = 0; r < rows; ++r) pos.push_back(int32_t(first + r));
+  vk::Buffer kb = device_buffer(k, "k"), vb = device_buffer(v, "v"), qb = device_buffer(q, "q"), pb = device_buffer(pos, "pos"),
+             batch(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "batch"),
+             single(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "single");
+  ops::KvLayer kv{kb, vb, cap, kv_dim};
+  ops::AttentionParams params{heads, kv_heads, hd, first + rows, 0, 0.125f};
+  rec.begin();
+  ops::attention(oc, ops::Act(qb, heads * hd), kv, ops::IntVec{pb}, ops::Act(batch, heads * hd), rows, params);
+  for (uint32_t r = 0; r < rows; ++r) {
+    ops::AttentionParams one = params;
+    one.kv_len = first + r + 1;  // a decode step sees only the cache up to its own position
+    ops::attention(oc, ops::Act(qb, heads * hd).row(r), kv, ops::IntVec{pb, r}, ops::Act(single, heads * hd).row(r), 1,
+                   one);
+  }
+  rec.submit_and_wait();
+  EXPECT_TRUE(bitwise_equal(read_back<float>(batch, q.size()), read_back<float>(single, q.size())));
+}
+
+// ---- elementwise, softmax, argmax -----------------------------------------------------
+
+TEST_F(OpsTest, SwigluOnFusedGateUp) {
+  const uint32_t rows = 3, width = 257;
+  auto x = random_floats(size_t(rows) * 2 * width, 71, -6, 6);
+  vk::Buffer xb = device_buffer(x, "x"), out(gpu().ctx, rows * width * 4, vk::MemoryKind::Device, "out");
+  ops::Act in(xb, 2 * width);
+  rec.begin();
+  ops::swiglu(oc, in, in.cols(width), ops::Act(out, width), rows, width);
+  rec.submit_and_wait();
+  std::vector<float> g, u;
+  for (uint32_t r = 0; r < rows; ++r) {
+    g.insert(g.end(), x.begin() + r * 2 * width, x.begin() + r * 2 * width + width);
+    u.insert(u.end(), x.begin() + r * 2 * width + width, x.begin() + (r + 1) * 2 * width);
+  }
+  EXPECT_TRUE(all_close(read_back<float>(out, rows * width), ref_swiglu(g, u), 1e-6, 1e-5));
+}
+
+TEST_F(OpsTest, ResidualAdd) {
+  const uint32_t n = 1001;
+  auto a = random_floats(n, 81), b = random_floats(n, 82);
+  vk::Buffer ab = device_buffer(a, "a"), bb = device_buffer(b, "b");
+  rec.begin();
+  ops::add(oc, ab, bb, ab, n);
+  rec.submit_and_wait();
+  std::vector<double> want(n);
+  for (uint32_t i = 0; i < n; ++i) want[i] = double(a[i] + b[i]);
+  EXPECT_TRUE(all_close(read_back<float>(ab, n), want, 0, 0));
+}
+
+TEST_F(OpsTest, SoftmaxWithTemperature) {
+  const uint32_t rows = 3, n = 4099;
+  auto x = random_floats(size_t(rows) * n, 91, -10, 10);
+  vk::Buffer xb = device_buffer(x, "x");
+  rec.begin();
+  ops::softmax(oc, ops::Act(xb, n), rows, n, 1.0f / 0.7f);
+  rec.submit_and_wait();
+  EXPECT_TRUE(all_close(read_back<float>(xb, x.size()), ref_softmax(x, rows, n, 1.0f / 0.7f), 1e-8, 1e-5));
+}
+
+TEST_F(OpsTest, ArgmaxOverLargeVocabularyWithTies) {
+  const uint32_t n = 202048, rows = 4;
+  auto x = random_floats(size_t(rows) * n, 101);
+  x[size_t(0) * n + n - 1] = 5.0f;                                   // maximum at the last index
+  x[size_t(1) * n + 7] = 4.0f, x[size_t(1) * n + 150000] = 4.0f;     // a tie: lowest index wins
+  x[size_t(2) * n + 0] = 3.0f;                                       // maximum at index 0
+  for (uint32_t i = 0; i < n; ++i) x[size_t(3) * n + i] = 1.0f;      // all equal: index 0
+  std::vector<int32_t> d2t(n, 0);
+  d2t[7] = 100;
+  vk::Buffer xb = device_buffer(x, "x"), ids(gpu().ctx, rows * 4, vk::MemoryKind::Device, "ids"),
+             mapped(gpu().ctx, rows * 4, vk::MemoryKind::Device, "mapped"), db = device_buffer(d2t, "d2t");
+  vk::BufferRange dr(db);
+  rec.begin();
+  ops::argmax(oc, ops::Act(xb, n), rows, n, ops::IntVec{ids});
+  ops::argmax(oc, ops::Act(xb, n), rows, n, ops::IntVec{mapped}, &dr);
+  rec.submit_and_wait();
+  auto want = ref_argmax(x, rows, n);
+  EXPECT_EQ(want, (std::vector<int32_t>{int32_t(n - 1), 7, 0, 0}));
+  EXPECT_EQ(read_back<int32_t>(ids, rows), want);
+  EXPECT_EQ(read_back<int32_t>(mapped, rows), (std::vector<int32_t>{int32_t(n - 1), 107, 0, 0}));
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

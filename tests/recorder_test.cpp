@@ -1,0 +1,240 @@
+// The recorder's hazard tracking: barriers exactly where needed, bitwise equality with a
+// barrier after every dispatch, bitwise equality with and without arena reuse, and the
+// EAGLE-3 two-norm scenario that raced in llama.cpp.
+#include <cmath>
+
+#include "runtime/ops/ops.h"
+#include "runtime/vk/arena.h"
+#include "support/gpu_fixture.h"
+#include "support/reference.h"
+
+namespace eaglevk::testing {
+namespace {
+
+vk::Buffer* const kA = reinterpret_cast<vk::Buffer*>(0x10);
+vk::Buffer* const kB = reinterpret_cast<vk::Buffer*>(0x20);
+
+vk::Access rows(vk::Buffer* b, uint64_t offset, uint64_t bytes, uint64_t stride, uint32_t n, bool write) {
+  return {b, offset, bytes, stride, n, !write, write};
+}
+
+TEST(Hazards, OverlapOfContiguousAndStridedRanges) {
+  EXPECT_TRUE(vk::overlaps(rows(kA, 0, 100, 100, 1, true), rows(kA, 99, 10, 10, 1, false)));
+  EXPECT_FALSE(vk::overlaps(rows(kA, 0, 100, 100, 1, true), rows(kA, 100, 10, 10, 1, false)));
+  EXPECT_FALSE(vk::overlaps(rows(kA, 0, 100, 100, 1, true), rows(kB, 0, 100, 100, 1, false)));
+  // Two halves of the rows of a [4, 2x64] buffer are disjoint; a half and a whole row are not.
+  auto left = rows(kA, 0, 64, 128, 4, true), right = rows(kA, 64, 64, 128, 4, true);
+  EXPECT_FALSE(vk::overlaps(left, right));
+  EXPECT_TRUE(vk::overlaps(left, rows(kA, 128 * 3 + 10, 4, 4, 1, false)));
+  EXPECT_FALSE(vk::overlaps(left, rows(kA, 128 * 3 + 64, 64, 64, 1, false)));
+  EXPECT_FALSE(vk::overlaps(left, rows(kA, 128 * 4, 64, 64, 1, false)));  // past the last row
+  EXPECT_TRUE(vk::overlaps(right, rows(kA, 60, 8, 128, 4, false)));       // straddles the seam
+}
+
+TEST(Hazards, ReadAfterWriteWriteAfterWriteWriteAfterRead) {
+  vk::HazardSet set;
+  set.add(rows(kA, 0, 64, 64, 1, false));  // a read
+  EXPECT_FALSE(set.conflicts(rows(kA, 0, 64, 64, 1, false)));  // read after read
+  EXPECT_TRUE(set.conflicts(rows(kA, 32, 64, 64, 1, true)));   // write after read
+  set.add(rows(kB, 0, 64, 64, 1, true));
+  EXPECT_TRUE(set.conflicts(rows(kB, 0, 4, 4, 1, false)));     // read after write
+  EXPECT_TRUE(set.conflicts(rows(kB, 60, 4, 4, 1, true)));     // write after write
+  EXPECT_FALSE(set.conflicts(rows(kB, 64, 4, 4, 1, true)));
+}
+
+struct RecorderTest : GpuTest {};
+
+TEST_F(RecorderTest, BarriersOnlyBetweenDependentDispatches) {
+  const uint32_t dim = 64, rows_n = 4;
+  auto x = random_floats(rows_n * dim, 1);
+  auto w = random_floats(dim, 2, 0.5, 1.5);
+  vk::Buffer xb = device_buffer(x, "x"), wb = device_buffer(w, "w"),
+             cat(gpu().ctx, rows_n * 2 * dim * 4, vk::MemoryKind::Device, "concat"),
+             other(gpu().ctx, rows_n * dim * 4, vk::MemoryKind::Device, "other");
+  vk::Recorder rec(gpu().ctx);
+  rec.sync = vk::SyncMode::Tracked;
+  ops::OpContext oc{gpu(), rec};
+  vk::BufferRange wr(wb);
+  rec.begin();
+  // Two norms writing the two halves of the same rows: independent, no barrier.
+  ops::rms_norm(oc, ops::Act(xb, dim), &wr, ops::Act(cat, 2 * dim), rows_n, dim, 1e-5f);
+  ops::rms_norm(oc, ops::Act(xb, dim), &wr, ops::Act(cat, 2 * dim, dim), rows_n, dim, 1e-5f);
+  EXPECT_EQ(rec.barriers(), 0u);
+  // An unrelated dispatch reading only x: still none.
+  ops::rms_norm(oc, ops::Act(xb, dim), nullptr, ops::Act(other, dim), rows_n, dim, 1e-5f);
+  EXPECT_EQ(rec.barriers(), 0u);
+  // The consumer of both halves: exactly one barrier (read after write).
+  ops::softmax(oc, ops::Act(cat, 2 * dim), rows_n, 2 * dim);
+  EXPECT_EQ(rec.barriers(), 1u);
+  // `other` was written before that barrier, so writing it again needs none...
+  ops::rms_norm(oc, ops::Act(xb, dim), nullptr, ops::Act(other, dim), rows_n, dim, 1e-5f);
+  EXPECT_EQ(rec.barriers(), 1u);
+  // ...but a second write right after is a write-after-write hazard.
+  ops::rms_norm(oc, ops::Act(cat, 2 * dim), nullptr, ops::Act(other, dim), rows_n, dim, 1e-5f);
+  EXPECT_EQ(rec.barriers(), 2u);
+  // Reading `other` right after its write (and writing x): read after write.
+  ops::add(oc, other, other, vk::BufferRange(xb).sub(0, rows_n * dim * 4), rows_n * dim);
+  EXPECT_EQ(rec.barriers(), 3u);
+  rec.submit_and_wait();
+
+  vk::Recorder full(gpu().ctx);
+  full.sync = vk::SyncMode::Full;
+  ops::OpContext ocf{gpu(), full};
+  full.begin();
+  ops::rms_norm(ocf, ops::Act(xb, dim), &wr, ops::Act(cat, 2 * dim), rows_n, dim, 1e-5f);
+  ops::rms_norm(ocf, ops::Act(xb, dim), &wr, ops::Act(cat, 2 * dim, dim), rows_n, dim, 1e-5f);
+  EXPECT_EQ(full.barriers(), 2u);
+  full.submit_and_wait();
+}
+
+// The validation layer is live: a read-after-write recorded without its barrier (declared
+// ranges that lie) must be reported as a synchronization hazard.
+TEST_F(RecorderTest, SynchronizationValidationCatchesAMissingBarrier) {
+  const uint32_t n = 256;
+  auto x = random_floats(n, 3);
+  vk::Buffer a = device_buffer(x, "a"), b(gpu().ctx, n * 4, vk::MemoryKind::Device, "b"),
+             c(gpu().ctx, n * 4, vk::MemoryKind::Device, "c");
+  vk::Recorder rec(gpu().ctx);
+  rec.sync = vk::SyncMode::Tracked;
+  const vk::Kernel& add = gpu().pipelines.get("add");
+  uint32_t push = n;
+  rec.begin();
+  rec.dispatch(add, {vk::reads(a), vk::reads(a), vk::writes(b)}, push, 4);
+  // Reads b but declares nothing about it (the binding's access is pointed at another buffer).
+  vk::Arg lying = vk::reads(b);
+  lying.access.buffer = &c;
+  rec.dispatch(add, {lying, vk::reads(a), vk::writes(c)}, push, 4);
+  rec.submit_and_wait();
+  uint32_t seen = gpu().ctx.validation_errors.load() - errors_before_;
+  EXPECT_GE(seen, 1u) << "synchronization validation did not report the read-after-write hazard";
+  errors_before_ = gpu().ctx.validation_errors.load();  // expected errors; the fixture checks the rest
+}
+
+// A small transformer-layer-shaped op sequence on an arena: embedding, norm, fused qkv,
+// rope, KV write, attention, o_proj with residual, norm, gate/up, SwiGLU, down with residual,
+// final norm, lm_head, argmax. Returns the logits followed by the ids as floats.
+std::vector<float> run_layer(vk::SyncMode sync, bool reuse) {
+  const uint32_t T = 5, H = 64, heads = 4, kv_heads = 2, hd = 16, I = 96, V = 300, cap = 16;
+  const uint32_t q_dim = heads * hd, kv_dim = kv_heads * hd, qkv_dim = q_dim + 2 * kv_dim;
+  auto& ctx = gpu().ctx;
+  std::vector<int32_t> ids = {1, 7, 299, 3, 42}, pos = {0, 1, 2, 3, 4};
+  vk::Buffer idb = device_buffer(ids, "ids"), posb = device_buffer(pos, "pos");
+  auto emb = random_floats(size_t(V) * H, 11), wqkv = random_floats(size_t(qkv_dim) * H, 12, -0.2f, 0.2f),
+       wo = random_floats(size_t(H) * q_dim, 13, -0.2f, 0.2f), wgu = random_floats(size_t(2 * I) * H, 14, -0.2f, 0.2f),
+       wd = random_floats(size_t(H) * I, 15, -0.2f, 0.2f), wn = random_floats(H, 16, 0.8f, 1.2f);
+  vk::Buffer eb = device_buffer(to_bf16(emb), "emb"), qb = device_buffer(to_f16(wqkv), "wqkv"),
+             ob = device_buffer(to_f16(wo), "wo"), gb = device_buffer(to_bf16(wgu), "wgu"),
+             db = device_buffer(to_f16(wd), "wd"), nb = device_buffer(wn, "norm");
+  std::vector<float> inv(hd / 2);
+  for (uint32_t j = 0; j < hd / 2; ++j) inv[j] = float(1.0 / std::pow(10000.0, 2.0 * j / hd));
+  vk::Buffer table = device_buffer(ops::rope_table(inv, cap), "rope");
+  vk::Buffer kc(ctx, cap * kv_dim * 2, vk::MemoryKind::Device, "k"), vc(ctx, cap * kv_dim * 2, vk::MemoryKind::Device, "v");
+  ops::WeightMatrix E{eb, ops::WeightType::BF16, V, H}, Wqkv{qb, ops::WeightType::F16, qkv_dim, H},
+      Wo{ob, ops::WeightType::F16, H, q_dim}, Wgu{gb, ops::WeightType::BF16, 2 * I, H}, Wd{db, ops::WeightType::F16, H, I};
+
+  vk::Arena arena;
+  auto& plan = arena.plan;
+  uint32_t x = plan.add("x", T * H * 4, 0, 12), n1 = plan.add("attn_norm", T * H * 4, 1, 2),
+           qkv = plan.add("qkv", T * qkv_dim * 4, 2, 5), att = plan.add("attn", T * q_dim * 4, 5, 6),
+           n2 = plan.add("ffn_norm", T * H * 4, 7, 8), gu = plan.add("gate_up", T * 2 * I * 4, 8, 9),
+           act = plan.add("act", T * I * 4, 9, 10), n3 = plan.add("out_norm", T * H * 4, 11, 12),
+           logits = plan.add("logits", T * V * 4, 12, 14), out_ids = plan.add("ids", T * 4, 13, 14);
+  arena.allocate(ctx, reuse, "arena");
+  vk::Recorder rec(ctx);
+  rec.sync = sync;
+  ops::OpContext oc{gpu(), rec};
+  vk::BufferRange nw(nb);
+  ops::KvLayer kv{kc, vc, cap, kv_dim};
+  rec.begin();
+  ops::embed(oc, ops::IntVec{idb}, T, E, ops::Act(arena[x], H));
+  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n1], H), T, H, 1e-5f);
+  ops::matmul(oc, ops::Act(arena[n1], H), Wqkv, ops::Act(arena[qkv], qkv_dim), T);
+  ops::rope(oc, ops::Act(arena[qkv], qkv_dim), T, heads + kv_heads, hd, ops::IntVec{posb}, table, cap,
+            ops::RopePairing::RotateHalf);
+  ops::Act rows(arena[qkv], qkv_dim);
+  ops::kv_write(oc, rows.cols(q_dim), rows.cols(q_dim + kv_dim), T, ops::IntVec{posb}, kv);
+  ops::attention(oc, rows, kv, ops::IntVec{posb}, ops::Act(arena[att], q_dim), T,
+                 ops::AttentionParams{heads, kv_heads, hd, T, 0, 0.25f});
+  ops::matmul(oc, ops::Act(arena[att], q_dim), Wo, ops::Act(arena[x], H), T, /*accumulate=*/true);
+  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n2], H), T, H, 1e-5f);
+  ops::matmul(oc, ops::Act(arena[n2], H), Wgu, ops::Act(arena[gu], 2 * I), T);
+  ops::Act g(arena[gu], 2 * I);
+  ops::swiglu(oc, g, g.cols(I), ops::Act(arena[act], I), T, I);
+  ops::matmul(oc, ops::Act(arena[act], I), Wd, ops::Act(arena[x], H), T, true);
+  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n3], H), T, H, 1e-5f);
+  ops::matmul(oc, ops::Act(arena[n3], H), E, ops::Act(arena[logits], V), T);
+  ops::argmax(oc, ops::Act(arena[logits], V), T, V, ops::IntVec{arena[out_ids]});
+  rec.submit_and_wait();
+  if (sync == vk::SyncMode::Tracked) EXPECT_LT(rec.barriers(), rec.dispatches());
+  auto out = read_back<float>(arena[logits], T * V);
+  for (int32_t id : read_back<int32_t>(arena[out_ids], T)) out.push_back(float(id));
+  return out;
+}
+
+TEST_F(RecorderTest, TrackedBarriersEqualFullBarriersBitwise) {
+  EXPECT_TRUE(bitwise_equal(run_layer(vk::SyncMode::Tracked, true), run_layer(vk::SyncMode::Full, true)));
+}
+
+TEST_F(RecorderTest, ArenaReuseChangesNoBit) {
+  EXPECT_TRUE(bitwise_equal(run_layer(vk::SyncMode::Tracked, true), run_layer(vk::SyncMode::Tracked, false)));
+}
+
+TEST(ArenaPlan, ReusesBytesOnlyAcrossDisjointLifetimes) {
+  vk::ArenaPlan plan;
+  uint32_t a = plan.add("a", 1000, 0, 1), b = plan.add("b", 1000, 1, 2), c = plan.add("c", 1000, 2, 3),
+           d = plan.add("d", 500, 3, 4);
+  plan.plan(true);
+  auto overlap = [&](uint32_t i, uint32_t j) {
+    auto& x = plan.tensors[i];
+    auto& y = plan.tensors[j];
+    return x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+  };
+  EXPECT_FALSE(overlap(a, b));
+  EXPECT_FALSE(overlap(b, c));
+  EXPECT_FALSE(overlap(c, d));
+  EXPECT_TRUE(overlap(a, c) || overlap(a, d) || overlap(b, d));  // something was reused
+  EXPECT_LT(plan.total_bytes, 3500u);
+  plan.plan(false);
+  EXPECT_FALSE(overlap(a, c));
+  EXPECT_GE(plan.total_bytes, 3500u);
+}
+
+// llama.cpp's EAGLE-3 race: two independent RMSNorms (token embedding, hidden state) write
+// the two halves of one buffer that the next matmul reads whole, with arena reuse on. The
+// result must equal the reference, and the validation layer must stay silent.
+TEST_F(RecorderTest, TwoNormsIntoOneBufferThenMatmul) {
+  const uint32_t T = 4, H = 96, N = 40;
+  auto emb = random_floats(T * H, 21, -2, 2), hidden = random_floats(T * H, 22, -2, 2);
+  auto w_in = random_floats(H, 23, 0.5, 1.5), w_hidden = random_floats(H, 24, 0.5, 1.5);
+  auto wq = random_floats(size_t(N) * 2 * H, 25);
+  vk::Buffer wib = device_buffer(w_in, "input_layernorm"), whb = device_buffer(w_hidden, "hidden_norm"),
+             wqb = device_buffer(wq, "q_proj");
+  vk::Arena arena;
+  // Lifetimes as a draft step has them: the sources die as the concat buffer is born, so
+  // with reuse on the planner may put the concat buffer right over them.
+  uint32_t e = arena.plan.add("embedding", T * H * 4, 0, 1), h = arena.plan.add("hidden", T * H * 4, 0, 1),
+           cat = arena.plan.add("attn_in", T * 2 * H * 4, 1, 2), q = arena.plan.add("q", T * N * 4, 2, 3);
+  arena.allocate(gpu().ctx, true, "draft arena");
+  vk::Recorder rec(gpu().ctx);
+  rec.sync = vk::SyncMode::Tracked;
+  ops::OpContext oc{gpu(), rec};
+  vk::upload(gpu().ctx, arena[e], emb.data(), emb.size() * 4);
+  vk::upload(gpu().ctx, arena[h], hidden.data(), hidden.size() * 4);
+  vk::BufferRange wi(wib), wh(whb);
+  rec.begin();
+  ops::rms_norm(oc, ops::Act(arena[e], H), &wi, ops::Act(arena[cat], 2 * H), T, H, 1e-5f);
+  ops::rms_norm(oc, ops::Act(arena[h], H), &wh, ops::Act(arena[cat], 2 * H, H), T, H, 1e-5f);
+  ops::matmul(oc, ops::Act(arena[cat], 2 * H), ops::WeightMatrix{wqb, ops::WeightType::F32, N, 2 * H},
+              ops::Act(arena[q], N), T);
+  rec.submit_and_wait();
+  auto ne = ref_rms_norm(emb, &w_in, T, H, 1e-5f), nh = ref_rms_norm(hidden, &w_hidden, T, H, 1e-5f);
+  std::vector<float> concat;
+  for (uint32_t t = 0; t < T; ++t) {
+    for (uint32_t i = 0; i < H; ++i) concat.push_back(float(ne[t * H + i]));
+    for (uint32_t i = 0; i < H; ++i) concat.push_back(float(nh[t * H + i]));
+  }
+  EXPECT_TRUE(all_close(read_back<float>(arena[q], T * N), ref_matmul(concat, wq, T, N, 2 * H), 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

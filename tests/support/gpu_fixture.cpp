@@ -1,0 +1,58 @@
+#include "support/gpu_fixture.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace eaglevk::testing {
+
+ops::Gpu& gpu() {
+  // Tests always run with validation, whatever the environment says.
+  static ops::Gpu instance([] {
+    vk::ContextOptions options = vk::ContextOptions::from_env();
+    options.validate = true;
+    return options;
+  }());
+  return instance;
+}
+
+void GpuTest::SetUp() { errors_before_ = gpu().ctx.validation_errors.load(); }
+
+void GpuTest::TearDown() {
+  EXPECT_EQ(gpu().ctx.validation_errors.load(), errors_before_) << "the validation layer reported errors";
+}
+
+::testing::AssertionResult bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  std::string report;
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0) {
+      if (++bad <= 5) report += fmt::format("  [{}] {:.9g} vs {:.9g}\n", i, a[i], b[i]);
+    }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size() << " values differ in bits:\n" << report;
+}
+
+::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want, double atol,
+                                     double rtol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
+  std::string report;
+  size_t bad = 0;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double err = std::fabs(double(got[i]) - want[i]);
+    double allowed = atol + rtol * std::fabs(want[i]);
+    if (!(err <= allowed)) {
+      if (++bad <= 5) report += fmt::format("  [{}] got {:.7g} want {:.7g} (err {:.3g} > {:.3g})\n", i, got[i], want[i], err, allowed);
+      worst = std::max(worst, err);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " values outside atol " << atol << " + rtol "
+                                       << rtol << " (worst error " << worst << "); first mismatches:\n"
+                                       << report;
+}
+
+}  // namespace eaglevk::testing

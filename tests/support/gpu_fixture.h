@@ -1,0 +1,47 @@
+#pragma once
+// One validated Vulkan device per test process, and a fixture that fails any test during
+// which the validation layer (with synchronization validation) reported an error.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/ops/ops.h"
+#include "runtime/vk/buffer.h"
+
+namespace eaglevk::testing {
+
+ops::Gpu& gpu();
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+  uint32_t errors_before_ = 0;
+};
+
+// Device buffers filled from and read back to host vectors.
+template <typename T>
+vk::Buffer device_buffer(const std::vector<T>& host, const std::string& name) {
+  // Sizes round up to whole 32-bit words: shaders read f16/bf16 weights as uint pairs.
+  vk::Buffer b(gpu().ctx, std::max<uint64_t>((host.size() * sizeof(T) + 3) / 4 * 4, 4), vk::MemoryKind::Device, name);
+  vk::upload(gpu().ctx, b, host.data(), host.size() * sizeof(T));
+  return b;
+}
+template <typename T>
+std::vector<T> read_back(vk::BufferRange r, size_t count) {
+  std::vector<T> out(count);
+  vk::download(gpu().ctx, r, out.data(), count * sizeof(T));
+  return out;
+}
+
+// Bitwise equality of two float vectors, reporting the first mismatches.
+::testing::AssertionResult bitwise_equal(const std::vector<float>& a, const std::vector<float>& b);
+
+// |got - want| <= atol + rtol * |want| everywhere; reports the first mismatching indices.
+::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want, double atol,
+                                     double rtol);
+
+}  // namespace eaglevk::testing
