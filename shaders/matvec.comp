@@ -1,14 +1,19 @@
 #version 450
 // y[r, n] (+)= sum_k x[r, k] * W[n, k] for up to MATVEC_MAX_ROWS activation rows r.
-// One workgroup per output feature n; threads stride over k, then a subgroup reduction and a
-// fixed-order sum over subgroups. The order in which a row's products are added never depends
-// on how many rows share the dispatch, so a verify pass of k+1 rows gives each row the bits a
+// A workgroup computes OUTS consecutive output features; its threads stride over k, and a
+// subgroup reduction (plus a fixed-order sum over subgroups when the workgroup has several)
+// finishes each dot product. The order in which a row's products are added never depends on
+// how many rows share the dispatch, so a verify pass of k+1 rows gives each row the bits a
 // single-row decode step gives it.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define WEIGHT_BINDING 1
 #include "common.glsl"
 #include "shared_constants.h"
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OUTS = 1;
+// True when the workgroup is exactly one subgroup: no shared memory or barrier is needed,
+// which matters on CPU implementations (lavapipe) where barriers are expensive.
+layout(constant_id = 2) const bool ONE_SUBGROUP = false;
 
 layout(binding = 0, std430) readonly buffer X { float x[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -24,43 +29,69 @@ layout(push_constant) uniform Push {
   uint accumulate;   // 1: y += x W^T (fused residual add)
 } p;
 
-shared float partial[MATVEC_MAX_ROWS][64];
+#define MAX_OUTS 4
+shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
 
 void main() {
-  uint n = gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u;
-  if (n >= p.N) return;
-  float acc[MATVEC_MAX_ROWS];
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[r] = 0.0;
-  uint wrow = n * p.K;
+  uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * OUTS;
+  if (n0 >= p.N) return;
+  float acc[MAX_OUTS][MATVEC_MAX_ROWS];
+  [[unroll]] for (uint o = 0; o < MAX_OUTS; ++o)
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
+  uint outs = min(OUTS, p.N - n0);
   if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {
-      vec2 w = wload2(wrow + k);
+      vec2 xv[MATVEC_MAX_ROWS];
       [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
         if (r >= p.rows) break;
         uint xi = p.x_offset + r * p.x_stride + k;
-        acc[r] = fma(x[xi + 1u], w.y, fma(x[xi], w.x, acc[r]));
+        xv[r] = vec2(x[xi], x[xi + 1u]);
+      }
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+        if (o >= outs) break;
+        vec2 w = wload2((n0 + o) * p.K + k);
+        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+          if (r >= p.rows) break;
+          acc[o][r] = fma(xv[r].y, w.y, fma(xv[r].x, w.x, acc[o][r]));
+        }
       }
     }
   } else {
     for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
-      float w = wload(wrow + k);
-      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-        if (r >= p.rows) break;
-        acc[r] = fma(x[p.x_offset + r * p.x_stride + k], w, acc[r]);
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+        if (o >= outs) break;
+        float w = wload((n0 + o) * p.K + k);
+        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+          if (r >= p.rows) break;
+          acc[o][r] = fma(x[p.x_offset + r * p.x_stride + k], w, acc[o][r]);
+        }
       }
     }
   }
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-    if (r >= p.rows) break;
-    float s = subgroupAdd(acc[r]);
-    if (subgroupElect()) partial[r][gl_SubgroupID] = s;
+  [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+      if (r >= p.rows) break;
+      float s = subgroupAdd(acc[o][r]);
+      if (ONE_SUBGROUP) {
+        if (subgroupElect() && o < outs) {
+          uint yi = p.y_offset + r * p.y_stride + n0 + o;
+          y[yi] = p.accumulate != 0u ? y[yi] + s : s;
+        }
+      } else if (subgroupElect()) {
+        partial[o * MATVEC_MAX_ROWS + r][gl_SubgroupID] = s;
+      }
+    }
   }
-  barrier();
-  if (gl_LocalInvocationID.x < p.rows) {
-    uint r = gl_LocalInvocationID.x;
-    float total = 0.0;
-    for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[r][s];
-    uint yi = p.y_offset + r * p.y_stride + n;
-    y[yi] = p.accumulate != 0u ? y[yi] + total : total;
+  if (!ONE_SUBGROUP) {
+    barrier();
+    uint t = gl_LocalInvocationID.x;
+    for (uint i = t; i < OUTS * MATVEC_MAX_ROWS; i += gl_WorkGroupSize.x) {
+      uint o = i / MATVEC_MAX_ROWS, r = i % MATVEC_MAX_ROWS;
+      if (r >= p.rows || o >= outs) continue;
+      float total = 0.0;
+      for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[i][s];
+      uint yi = p.y_offset + r * p.y_stride + n0 + o;
+      y[yi] = p.accumulate != 0u ? y[yi] + total : total;
+    }
   }
 }

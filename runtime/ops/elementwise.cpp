@@ -18,6 +18,16 @@ void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t wi
                   (rows * width + 63) / 64, 1, 1, "swiglu");
 }
 
+void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, const char* name) {
+  if (rows == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("copy_rows");
+  struct {
+    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride;
+  } push{rows, width, src.offset, src.stride, dst.offset, dst.stride};
+  oc.rec.dispatch(kernel, {src.reads(rows, width), dst.writes(rows, width)}, push, (rows * width + 63) / 64, 1, 1,
+                  name);
+}
+
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n) {
   if (n == 0) return;
   const vk::Kernel& kernel = oc.gpu.pipelines.get("add");

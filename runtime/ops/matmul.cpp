@@ -16,13 +16,22 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 
 }  // namespace
 
+MatvecShape matvec_shape(const vk::Context& ctx) {
+  // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
+  // with small subgroups (lavapipe: 8) get several outputs per workgroup to amortise loads.
+  uint32_t sg = std::max(ctx.info.features.subgroup_size, 1u);
+  return MatvecShape{sg, sg <= 8 ? 4u : 2u, 1u};
+}
+
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
             const char* name) {
   if (rows == 0) return;
   const vk::Context& ctx = oc.gpu.ctx;
   bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  const MatvecShape shape = matvec_shape(ctx);
   const vk::Kernel& kernel =
-      vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type), {/*WG=*/64})
+      vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type),
+                                    {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs, /*ONE_SUBGROUP=*/shape.one_subgroup})
              : oc.gpu.pipelines.get(shader_name("gemm", w.type));
   uint32_t chunk = w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
   for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
@@ -35,7 +44,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       MatmulPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
       if (vector) {
-        uint32_t gx = std::min<uint32_t>(n, 65535), gy = (n + 65534) / 65535;
+        uint32_t groups = (n + shape.outs - 1) / shape.outs;
+        uint32_t gx = std::min<uint32_t>(groups, 65535), gy = (groups + 65534) / 65535;
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, gx, gy, 1, name);
       } else {
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + 63) / 64, (r + 63) / 64,

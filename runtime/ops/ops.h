@@ -29,6 +29,13 @@ enum class MatmulPath {
   Tiled,   // always the tiled GEMM
 };
 
+// The matrix-vector kernel's shape on this device: workgroup size, outputs per workgroup,
+// and whether the workgroup is one subgroup. Fixed per device, so results are reproducible.
+struct MatvecShape {
+  uint32_t workgroup, outs, one_subgroup;
+};
+MatvecShape matvec_shape(const vk::Context& ctx);
+
 // y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,
             MatmulPath path = MatmulPath::Auto, const char* name = "matmul");
@@ -76,6 +83,9 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
 
 // out = silu(x[:, gate]) * x[:, up], `width` columns each.
 void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t width);
+
+// dst[r, :width] = src[r, :width].
+void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, const char* name = "copy_rows");
 
 // out = a + b over n floats.
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n);

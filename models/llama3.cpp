@@ -1,0 +1,158 @@
+#include "models/llama3.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "runtime/vk/uploader.h"
+
+namespace eaglevk::models {
+
+Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir) {
+  Llama3Model m;
+  m.config = loader::load_llama_config(dir);
+  const loader::LlamaConfig& c = m.config;
+  if (c.attention_bias || c.mlp_bias) fail("{}: attention_bias / mlp_bias are not supported", dir.string());
+  loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
+  TensorUse use{ckpt, {}};
+  vk::Uploader up(ctx);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
+
+  auto matrix = [&](std::initializer_list<std::pair<std::string, std::pair<int64_t, int64_t>>> parts,
+                    const std::string& name) {
+    std::vector<const loader::TensorView*> blocks;
+    for (auto& [tensor, shape] : parts) {
+      const loader::TensorView& t = use.get(tensor);
+      expect_shape(t, {shape.first, shape.second});
+      blocks.push_back(&t);
+    }
+    return upload_matrix(ctx, up, blocks, name);
+  };
+
+  m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    std::string p = fmt::format("model.layers.{}.", l);
+    Llama3Layer layer;
+    layer.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
+    layer.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
+                        {p + "self_attn.k_proj.weight", {kv_dim, H}},
+                        {p + "self_attn.v_proj.weight", {kv_dim, H}}},
+                       p + "qkv");
+    layer.o = matrix({{p + "self_attn.o_proj.weight", {H, q_dim}}}, p + "o_proj");
+    layer.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
+    layer.gate_up = matrix({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}}, p + "gate_up");
+    layer.down = matrix({{p + "mlp.down_proj.weight", {H, I}}}, p + "down_proj");
+    m.layers.push_back(std::move(layer));
+  }
+  m.norm = upload_f32_vector(ctx, up, use.get("model.norm.weight"), H);
+  if (ckpt.find("lm_head.weight")) {
+    m.lm_head = matrix({{"lm_head.weight", {V, H}}}, "lm_head");
+  } else if (!c.tie_word_embeddings) {
+    fail("checkpoint {} has no lm_head.weight and tie_word_embeddings is false", dir.string());
+  }
+  use.check_all_used({}, {"rotary_emb.inv_freq"});
+  up.flush();
+  for (const std::string& name : use.used) {
+    m.weight_bytes += ckpt.get(name).bytes;
+    m.parameters += uint64_t(ckpt.get(name).numel());
+  }
+  return m;
+}
+
+ops::KvLayer Llama3State::kv_layer(const Llama3Model& m, uint32_t layer) const {
+  uint32_t kv_dim = uint32_t(m.config.num_key_value_heads * m.config.head_dim);
+  uint64_t bytes = uint64_t(capacity) * kv_dim * 2;
+  return ops::KvLayer{vk::BufferRange(k_cache, layer * bytes, bytes), vk::BufferRange(v_cache, layer * bytes, bytes),
+                      capacity, kv_dim};
+}
+
+Llama3State make_llama3_state(const vk::Context& ctx, const Llama3Model& m, uint32_t capacity, uint32_t max_rows,
+                              bool arena_reuse) {
+  const loader::LlamaConfig& c = m.config;
+  Llama3State s;
+  // Whole multiples of 64 positions keep every layer's cache slice offset-aligned.
+  s.capacity = (capacity + 63) / 64 * 64;
+  s.max_rows = max_rows;
+  const uint64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
+  const uint64_t qkv_dim = uint64_t(c.num_attention_heads) * c.head_dim + 2 * kv_dim;
+  uint64_t cache_bytes = uint64_t(c.num_hidden_layers) * s.capacity * kv_dim * 2;
+  s.k_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "k_cache");
+  s.v_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "v_cache");
+  std::vector<float> inv = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  std::vector<float> table = ops::rope_table(inv, s.capacity);
+  s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "rope_table");
+  vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
+  s.ids = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "ids");
+  s.positions = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "positions");
+  s.out_ids = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "out_ids");
+
+  // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
+  vk::ArenaPlan& plan = s.arena.plan;
+  const uint64_t R = max_rows;
+  s.x = plan.add("x", R * H * 4, 0, 10);
+  s.attn_norm = plan.add("attn_norm", R * H * 4, 0, 1);
+  s.qkv = plan.add("qkv", R * qkv_dim * 4, 1, 3);
+  s.attn = plan.add("attn", R * c.num_attention_heads * c.head_dim * 4, 3, 4);
+  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 4, 5);
+  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 5, 6);
+  s.act = plan.add("act", R * I * 4, 6, 7);
+  s.out_norm = plan.add("out_norm", R * H * 4, 8, 9);
+  s.logits = plan.add("logits", R * V * 4, 9, 10);
+  s.arena.allocate(ctx, arena_reuse, "activations");
+  return s;
+}
+
+void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, Llama3State& s, const ForwardPass& pass) {
+  const loader::LlamaConfig& c = m.config;
+  const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+  const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
+  if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
+  if (pass.kv_len > s.capacity) fail("position {} is beyond the context of {}", pass.kv_len - 1, s.capacity);
+  const float eps = c.rms_norm_eps;
+  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
+  const vk::Arena& a = s.arena;
+  ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim);
+  ops::IntVec pos{s.positions};
+
+  auto tap = [&](uint32_t layer) {
+    if (!pass.taps) return;
+    for (size_t i = 0; i < pass.taps->layers.size(); ++i)
+      if (pass.taps->layers[i] == layer)
+        ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * H), T, H, "tap");
+  };
+
+  ops::embed(oc, ops::IntVec{s.ids}, T, m.embed.matrix(), x);
+  for (uint32_t l = 0; l < m.layers.size(); ++l) {
+    const Llama3Layer& L = m.layers[l];
+    tap(l);
+    vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
+    ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
+    ops::matmul(oc, ops::Act(a[s.attn_norm], H), L.qkv.matrix(), qkv, T, false, path, "qkv");
+    ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
+    ops::KvLayer kv = s.kv_layer(m, l);
+    ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pos, kv);
+    ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
+    ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
+    ops::matmul(oc, ops::Act(a[s.attn], q_dim), L.o.matrix(), x, T, /*accumulate=*/true, path, "o_proj");
+    ops::rms_norm(oc, x, &ffn_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "ffn_norm");
+    ops::Act gu(a[s.gate_up], 2 * I);
+    ops::matmul(oc, ops::Act(a[s.ffn_norm], H), L.gate_up.matrix(), gu, T, false, path, "gate_up");
+    ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
+    ops::matmul(oc, ops::Act(a[s.act], I), L.down.matrix(), x, T, /*accumulate=*/true, path, "down_proj");
+  }
+  tap(uint32_t(m.layers.size()));
+  const uint32_t n_logits = T - pass.logits_from;
+  if (n_logits == 0) return;
+  vk::BufferRange norm_w(m.norm);
+  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
+  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head_matrix(), ops::Act(a[s.logits], V), n_logits, false, path,
+              "lm_head");
+  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+}
+
+}  // namespace eaglevk::models

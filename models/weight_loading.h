@@ -1,0 +1,44 @@
+#pragma once
+// Moving checkpoint tensors onto the device: shape checks that name the tensor, dtype to
+// weight type, row-concatenation of several tensors into one fused matrix (q|k|v, gate|up).
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "loader/safetensors.h"
+#include "runtime/ops/tensor.h"
+#include "runtime/vk/buffer.h"
+#include "runtime/vk/uploader.h"
+
+namespace eaglevk::models {
+
+void expect_shape(const loader::TensorView& t, std::initializer_list<int64_t> shape);
+ops::WeightType weight_type_of(const loader::TensorView& t);
+
+// A weight matrix with the buffer that holds it. The view is made on demand because a
+// BufferRange points at its Buffer, which moves with the model.
+struct DeviceMatrix {
+  vk::Buffer buffer;
+  ops::WeightType type = ops::WeightType::F32;
+  uint32_t rows = 0, cols = 0;
+  ops::WeightMatrix matrix() const { return {vk::BufferRange(buffer), type, rows, cols}; }
+};
+
+// Stacks the row blocks (all [rows_i, cols], one dtype) into one [sum rows_i, cols] matrix.
+DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::vector<const loader::TensorView*>& blocks,
+                           const std::string& name);
+// A 1-D tensor of `length` as f32 (norm weights).
+vk::Buffer upload_f32_vector(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t length);
+
+// Tracks which checkpoint tensors a model consumed so that leftovers are reported.
+struct TensorUse {
+  const loader::Checkpoint& ckpt;
+  std::vector<std::string> used;
+  const loader::TensorView& get(const std::string& name);
+  // Every tensor neither used nor matching one of the ignored prefixes/suffixes is an error.
+  void check_all_used(const std::vector<std::string>& ignored_prefixes,
+                      const std::vector<std::string>& ignored_suffixes) const;
+};
+
+}  // namespace eaglevk::models

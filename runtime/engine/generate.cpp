@@ -1,0 +1,77 @@
+#include "runtime/engine/generate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <span>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& o,
+                          const TokenCallback& on_token) {
+  if (prompt.empty()) fail("the prompt is empty");
+  if (prompt.size() >= runner.context())
+    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), runner.context());
+  GenerationResult result;
+  result.prompt = prompt;
+  const uint32_t n_prompt = uint32_t(prompt.size());
+  const bool need_logits = !o.sampling.greedy() || o.top_logits > 0;
+  auto start = std::chrono::steady_clock::now();
+
+  // Prefill in chunks of at most max_rows; logits only where asked for.
+  PassOutput out;
+  for (uint32_t begin = 0; begin < n_prompt; begin += runner.max_rows()) {
+    uint32_t rows = std::min(runner.max_rows(), n_prompt - begin);
+    bool last = begin + rows == n_prompt;
+    PassRequest req;
+    req.ids = std::span<const int32_t>(prompt).subspan(begin, rows);
+    req.start = begin;
+    req.logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
+    req.read_logits = last && need_logits;
+    runner.run(req, out);
+    if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), out.argmax.begin(), out.argmax.end());
+  }
+  const int32_t vocab = runner.model().config.vocab_size;
+  std::span<const float> last_logits;
+  if (need_logits) last_logits = std::span<const float>(out.logits).subspan(out.logits.size() - vocab, vocab);
+  if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
+  int32_t next = o.sampling.greedy() ? out.argmax.back() : sample_token(last_logits, o.sampling, n_prompt);
+  result.prefill_seconds = seconds_since(start);
+
+  start = std::chrono::steady_clock::now();
+  uint32_t pos = n_prompt;
+  while (result.tokens.size() < o.n_predict) {
+    result.tokens.push_back(next);
+    bool keep_going = !on_token || on_token(next);
+    bool is_eos = std::find(o.eos_ids.begin(), o.eos_ids.end(), next) != o.eos_ids.end();
+    if (is_eos && !o.ignore_eos) {
+      result.stopped_at_eos = true;
+      break;
+    }
+    if (!keep_going || result.tokens.size() == o.n_predict) break;
+    if (pos + 1 > runner.context()) {
+      result.stopped_at_context = true;
+      break;
+    }
+    PassRequest req;
+    req.ids = std::span<const int32_t>(&next, 1);
+    req.start = pos;
+    req.logits_from = 0;
+    req.read_logits = !o.sampling.greedy();
+    runner.run(req, out);
+    ++pos;
+    next = o.sampling.greedy() ? out.argmax[0] : sample_token(out.logits, o.sampling, pos);
+  }
+  result.decode_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace eaglevk::engine

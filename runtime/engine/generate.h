@@ -1,0 +1,39 @@
+#pragma once
+// Plain autoregressive generation on a target: prefill in chunks, then one pass per token.
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "runtime/engine/sampler.h"
+#include "runtime/engine/target_runner.h"
+
+namespace eaglevk::engine {
+
+struct GenerationOptions {
+  uint32_t n_predict = 64;
+  bool ignore_eos = false;
+  std::vector<int32_t> eos_ids;
+  SamplingParams sampling;
+  uint32_t top_logits = 0;      // report the k largest logits at the last prompt position
+  bool prompt_argmax = false;   // report the argmax at every prompt position
+};
+
+struct GenerationResult {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<int32_t, float>> prompt_top_logits;
+  std::vector<int32_t> prompt_argmax;
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  bool stopped_at_eos = false;
+  bool stopped_at_context = false;
+};
+
+// on_token returns false to stop generation.
+using TokenCallback = std::function<bool(int32_t)>;
+
+GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& options,
+                          const TokenCallback& on_token = {});
+
+}  // namespace eaglevk::engine

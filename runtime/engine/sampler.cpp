@@ -1,0 +1,70 @@
+#include "runtime/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace eaglevk::engine {
+
+double uniform(uint64_t seed, uint64_t counter) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + counter + 0x632be59bd9b4e019ull;
+  for (int round = 0; round < 2; ++round) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+  }
+  return double(z >> 11) * 0x1.0p-53;
+}
+
+std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  size_t keep = logits.size();
+  if (p.top_k > 0 && size_t(p.top_k) < keep) keep = size_t(p.top_k);
+  std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_logit);
+  order.resize(keep);
+  double inv_t = 1.0 / std::max(double(p.temperature), 1e-6);
+  double max_logit = double(logits[order[0]]) * inv_t, total = 0;
+  std::vector<std::pair<int32_t, double>> dist;
+  dist.reserve(keep);
+  for (int32_t id : order) {
+    double e = std::exp(double(logits[id]) * inv_t - max_logit);
+    dist.push_back({id, e});
+    total += e;
+  }
+  if (p.top_p < 1) {
+    double mass = 0;
+    size_t n = 0;
+    while (n < dist.size() && mass < p.top_p * total) mass += dist[n++].second;
+    dist.resize(std::max<size_t>(n, 1));
+    total = 0;
+    for (auto& d : dist) total += d.second;
+  }
+  for (auto& d : dist) d.second /= total;
+  return dist;
+}
+
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t counter) {
+  if (p.greedy()) return top_logits(logits, 1)[0].first;
+  auto dist = filtered_distribution(logits, p);
+  double u = uniform(p.seed, counter), acc = 0;
+  for (auto& [id, prob] : dist)
+    if (u < (acc += prob)) return id;
+  return dist.back().first;
+}
+
+std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, uint32_t k) {
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  k = std::min<uint32_t>(k, uint32_t(logits.size()));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<std::pair<int32_t, float>> out;
+  for (uint32_t i = 0; i < k; ++i) out.push_back({order[i], logits[order[i]]});
+  return out;
+}
+
+}  // namespace eaglevk::engine

@@ -1,0 +1,33 @@
+#pragma once
+// Token choice from a logits row: greedy, or temperature / top-k / top-p sampling with a
+// counter-based random stream, so that (seed, position) alone decides every draw.
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace eaglevk::engine {
+
+struct SamplingParams {
+  float temperature = 0;  // 0: greedy
+  int32_t top_k = 0;      // 0: off
+  float top_p = 1;        // 1: off
+  uint64_t seed = 0;
+  bool greedy() const { return temperature <= 0; }
+};
+
+// A uniform double in [0, 1) from (seed, counter): splitmix64 over the pair.
+double uniform(uint64_t seed, uint64_t counter);
+
+// The filtered, normalised distribution HF's generate uses: logits / T, then top-k, then
+// top-p (the smallest set of most likely tokens whose mass reaches p), renormalised.
+// Returns (id, probability) pairs of the kept tokens, most likely first.
+std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p);
+
+// Draws a token with the counter-th uniform of the seed's stream.
+int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t counter);
+
+// The k largest logits, ties to the lower id, as (id, value).
+std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, uint32_t k);
+
+}  // namespace eaglevk::engine

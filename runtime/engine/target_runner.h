@@ -1,0 +1,51 @@
+#pragma once
+// Runs passes of a Llama-3 target for one sequence: inputs go up through a staging buffer
+// recorded into the pass's command buffer, argmax ids (and, on request, logits) come back.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "models/llama3.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::engine {
+
+struct PassRequest {
+  std::span<const int32_t> ids;     // tokens at positions start, start + 1, ...
+  uint32_t start = 0;
+  uint32_t logits_from = 0;         // rows whose logits are computed (relative to ids)
+  bool read_logits = false;         // copy those logits rows back to the host
+  bool batch_invariant = false;
+  const models::TapRequest* taps = nullptr;
+};
+
+struct PassOutput {
+  std::vector<int32_t> argmax;      // one per logits row
+  std::vector<float> logits;        // rows x vocab, when read_logits
+};
+
+class TargetRunner {
+ public:
+  TargetRunner(ops::Gpu& gpu, const models::Llama3Model& model, uint32_t context, uint32_t max_rows,
+               bool arena_reuse = vk::arena_reuse_from_env());
+
+  void run(const PassRequest& request, PassOutput& out);
+
+  uint32_t context() const { return context_; }
+  uint32_t max_rows() const { return state_.max_rows; }
+  const models::Llama3Model& model() const { return model_; }
+  models::Llama3State& state() { return state_; }
+  vk::Recorder& recorder() { return rec_; }
+  ops::Gpu& gpu() { return gpu_; }
+
+ private:
+  ops::Gpu& gpu_;
+  const models::Llama3Model& model_;
+  uint32_t context_;
+  models::Llama3State state_;
+  vk::Recorder rec_;
+  vk::Buffer upload_;    // ids then positions, int32 [2 max_rows]
+  vk::Buffer readback_;  // argmax ids, then logits rows
+};
+
+}  // namespace eaglevk::engine

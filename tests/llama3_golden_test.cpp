@@ -1,0 +1,88 @@
+// tiny-llama3 against golden.json (an independent float32 PyTorch reference): the top-5
+// logits at the last prompt position, the argmax at every prompt position, and the first 64
+// greedy tokens. eaglevk keeps weights in bf16 (exact) and the KV cache in f16, so logits
+// differ from the float32 reference by up to kLogitTolerance; a greedy divergence is allowed
+// only at a step whose golden top-2 margin is below that tolerance.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "models/llama3.h"
+#include "runtime/engine/generate.h"
+#include "support/gpu_fixture.h"
+#include "support/golden.h"
+
+namespace eaglevk::testing {
+namespace {
+
+constexpr float kLogitTolerance = 2e-3f;
+
+struct Llama3Golden : GpuTest {
+  static void SetUpTestSuite() {
+    model = new models::Llama3Model(models::load_llama3(gpu().ctx, asset("tiny-llama3")));
+    golden = new Golden(load_golden(asset("tiny-llama3")));
+  }
+  static void TearDownTestSuite() {
+    delete model;
+    delete golden;
+  }
+  static models::Llama3Model* model;
+  static Golden* golden;
+};
+models::Llama3Model* Llama3Golden::model = nullptr;
+Golden* Llama3Golden::golden = nullptr;
+
+TEST_F(Llama3Golden, ConfigAndWeights) {
+  EXPECT_EQ(model->config.num_hidden_layers, 8);
+  EXPECT_EQ(model->layers.size(), 8u);
+  EXPECT_EQ(model->parameters, 8392960u);  // README of the tiny models
+  EXPECT_EQ(model->layers[0].qkv.rows, 8u * 32 + 2 * 4 * 32);
+}
+
+TEST_F(Llama3Golden, PromptLogitsArgmaxAndGreedyTokens) {
+  engine::TargetRunner runner(gpu(), *model, 512, 64);
+  size_t full_matches = 0, verified_tokens = 0, argmax_equal = 0, argmax_total = 0;
+  float worst_logit_error = 0;
+  for (const GoldenPrompt& p : golden->prompts) {
+    engine::GenerationOptions o;
+    o.n_predict = 64;
+    o.ignore_eos = true;
+    o.top_logits = 5;
+    o.prompt_argmax = true;
+    engine::GenerationResult r = engine::generate(runner, p.prompt_ids, o);
+
+    ASSERT_EQ(r.prompt_top_logits.size(), 5u);
+    for (size_t i = 0; i < 5; ++i) {
+      // Ids agree unless two golden logits are within the tolerance of each other.
+      bool near_tie = (i > 0 && p.top5_logits[i - 1] - p.top5_logits[i] < kLogitTolerance) ||
+                      (i < 4 && p.top5_logits[i] - p.top5_logits[i + 1] < kLogitTolerance);
+      if (!near_tie) EXPECT_EQ(r.prompt_top_logits[i].first, p.top5_ids[i]) << "prompt " << p.id << " rank " << i;
+      float err = std::fabs(r.prompt_top_logits[i].second - p.top5_logits[i]);
+      worst_logit_error = std::max(worst_logit_error, err);
+      EXPECT_LE(err, kLogitTolerance) << "prompt " << p.id << " rank " << i;
+    }
+    ASSERT_EQ(r.prompt_argmax.size(), p.prompt_argmax_ids.size());
+    for (size_t i = 0; i < r.prompt_argmax.size(); ++i) argmax_equal += r.prompt_argmax[i] == p.prompt_argmax_ids[i];
+    argmax_total += r.prompt_argmax.size();
+
+    ASSERT_EQ(r.tokens.size(), 64u);
+    size_t step = 0;
+    while (step < 64 && r.tokens[step] == p.greedy_ids[step]) ++step;
+    verified_tokens += step;
+    if (step == 64) {
+      ++full_matches;
+    } else {
+      EXPECT_LT(p.greedy_margins[step], kLogitTolerance)
+          << "prompt " << p.id << " left the golden greedy path at step " << step << " where the golden top-2 margin is "
+          << p.greedy_margins[step];
+    }
+  }
+  // Prefill argmax: a mismatch can only come from a near-tie at that position.
+  EXPECT_GE(double(argmax_equal) / argmax_total, 0.99) << argmax_equal << " of " << argmax_total;
+  fmt::print("tiny-llama3: {} of {} prompts match all 64 greedy tokens; {} tokens verified; prefill argmax {}/{}; "
+             "worst top-5 logit error {:.2e}\n",
+             full_matches, golden->prompts.size(), verified_tokens, argmax_equal, argmax_total, worst_logit_error);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
