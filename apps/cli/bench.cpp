@@ -1,0 +1,110 @@
+// `eaglevk bench`: prefill (ppN) and decode (tgN) tokens/s over repetitions, as a markdown
+// table in the manner of llama-bench, or JSON.
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <random>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+#include "apps/cli/commands.h"
+#include "apps/cli/model_files.h"
+#include "runtime/engine/generate.h"
+
+namespace eaglevk::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model, device, output = "md";
+  uint32_t n_prompt = 512, n_gen = 128, reps = 5;
+};
+
+struct Stat {
+  std::string test;
+  std::vector<double> tps;
+  double mean() const {
+    double s = 0;
+    for (double v : tps) s += v;
+    return tps.empty() ? 0 : s / tps.size();
+  }
+  double stddev() const {
+    if (tps.size() < 2) return 0;
+    double m = mean(), s = 0;
+    for (double v : tps) s += (v - m) * (v - m);
+    return std::sqrt(s / (tps.size() - 1));
+  }
+};
+
+int bench_command(const BenchArgs& a) {
+  std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
+  if (a.reps == 0) fail("-r must be at least 1");
+  auto gpu = open_gpu(a.device);
+  LoadedModel m = load_model(gpu->ctx, dir);
+  const auto& c = m.model.config;
+  uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
+  if (context > uint32_t(c.max_position_embeddings))
+    fail("-p/-n need {} positions; the model allows {}", context, c.max_position_embeddings);
+  engine::TargetRunner runner(*gpu, m.model, context, std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512));
+
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(a.n_prompt);
+  for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
+  Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}};
+  // One warm-up run builds the pipelines.
+  for (uint32_t rep = 0; rep <= a.reps; ++rep) {
+    if (a.n_prompt) {
+      engine::GenerationOptions o;
+      o.n_predict = 1;
+      auto r = engine::generate(runner, prompt, o);
+      if (rep) pp.tps.push_back(a.n_prompt / r.prefill_seconds);
+    }
+    if (a.n_gen) {
+      engine::GenerationOptions o;
+      o.n_predict = a.n_gen + 1;  // the first token comes from the 1-token prefill
+      o.ignore_eos = true;
+      std::vector<int32_t> start = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
+      auto r = engine::generate(runner, start, o);
+      if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
+    }
+  }
+
+  std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes / double(1 << 20));
+  std::string params = m.model.parameters >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters / 1e9)
+                                                        : fmt::format("{:.2f} M", m.model.parameters / 1e6);
+  std::vector<Stat> stats;
+  if (a.n_prompt) stats.push_back(pp);
+  if (a.n_gen) stats.push_back(tg);
+  if (a.output == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Stat& s : stats)
+      j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes}, {"params", m.model.parameters},
+                   {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
+                   {"stddev", s.stddev()}, {"samples", s.tps}});
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("| model | size | params | device | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
+  for (const Stat& s : stats)
+    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.name(), size, params, gpu->ctx.info.name, s.test,
+               s.mean(), s.stddev());
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
+  sub->add_option("-m,--model", args->model, "model folder (default: the bundled tiny model)");
+  sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
+  sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
+  sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
+  sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+  sub->add_option("--device", args->device, "Vulkan device index or name");
+  register_runner(sub, [args] { return bench_command(*args); });
+}
+
+}  // namespace eaglevk::cli

@@ -1,0 +1,77 @@
+#include "apps/cli/model_files.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::cli {
+
+std::filesystem::path bundled_model_dir() {
+  if (const char* dir = std::getenv("EAGLEVK_DEMO_MODEL")) return dir;
+  return std::filesystem::path(EAGLEVK_SOURCE_DIR) / "assets" / "tiny-llama3";
+}
+
+std::unique_ptr<ops::Gpu> open_gpu(const std::string& device) {
+  vk::ContextOptions options = vk::ContextOptions::from_env();
+  if (!device.empty()) options.device = device;
+  return std::make_unique<ops::Gpu>(options);
+}
+
+LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) fail("model folder '{}' does not exist", dir.string());
+  LoadedModel m{dir, models::load_llama3(ctx, dir), loader::Tokenizer::load(dir), std::nullopt};
+  if (std::filesystem::exists(dir / "tokenizer_config.json")) {
+    try {
+      m.chat = loader::ChatTemplate::load(dir);
+    } catch (const Error&) {
+      // No usable template: only --chat needs one, and it reports the error then.
+    }
+  }
+  return m;
+}
+
+std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {
+  if (!source.ids.empty()) return source.ids;
+  if (source.chat) {
+    if (!m.chat) {
+      // Load again to surface the real reason (missing file, unsupported template).
+      loader::ChatTemplate::load(m.dir);
+      fail("model folder '{}' has no chat template", m.dir.string());
+    }
+    std::vector<loader::ChatMessage> messages;
+    if (!source.system.empty()) messages.push_back({"system", source.system});
+    messages.push_back({"user", source.text});
+    // The rendered template carries BOS itself.
+    return m.tokenizer.encode(m.chat->render(messages, true), false);
+  }
+  return m.tokenizer.encode(source.text, true);
+}
+
+std::vector<int32_t> parse_id_list(const std::string& csv) {
+  std::vector<int32_t> ids;
+  std::stringstream in(csv);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      fail("--prompt-ids: '{}' is not a token id", item);
+    }
+  }
+  if (ids.empty()) fail("--prompt-ids is empty");
+  return ids;
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read '{}'", path.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace eaglevk::cli

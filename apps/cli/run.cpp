@@ -1,0 +1,120 @@
+// `eaglevk run`: generate from a prompt, streaming text to stdout and statistics to stderr.
+#include <cstdio>
+#include <memory>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+#include "apps/cli/commands.h"
+#include "apps/cli/model_files.h"
+#include "runtime/engine/generate.h"
+
+namespace eaglevk::cli {
+namespace {
+
+struct RunArgs {
+  std::string model, prompt, file, prompt_ids, system, device;
+  uint32_t n_predict = 64, ctx = 2048, top_logits = 0;
+  bool chat = false, ignore_eos = false, json = false;
+  float temp = 0, top_p = 1;
+  int32_t top_k = 0;
+  uint64_t seed = 0;
+};
+
+int run_command(const RunArgs& a) {
+  std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
+  if (!a.file.empty() && !a.prompt.empty()) fail("give either -p or -f, not both");
+  PromptSource source;
+  source.text = !a.file.empty() ? read_text_file(a.file) : a.prompt;
+  if (a.prompt.empty() && a.file.empty() && a.prompt_ids.empty()) source.text = "The modules described in this chapter";
+  source.chat = a.chat;
+  source.system = a.system;
+  if (!a.prompt_ids.empty()) {
+    if (!a.prompt.empty() || !a.file.empty() || a.chat) fail("--prompt-ids cannot be combined with -p, -f or --chat");
+    source.ids = parse_id_list(a.prompt_ids);
+  }
+  if (a.temp < 0) fail("--temp must be >= 0");
+  if (a.top_p <= 0 || a.top_p > 1) fail("--top-p must be in (0, 1]");
+  if (a.top_k < 0) fail("--top-k must be >= 0");
+
+  auto gpu = open_gpu(a.device);
+  LoadedModel m = load_model(gpu->ctx, dir);
+  std::vector<int32_t> prompt = prompt_ids(m, source);
+  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config.max_position_embeddings));
+  if (prompt.size() >= context)
+    fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
+         m.model.config.max_position_embeddings);
+  engine::TargetRunner runner(*gpu, m.model, context, 128);
+
+  engine::GenerationOptions o;
+  o.n_predict = a.n_predict;
+  o.ignore_eos = a.ignore_eos;
+  o.eos_ids = m.model.config.eos_token_ids;
+  for (int32_t id : m.tokenizer.eos_ids())
+    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
+  o.sampling = {a.temp, a.top_k, a.top_p, a.seed};
+  o.top_logits = a.top_logits;
+
+  loader::StreamDecoder decoder(m.tokenizer, /*skip_special=*/true);
+  engine::TokenCallback stream = [&](int32_t id) {
+    if (!a.json) {
+      std::string piece = decoder.push(id);
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  };
+  engine::GenerationResult r = engine::generate(runner, prompt, o, stream);
+  std::string text = m.tokenizer.decode(r.tokens, /*skip_special=*/true);
+  double prefill_tps = r.prefill_seconds > 0 ? r.prompt.size() / r.prefill_seconds : 0;
+  double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
+  if (a.json) {
+    nlohmann::json j;
+    j["prompt_tokens"] = r.prompt;
+    j["tokens"] = r.tokens;
+    j["text"] = text;
+    j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+    if (a.top_logits) {
+      nlohmann::json top = nlohmann::json::array();
+      for (auto& [id, v] : r.prompt_top_logits) top.push_back({id, v});
+      j["prompt_top_logits"] = top;
+    }
+    fmt::print("{}\n", j.dump());
+  } else {
+    std::string rest = decoder.flush();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
+    fmt::print("\n");
+  }
+  fmt::print(stderr, "\nprompt tokens: {}  generated tokens: {}\nprefill: {:.1f} tokens/s  decode: {:.1f} tokens/s{}\n",
+             r.prompt.size(), r.tokens.size(), prefill_tps, decode_tps,
+             r.stopped_at_context ? "  (stopped: context full)" : "");
+  return 0;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt (the bundled tiny model without -m)");
+  sub->add_option("-m,--model", args->model, "Hugging Face model folder (config.json, model.safetensors, tokenizer.json)");
+  sub->add_option("-p,--prompt", args->prompt, "prompt text");
+  sub->add_option("-f,--file", args->file, "read the prompt from a file");
+  sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
+  sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
+  sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
+  sub->add_option("--system", args->system, "system message (with --chat)");
+  sub->add_option("--temp", args->temp, "temperature; 0 is greedy")->capture_default_str();
+  sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
+  sub->add_option("--top-p", args->top_p, "nucleus sampling mass (1: off)")->capture_default_str();
+  sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
+  sub->add_option("--ctx", args->ctx, "context length in tokens")->capture_default_str();
+  sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
+  sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
+  sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
+  sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position");
+  register_runner(sub, [args] { return run_command(*args); });
+}
+
+}  // namespace eaglevk::cli
