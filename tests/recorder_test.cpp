@@ -238,3 +238,28 @@ TEST_F(RecorderTest, TwoNormsIntoOneBufferThenMatmul) {
 
 }  // namespace
 }  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+TEST_F(RecorderTest, TimestampsPerNamedDispatch) {
+  ASSERT_TRUE(gpu().ctx.info.features.timestamps);
+  const uint32_t n = 4096;
+  auto x = random_floats(n, 5);
+  vk::Buffer a = device_buffer(x, "a");
+  vk::Recorder rec(gpu().ctx);
+  rec.profile = true;
+  ops::OpContext oc{gpu(), rec};
+  rec.begin();
+  ops::softmax(oc, ops::Act(a, n), 1, n);
+  ops::add(oc, a, a, a, n);
+  rec.submit_and_wait();
+  auto t = rec.timings();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].name, "softmax");
+  EXPECT_EQ(t[1].name, "add");
+  EXPECT_GE(t[0].ms, 0.0);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

@@ -11,7 +11,7 @@ namespace eaglevk::vk {
 class Uploader {
  public:
   explicit Uploader(const Context& ctx, uint64_t staging_bytes = 64ull << 20);
-  ~Uploader();  // flushes
+  ~Uploader();  // drops copies not yet flushed
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;
 

@@ -1,0 +1,188 @@
+// The CLI end to end: bad input gives a clear message and a non-zero exit, never a crash;
+// --json carries what it promises.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "loader/safetensors.h"
+#include "support/golden.h"
+
+namespace eaglevk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result run_cli(const std::string& args, bool with_stderr = true) {
+  std::string command = fmt::format("EAGLEVK_VALIDATE=1 {} {} {}", EAGLEVK_CLI, args, with_stderr ? "2>&1" : "2>/dev/null");
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
+  int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// A writable copy of tiny-llama3 in a fresh temporary folder.
+fs::path copy_model(const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-cli-{}-{}", tag, ::getpid());
+  fs::remove_all(dir);
+  fs::copy(asset("tiny-llama3"), dir);
+  for (auto& entry : fs::directory_iterator(dir)) fs::permissions(entry.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
+
+void expect_clean_failure(const Result& r, const std::string& words) {
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("error:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(words), std::string::npos) << "expected '" << words << "' in: " << r.output;
+}
+
+TEST(Cli, NonExistentModelPath) { expect_clean_failure(run_cli("run -m /no/such/model -p hi"), "does not exist"); }
+
+TEST(Cli, TruncatedSafetensors) {
+  fs::path dir = copy_model("truncated");
+  fs::resize_file(dir / "model.safetensors", 1000);
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "model.safetensors");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, HeaderLengthPastEnd) {
+  fs::path dir = copy_model("header");
+  std::fstream f(dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t huge = 1ull << 40;
+  f.write(reinterpret_cast<const char*>(&huge), 8);
+  f.close();
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "header");
+  fs::remove_all(dir);
+}
+
+// Rewrites the checkpoint through `edit`, which may drop or change tensors.
+template <typename Edit>
+void rewrite_checkpoint(const fs::path& dir, Edit edit) {
+  std::vector<std::string> names;
+  std::vector<loader::TensorData> tensors;
+  std::vector<std::vector<std::byte>> storage;
+  {
+    loader::Checkpoint ckpt = loader::Checkpoint::open(dir / "model.safetensors");
+    for (const std::string& name : ckpt.names()) {
+      const loader::TensorView& t = ckpt.get(name);
+      storage.emplace_back(t.data, t.data + t.bytes);
+      tensors.push_back({name, t.dtype, t.shape, {}});
+    }
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].bytes = storage[i];
+  edit(tensors);
+  loader::write_safetensors(dir / "model.safetensors", tensors);
+}
+
+TEST(Cli, MissingTensor) {
+  fs::path dir = copy_model("missing");
+  rewrite_checkpoint(dir, [](auto& t) {
+    std::erase_if(t, [](auto& x) { return x.name == "model.layers.3.mlp.up_proj.weight"; });
+  });
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "model.layers.3.mlp.up_proj.weight");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, WrongDtypeAndWrongShape) {
+  fs::path dir = copy_model("dtype");
+  rewrite_checkpoint(dir, [](auto& t) {
+    for (auto& x : t)
+      if (x.name == "model.layers.0.self_attn.o_proj.weight") {
+        x.dtype = loader::DType::I16;  // same byte size, not a weight type
+      }
+  });
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "o_proj");
+  rewrite_checkpoint(dir, [](auto& t) {
+    for (auto& x : t)
+      if (x.name == "model.layers.0.self_attn.o_proj.weight") {
+        x.dtype = loader::DType::BF16;
+        x.shape = {128, 512};  // same bytes, wrong shape
+      }
+  });
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "shape");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, ConfigMissingField) {
+  fs::path dir = copy_model("config");
+  std::ifstream in(dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  config.erase("num_hidden_layers");
+  std::ofstream(dir / "config.json") << config.dump();
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi", dir.string())), "num_hidden_layers");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, PromptLongerThanContext) {
+  expect_clean_failure(run_cli("run --ctx 16 -p \"one two three four five six seven eight nine ten eleven twelve "
+                               "thirteen fourteen fifteen sixteen seventeen\""),
+                       "context");
+}
+
+TEST(Cli, BadPromptIds) {
+  expect_clean_failure(run_cli("run --prompt-ids 1,2,abc"), "abc");
+  expect_clean_failure(run_cli("run --prompt-ids 1,2,99999"), "vocabulary");
+}
+
+TEST(Cli, JsonMatchesGoldenForAPrompt) {
+  Golden g = load_golden(asset("tiny-llama3"));
+  const GoldenPrompt& p = g.prompts[0];
+  std::string ids;
+  for (int32_t id : p.prompt_ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  Result r = run_cli(fmt::format("run --prompt-ids {} -n 16 --ignore-eos --json --top-logits 5", ids), false);
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), p.prompt_ids);
+  std::vector<int32_t> want(p.greedy_ids.begin(), p.greedy_ids.begin() + 16);
+  EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), want);
+  ASSERT_EQ(j["prompt_top_logits"].size(), 5u);
+  EXPECT_EQ(j["prompt_top_logits"][0][0].get<int32_t>(), p.top5_ids[0]);
+  EXPECT_NEAR(j["prompt_top_logits"][0][1].get<float>(), p.top5_logits[0], 2e-3);
+  EXPECT_TRUE(j["timing"].contains("decode_tokens_per_s"));
+}
+
+TEST(Cli, ChatPromptMatchesGoldenIds) {
+  // The golden chat prompt 9 is one user turn; --chat must render and encode it identically.
+  Golden g = load_golden(asset("tiny-llama3"));
+  std::ifstream in(asset("tiny-llama3/prompts.jsonl"));
+  std::string line;
+  while (std::getline(in, line)) {
+    nlohmann::json p = nlohmann::json::parse(line);
+    if (p["type"] != "chat" || p["messages"].size() != 1) continue;
+    std::string text = p["messages"][0]["content"];
+    fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-chat-{}.txt", ::getpid());
+    std::ofstream(file) << text;
+    Result r = run_cli(fmt::format("run --chat -f {} -n 4 --json", file.string()), false);
+    fs::remove(file);
+    ASSERT_EQ(r.code, 0) << r.output;
+    nlohmann::json j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+    EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.prompts[p["id"].get<int>()].prompt_ids);
+    return;
+  }
+  FAIL() << "no single-turn chat prompt in prompts.jsonl";
+}
+
+TEST(Cli, DevicesListsLavapipeFeatures) {
+  Result r = run_cli("devices");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("subgroup size"), std::string::npos);
+  EXPECT_NE(r.output.find("maxStorageBufferRange"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

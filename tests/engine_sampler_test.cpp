@@ -1,0 +1,72 @@
+// The host sampler: HF's filter order (temperature, top-k, top-p), reproducible draws, and
+// temperature 0 = greedy.
+#include <cmath>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "runtime/engine/sampler.h"
+
+namespace eaglevk::engine {
+namespace {
+
+TEST(Sampler, FilteredDistributionMatchesHandComputation) {
+  std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f, 3.0f};
+  SamplingParams p{0.5f, 3, 1.0f, 0};
+  auto dist = filtered_distribution(logits, p);
+  // top-3 by logit, ties to the lower id: 1, 4, 2; probabilities softmax(logit / 0.5).
+  ASSERT_EQ(dist.size(), 3u);
+  EXPECT_EQ(dist[0].first, 1);
+  EXPECT_EQ(dist[1].first, 4);
+  EXPECT_EQ(dist[2].first, 2);
+  double z = 2 * std::exp(6.0) + std::exp(4.0);
+  EXPECT_NEAR(dist[0].second, std::exp(6.0) / z, 1e-12);
+  EXPECT_NEAR(dist[2].second, std::exp(4.0) / z, 1e-12);
+
+  // top-p keeps a token while the mass of the more likely ones is below p (HF's rule):
+  // the masses are 0.468, 0.468, 0.063.
+  p.top_p = 0.9f;
+  dist = filtered_distribution(logits, p);
+  ASSERT_EQ(dist.size(), 2u);
+  EXPECT_NEAR(dist[0].second, 0.5, 1e-12);
+  p.top_p = 0.95f;
+  EXPECT_EQ(filtered_distribution(logits, p).size(), 3u);
+  p.top_p = 0.4f;
+  dist = filtered_distribution(logits, p);
+  ASSERT_EQ(dist.size(), 1u);
+  EXPECT_DOUBLE_EQ(dist[0].second, 1.0);
+}
+
+TEST(Sampler, SameSeedSameTokensAndEmpiricalFrequencies) {
+  std::vector<float> logits = {0.0f, 1.0f, 2.0f, -1.0f};
+  SamplingParams p{1.0f, 0, 1.0f, 42};
+  std::map<int32_t, int> counts;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    int32_t a = sample_token(logits, p, uint64_t(i));
+    EXPECT_EQ(a, sample_token(logits, p, uint64_t(i)));
+    ++counts[a];
+  }
+  double z = 0;
+  for (float l : logits) z += std::exp(double(l));
+  for (int32_t id = 0; id < 4; ++id) {
+    double want = std::exp(double(logits[id])) / z;
+    EXPECT_NEAR(counts[id] / double(n), want, 0.015) << id;  // about 4 standard deviations
+  }
+  p.seed = 43;
+  int differ = 0;
+  for (int i = 0; i < 100; ++i) differ += sample_token(logits, p, uint64_t(i)) != sample_token(logits, {1, 0, 1, 42}, uint64_t(i));
+  EXPECT_GT(differ, 10);
+}
+
+TEST(Sampler, TemperatureZeroIsArgmaxWithLowestIndexTies) {
+  std::vector<float> logits = {1.0f, 5.0f, 5.0f, 2.0f};
+  EXPECT_EQ(sample_token(logits, SamplingParams{}, 0), 1);
+  auto top = top_logits(logits, 3);
+  EXPECT_EQ(top[0].first, 1);
+  EXPECT_EQ(top[1].first, 2);
+  EXPECT_EQ(top[2].first, 3);
+}
+
+}  // namespace
+}  // namespace eaglevk::engine
