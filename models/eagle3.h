@@ -1,0 +1,93 @@
+#pragma once
+// The EAGLE-3 draft head: one decoder layer over [norm(embedding), norm(feature)], where the
+// feature is fc(three target taps) for verified positions and the head's own pre-norm
+// output for speculative ones. Loaded from the original EAGLE-3 layout (`midlayer.*`) or the
+// speculators layout (`layers.0.*`) into one canonical struct.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "loader/hf_config.h"
+#include "models/llama3.h"
+#include "models/weight_loading.h"
+#include "runtime/ops/ops.h"
+#include "runtime/vk/arena.h"
+
+namespace eaglevk::models {
+
+struct Eagle3Config {
+  std::string format;               // "eagle3" (original) or "speculators"
+  loader::LlamaConfig layer;        // the decoder layer's sizes, norm eps and rope (the head's own)
+  int draft_vocab_size = 0;         // Vd
+  int target_vocab_size = 0;        // V the head was trained against
+  int target_hidden_size = 0;       // Ht (equals layer.hidden_size unless the head says otherwise)
+  bool norm_before_residual = false;
+  std::vector<uint32_t> aux_layers;  // canonical tap ids (residual stream entering layer j); empty: default
+};
+
+Eagle3Config load_eagle3_config(const std::filesystem::path& dir);
+
+// The family default: (2, L/2, L-3).
+std::vector<uint32_t> default_aux_layers(uint32_t target_layers);
+
+struct Eagle3Model {
+  Eagle3Config config;
+  DeviceMatrix fc;             // [H, 3 Ht]
+  vk::Buffer in_norm;          // [H] f32, on the token embedding
+  vk::Buffer hidden_norm;      // [H] f32, on the feature
+  DeviceMatrix qkv;            // [(nh + 2 nkv) hd, 2 H]
+  DeviceMatrix o;              // [H, nh hd]
+  vk::Buffer post_norm;        // [H] f32
+  DeviceMatrix gate_up;        // [2 I, H]
+  DeviceMatrix down;           // [H, I]
+  vk::Buffer final_norm;       // [H] f32
+  DeviceMatrix lm_head;        // [Vd, H]
+  DeviceMatrix embed;          // [V, H] when the head ships its own; else empty (target's is used)
+  vk::Buffer d2t;              // int32 [Vd] offsets: target id = draft id + d2t[draft id]; empty = identity
+  std::vector<uint32_t> aux_layers;  // the tap ids in use, ascending
+  bool aux_layers_default = true;
+};
+
+// Loads the head and checks it against the target: hidden sizes, vocabulary, tap ids.
+// `aux_override` (from --aux-layers) wins over the config and the default.
+Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir, const loader::LlamaConfig& target,
+                        const std::vector<uint32_t>& aux_override = {});
+
+// Device state of the draft for one sequence: its own KV cache, rope table and activations.
+struct Eagle3State {
+  uint32_t capacity = 0, max_rows = 0;
+  vk::Buffer k_cache, v_cache;   // [capacity][nkv hd] f16
+  vk::Buffer rope_table;
+  vk::Buffer positions;          // int32 [max_rows + k]: catch-up rows, then one per draft step
+  vk::Arena arena;
+  uint32_t feature = 0, embedded = 0, attn_in = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0,
+           logits = 0;
+  ops::KvLayer kv() const;
+};
+
+Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
+                              uint32_t max_steps, bool arena_reuse);
+
+// One draft forward over `rows` rows.
+//   catch-up (from_taps): feature = fc(taps rows), tokens from `ids`;
+//   later steps: rows == 1, feature = the previous step's pre-norm output (row `feature_row`
+//   of the feature buffer), token = the previous draft token.
+// Writes the draft argmax of the last row, mapped to the target vocabulary, at `out_token`.
+struct DraftPass {
+  uint32_t rows = 0;
+  bool from_taps = false;
+  ops::Act taps;               // [rows, 3 Ht] when from_taps
+  ops::IntVec ids;             // token ids (target vocabulary), `rows` of them
+  ops::IntVec positions;       // draft positions, `rows` of them
+  uint32_t feature_row = 0;    // steps: the feature row to continue from
+  uint32_t kv_len = 0;         // last position + 1
+  ops::IntVec out_token;
+  bool batch_invariant = true;
+};
+
+// Returns the row of the feature buffer that holds this pass's last pre-norm output.
+uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s,
+                               const ops::WeightMatrix& target_embed, const DraftPass& pass);
+
+}  // namespace eaglevk::models

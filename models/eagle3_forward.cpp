@@ -1,0 +1,102 @@
+// The draft head's device state and its forward pass.
+#include <cmath>
+
+#include <eaglevk/error.h>
+
+#include "models/eagle3.h"
+
+namespace eaglevk::models {
+
+ops::KvLayer Eagle3State::kv() const {
+  return ops::KvLayer{vk::BufferRange(k_cache), vk::BufferRange(v_cache), capacity,
+                      uint32_t(k_cache.bytes / (uint64_t(capacity) * 2))};
+}
+
+Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
+                              uint32_t max_steps, bool arena_reuse) {
+  const loader::LlamaConfig& c = m.config.layer;
+  Eagle3State s;
+  s.capacity = (capacity + 63) / 64 * 64;
+  s.max_rows = max_rows;
+  const uint64_t H = c.hidden_size, I = c.intermediate_size, Vd = m.config.draft_vocab_size;
+  const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
+  const uint64_t q_dim = uint64_t(c.num_attention_heads) * c.head_dim;
+  s.k_cache = vk::Buffer(ctx, s.capacity * kv_dim * 2, vk::MemoryKind::Device, "draft k_cache");
+  s.v_cache = vk::Buffer(ctx, s.capacity * kv_dim * 2, vk::MemoryKind::Device, "draft v_cache");
+  // The head's own rope (theta, scaling), never the target's.
+  std::vector<float> table = ops::rope_table(loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling), s.capacity);
+  s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "draft rope_table");
+  vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
+  s.positions = vk::Buffer(ctx, (max_rows + max_steps) * 4, vk::MemoryKind::Device, "draft positions");
+
+  // Lifetimes in steps of one pass. The feature buffer carries the pre-norm output from one
+  // pass to the next, so it lives throughout.
+  vk::ArenaPlan& plan = s.arena.plan;
+  const uint64_t R = max_rows;
+  s.feature = plan.add("feature", R * H * 4, 0, 9);
+  s.embedded = plan.add("embedded", R * H * 4, 0, 1);
+  s.attn_in = plan.add("attn_in", R * 2 * H * 4, 1, 2);
+  s.qkv = plan.add("qkv", R * (q_dim + 2 * kv_dim) * 4, 2, 4);
+  s.attn = plan.add("attn", R * q_dim * 4, 4, 5);
+  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 5, 6);
+  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 6, 7);
+  s.act = plan.add("act", R * I * 4, 7, 8);
+  s.out_norm = plan.add("out_norm", H * 4, 8, 9);
+  s.logits = plan.add("logits", Vd * 4, 9, 10);
+  s.arena.allocate(ctx, arena_reuse, "draft activations");
+  return s;
+}
+
+uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s,
+                               const ops::WeightMatrix& target_embed, const DraftPass& pass) {
+  const loader::LlamaConfig& c = m.config.layer;
+  const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size, Vd = m.config.draft_vocab_size;
+  const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
+  const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
+  if (T == 0 || T > s.max_rows) fail("a draft pass of {} rows (at most {})", T, s.max_rows);
+  if (!pass.from_taps && T != 1) fail("draft steps after the catch-up run one row");
+  if (pass.kv_len > s.capacity) fail("draft position {} beyond its context {}", pass.kv_len - 1, s.capacity);
+  const float eps = c.rms_norm_eps;
+  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
+  const vk::Arena& a = s.arena;
+
+  // g: the feature rows this pass works on, updated in place into h and then u.
+  ops::Act g = pass.from_taps ? ops::Act(a[s.feature], H) : ops::Act(a[s.feature], H).row(pass.feature_row);
+  if (pass.from_taps) ops::matmul(oc, pass.taps, m.fc.matrix(), g, T, false, path, "draft_fc");
+
+  // The two norm paths: independent dispatches into the two halves of one buffer; the
+  // recorder puts the one barrier before the q/k/v matmul that reads both.
+  ops::Act attn_in(a[s.attn_in], 2 * H), e(a[s.embedded], H);
+  ops::embed(oc, pass.ids, T, m.embed.buffer ? m.embed.matrix() : target_embed, e);
+  vk::BufferRange in_w(m.in_norm), hidden_w(m.hidden_norm), post_w(m.post_norm), final_w(m.final_norm);
+  ops::rms_norm(oc, e, &in_w, attn_in, T, H, eps, "draft_input_norm");
+  ops::rms_norm(oc, g, &hidden_w, attn_in.cols(H), T, H, eps, "draft_hidden_norm");
+
+  ops::Act qkv(a[s.qkv], qkv_dim);
+  ops::matmul(oc, attn_in, m.qkv.matrix(), qkv, T, false, path, "draft_qkv");
+  ops::rope(oc, qkv, T, nh + nkv, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
+  ops::KvLayer kv = s.kv();
+  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.positions, kv);
+  ops::attention(oc, qkv, kv, pass.positions, ops::Act(a[s.attn], q_dim), T,
+                 ops::AttentionParams{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))});
+  // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
+  ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;
+  ops::matmul(oc, ops::Act(a[s.attn], q_dim), m.o.matrix(), h, T, /*accumulate=*/true, path, "draft_o_proj");
+  ops::rms_norm(oc, h, &post_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "draft_post_norm");
+  ops::Act gu(a[s.gate_up], 2 * I);
+  ops::matmul(oc, ops::Act(a[s.ffn_norm], H), m.gate_up.matrix(), gu, T, false, path, "draft_gate_up");
+  ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
+  ops::matmul(oc, ops::Act(a[s.act], I), m.down.matrix(), h, T, /*accumulate=*/true, path, "draft_down");
+  if (m.config.norm_before_residual) ops::copy_rows(oc, h, g, T, H, "draft_feature");  // u feeds the next step
+
+  // Logits of the last row only: it proposes the next token.
+  ops::Act u_last = g.row(T - 1);
+  ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), 1, H, eps, "draft_final_norm");
+  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head.matrix(), ops::Act(a[s.logits], Vd), 1, false, path,
+              "draft_lm_head");
+  vk::BufferRange d2t(m.d2t);
+  ops::argmax(oc, ops::Act(a[s.logits], Vd), 1, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
+  return pass.from_taps ? T - 1 : pass.feature_row;
+}
+
+}  // namespace eaglevk::models

@@ -1,0 +1,23 @@
+#pragma once
+// Speculative decoding counters in vLLM's terms (examples/offline_inference/spec_decode.py).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace eaglevk::engine {
+
+struct SpecStats {
+  uint64_t num_drafts = 0;           // verify passes that carried at least one draft token
+  uint64_t num_draft_tokens = 0;     // proposed tokens
+  uint64_t num_accepted_tokens = 0;  // accepted drafts (bonus tokens excluded)
+  std::vector<uint64_t> accepted_at;  // [i]: drafts whose token i was accepted
+  uint64_t total_output_tokens = 0;
+
+  void record_round(uint32_t proposed, uint32_t accepted);
+  void merge(const SpecStats& other);
+  double mean_acceptance_length() const;           // 1 + accepted / drafts
+  std::vector<double> acceptance_per_position() const;  // accepted_at[i] / drafts
+  std::string block() const;                       // the printed block
+};
+
+}  // namespace eaglevk::engine

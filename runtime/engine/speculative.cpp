@@ -1,0 +1,254 @@
+#include "runtime/engine/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <span>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::engine {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Layout of the upload buffer (int32 slots).
+struct UploadLayout {
+  uint32_t max_rows, k;
+  uint64_t target_ids() const { return 0; }
+  uint64_t target_positions() const { return max_rows; }
+  uint64_t draft_ids() const { return 2ull * max_rows; }
+  uint64_t draft_positions() const { return 3ull * max_rows; }  // catch-up rows, then the k steps
+  uint64_t slots() const { return 4ull * max_rows + k; }
+};
+
+}  // namespace
+
+SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::Llama3Model& target,
+                                       const models::Eagle3Model& draft, uint32_t context, uint32_t k,
+                                       uint32_t max_rows, bool arena_reuse)
+    : gpu_(gpu),
+      target_(target),
+      draft_(draft),
+      context_(context),
+      k_(k),
+      max_rows_(std::max(max_rows, k + 1)),
+      tstate_(models::make_llama3_state(gpu.ctx, target, context, max_rows_, arena_reuse)),
+      dstate_(models::make_eagle3_state(gpu.ctx, draft, context, max_rows_, k, arena_reuse)),
+      taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config.hidden_size * 4, vk::MemoryKind::Device, "taps"),
+      draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),
+      upload_(gpu.ctx, UploadLayout{max_rows_, k}.slots() * 4, vk::MemoryKind::Upload, "round inputs"),
+      readback_(gpu.ctx, (uint64_t(max_rows_) + k) * 4 + uint64_t(target.config.vocab_size) * 4 * max_rows_ +
+                             uint64_t(max_rows_) * 3 * target.config.hidden_size * 4,
+                vk::MemoryKind::Readback, "round outputs"),
+      rec_(gpu.ctx) {
+  if (k == 0) fail("-k must be at least 1");
+  if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config.hidden_size)
+    fail("the draft needs its own embeddings");
+  tap_request_.layers = draft.aux_layers;
+  tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config.hidden_size));
+}
+
+void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {
+  rec_.copy(vk::BufferRange(upload_, slot * 4, count * 4), dst.sub(0, count * 4), "inputs");
+}
+
+void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o,
+                                 GenerationResult& result, std::vector<float>& last_logits) {
+  const UploadLayout up{max_rows_, k_};
+  auto* slots = static_cast<int32_t*>(upload_.mapped);
+  const uint32_t n = uint32_t(prompt.size()), H = target_.config.hidden_size, V = target_.config.vocab_size;
+  const bool need_logits = o.top_logits > 0;
+  ops::OpContext oc{gpu_, rec_};
+  for (uint32_t begin = 0; begin < n; begin += max_rows_) {
+    const uint32_t rows = std::min(max_rows_, n - begin);
+    const bool last = begin + rows == n;
+    // The draft catches up on every row whose next token is known: all but the prompt's last.
+    const uint32_t draft_rows = last ? rows - 1 : rows;
+    for (uint32_t i = 0; i < rows; ++i) {
+      slots[up.target_ids() + i] = prompt[begin + i];
+      slots[up.target_positions() + i] = int32_t(begin + i);
+    }
+    for (uint32_t i = 0; i < draft_rows; ++i) {
+      slots[up.draft_ids() + i] = prompt[begin + i + 1];
+      slots[up.draft_positions() + i] = int32_t(begin + i);
+    }
+    rec_.begin();
+    record_inputs_copy(up.target_ids(), tstate_.ids, rows);
+    record_inputs_copy(up.target_positions(), tstate_.positions, rows);
+    const uint32_t logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
+    models::record_llama3_forward(oc, target_, tstate_, {rows, begin + rows, logits_from, false, &tap_request_});
+    if (draft_rows) {
+      // The draft reads its token ids straight from the upload buffer: they are host-written
+      // before submission, so no copy is needed.
+      record_inputs_copy(up.draft_positions(), dstate_.positions, draft_rows);
+      models::DraftPass pass;
+      pass.rows = draft_rows;
+      pass.from_taps = true;
+      pass.taps = tap_request_.out;
+      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+      pass.positions = ops::IntVec{dstate_.positions, 0};
+      pass.kv_len = begin + draft_rows;
+      pass.out_token = ops::IntVec{draft_tokens_, 0};
+      models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), pass);
+    }
+    const uint32_t n_logits = rows - logits_from;
+    if (n_logits) rec_.copy(vk::BufferRange(tstate_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4));
+    if (last && need_logits)
+      rec_.copy(tstate_.arena[tstate_.logits].sub(uint64_t(n_logits - 1) * V * 4, uint64_t(V) * 4),
+                vk::BufferRange(readback_, uint64_t(max_rows_ + k_) * 4, uint64_t(V) * 4));
+    if (tap_sink_)
+      rec_.copy(vk::BufferRange(taps_, 0, uint64_t(rows) * 3 * H * 4),
+                vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(rows) * 3 * H * 4));
+    rec_.submit_and_wait();
+
+    const auto* back = static_cast<const int32_t*>(readback_.mapped);
+    if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), back, back + n_logits);
+    if (last) {
+      result.tokens.clear();
+      if (need_logits) {
+        const float* l = reinterpret_cast<const float*>(back + max_rows_ + k_);
+        last_logits.assign(l, l + V);
+      }
+      slots[0] = back[n_logits - 1];  // stash y for the caller
+    }
+    if (tap_sink_) {
+      TapRows t;
+      t.tokens.assign(prompt.begin() + begin, prompt.begin() + begin + rows);
+      for (uint32_t i = 0; i < rows; ++i) t.positions.push_back(int32_t(begin + i));
+      const auto* h = reinterpret_cast<const float*>(static_cast<const uint8_t*>(readback_.mapped) + readback_.bytes -
+                                                     uint64_t(max_rows_) * 3 * H * 4);
+      t.hidden.assign(h, h + uint64_t(rows) * 3 * H);
+      tap_sink_(t);
+    }
+  }
+}
+
+GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const GenerationOptions& o,
+                                              SpecStats& stats, const TokenCallback& on_token) {
+  if (prompt.empty()) fail("the prompt is empty");
+  if (prompt.size() >= context_)
+    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
+  if (!o.sampling.greedy())
+    fail("speculative decoding at temperature > 0 is not implemented yet; use --temp 0 or drop -d");
+  GenerationResult result;
+  result.prompt = prompt;
+  const UploadLayout up{max_rows_, k_};
+  auto* slots = static_cast<int32_t*>(upload_.mapped);
+  const uint32_t H = target_.config.hidden_size;
+  auto start = std::chrono::steady_clock::now();
+
+  std::vector<float> last_logits;
+  prefill(prompt, o, result, last_logits);
+  if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
+  std::vector<int32_t> history = prompt;  // every token whose position is decided
+  int32_t y = slots[0];
+  uint32_t P = uint32_t(prompt.size());   // position of the pending token y
+  uint32_t c = P - 1;                     // first position the draft has not caught up on
+  uint32_t tap_row0 = (P - 1) % max_rows_;  // tap row of position c
+  result.prefill_seconds = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+
+  // Emits one token; returns false when generation must stop.
+  auto emit = [&](int32_t token) {
+    result.tokens.push_back(token);
+    bool keep_going = !on_token || on_token(token);
+    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end() && !o.ignore_eos) {
+      result.stopped_at_eos = true;
+      return false;
+    }
+    return keep_going && result.tokens.size() < o.n_predict;
+  };
+
+  bool running = o.n_predict > 0 && emit(y);
+  history.push_back(y);
+  ops::OpContext oc{gpu_, rec_};
+  while (running) {
+    // Room left in the context bounds this round's draft length.
+    if (P + 1 > context_) {
+      result.stopped_at_context = true;
+      break;
+    }
+    const uint32_t k = std::min(k_, context_ - 1 - P);
+    const uint32_t catch_rows = P - c;
+    // Inputs: draft catch-up tokens x_{c+1..P} (x_P = y) at positions c..P-1, the draft
+    // steps' positions, and the verify pass's first token y at P..P+k.
+    for (uint32_t i = 0; i < catch_rows; ++i) {
+      slots[up.draft_ids() + i] = history[c + 1 + i];
+      slots[up.draft_positions() + i] = int32_t(c + i);
+    }
+    for (uint32_t i = 1; i < k; ++i) slots[up.draft_positions() + catch_rows + i - 1] = int32_t(P - 1 + i);
+    slots[up.target_ids()] = y;
+    for (uint32_t i = 0; i <= k; ++i) slots[up.target_positions() + i] = int32_t(P + i);
+
+    rec_.begin();
+    record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows + (k > 0 ? k - 1 : 0));
+    record_inputs_copy(up.target_ids(), tstate_.ids, 1);
+    record_inputs_copy(up.target_positions(), tstate_.positions, k + 1);
+    if (k > 0) {
+      models::DraftPass pass;
+      pass.rows = catch_rows;
+      pass.from_taps = true;
+      pass.taps = tap_request_.out.row(tap_row0);
+      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+      pass.positions = ops::IntVec{dstate_.positions, 0};
+      pass.kv_len = P;
+      pass.out_token = ops::IntVec{draft_tokens_, 0};
+      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), pass);
+      for (uint32_t i = 1; i < k; ++i) {
+        models::DraftPass step;
+        step.rows = 1;
+        step.ids = ops::IntVec{draft_tokens_, i - 1};
+        step.positions = ops::IntVec{dstate_.positions, catch_rows + i - 1};
+        step.feature_row = feature_row;
+        step.kv_len = P + i;
+        step.out_token = ops::IntVec{draft_tokens_, i};
+        models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), step);
+      }
+      rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
+    }
+    models::record_llama3_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
+    rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "argmax");
+    if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
+    if (tap_sink_)
+      rec_.copy(vk::BufferRange(taps_, 0, uint64_t(k + 1) * 3 * H * 4),
+                vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(k + 1) * 3 * H * 4));
+    rec_.submit_and_wait();
+
+    const auto* back = static_cast<const int32_t*>(readback_.mapped);
+    const int32_t* verified = back;                 // target argmax after y, d_1, ..., d_k
+    const int32_t* drafted = back + max_rows_;      // d_1..d_k
+    uint32_t accepted = 0;
+    while (accepted < k && drafted[accepted] == verified[accepted]) ++accepted;
+    stats.record_round(k, accepted);
+    if (tap_sink_) {
+      TapRows t;
+      for (uint32_t i = 0; i <= accepted; ++i) {
+        t.tokens.push_back(i == 0 ? y : drafted[i - 1]);
+        t.positions.push_back(int32_t(P + i));
+      }
+      const auto* h = reinterpret_cast<const float*>(static_cast<const uint8_t*>(readback_.mapped) + readback_.bytes -
+                                                     uint64_t(max_rows_) * 3 * H * 4);
+      t.hidden.assign(h, h + uint64_t(accepted + 1) * 3 * H);
+      tap_sink_(t);
+    }
+    // Emit d_1..d_a and the target's own token after them.
+    for (uint32_t i = 0; i <= accepted && running; ++i) {
+      int32_t token = i < accepted ? drafted[i] : verified[accepted];
+      history.push_back(token);
+      running = emit(token);
+    }
+    if (!running) break;
+    c = P;
+    P += accepted + 1;
+    y = history[P];
+    tap_row0 = 0;
+  }
+  stats.total_output_tokens += result.tokens.size();
+  result.decode_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace eaglevk::engine

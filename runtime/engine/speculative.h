@@ -1,0 +1,63 @@
+#pragma once
+// EAGLE-3 chain speculation: prefill the target with taps, catch the draft up, then rounds of
+// k draft steps and one verify pass of k+1 positions. A round is one submission and one small
+// read-back (k+1 target argmax ids and k draft ids); taps, logits and draft tokens stay on the
+// device. Greedy verification: the output equals plain greedy decoding token for token.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "models/eagle3.h"
+#include "models/llama3.h"
+#include "runtime/engine/generate.h"
+#include "runtime/engine/spec_stats.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::engine {
+
+// Hidden states handed to research code: rows of [taps x H] for consecutive positions.
+struct TapRows {
+  std::vector<int32_t> tokens;     // the token at each position
+  std::vector<int32_t> positions;
+  std::vector<float> hidden;       // rows x (3 H)
+};
+using TapSink = std::function<void(const TapRows&)>;
+
+class SpeculativeDecoder {
+ public:
+  SpeculativeDecoder(ops::Gpu& gpu, const models::Llama3Model& target, const models::Eagle3Model& draft,
+                     uint32_t context, uint32_t k, uint32_t max_rows = 128,
+                     bool arena_reuse = vk::arena_reuse_from_env());
+
+  // Greedy generation; stats are added to `stats`.
+  GenerationResult generate(std::vector<int32_t> prompt, const GenerationOptions& options, SpecStats& stats,
+                            const TokenCallback& on_token = {});
+
+  // When set, the taps of every verified position are read back and passed on (off by
+  // default; costs nothing when off).
+  void set_tap_sink(TapSink sink) { tap_sink_ = std::move(sink); }
+
+  uint32_t k() const { return k_; }
+  vk::Recorder& recorder() { return rec_; }
+
+ private:
+  void prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o, GenerationResult& result,
+               std::vector<float>& last_logits);
+  void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
+
+  ops::Gpu& gpu_;
+  const models::Llama3Model& target_;
+  const models::Eagle3Model& draft_;
+  uint32_t context_, k_, max_rows_;
+  models::Llama3State tstate_;
+  models::Eagle3State dstate_;
+  vk::Buffer taps_;          // [max_rows, 3 H]: the residual stream entering the tap layers
+  vk::Buffer draft_tokens_;  // int32 [k]
+  vk::Buffer upload_;        // host inputs of one submission
+  vk::Buffer readback_;
+  vk::Recorder rec_;
+  TapSink tap_sink_;
+  models::TapRequest tap_request_;
+};
+
+}  // namespace eaglevk::engine
