@@ -13,18 +13,20 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/model_files.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/speculative.h"
 
 namespace eaglevk::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model, device, output = "md";
-  uint32_t n_prompt = 512, n_gen = 128, reps = 5;
+  std::string model, draft, device, output = "md";
+  uint32_t n_prompt = 512, n_gen = 128, reps = 5, k = 3;
 };
 
 struct Stat {
   std::string test;
   std::vector<double> tps;
+  double acceptance_length = 0;
   double mean() const {
     double s = 0;
     for (double v : tps) s += v;
@@ -52,7 +54,15 @@ int bench_command(const BenchArgs& a) {
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
   for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
-  Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}};
+  Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}},
+      spec{fmt::format("spec-tg{} k={}", a.n_gen, a.k), {}};
+  std::unique_ptr<models::Eagle3Model> draft;
+  std::unique_ptr<engine::SpeculativeDecoder> decoder;
+  if (!a.draft.empty()) {
+    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
+    decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.k);
+  }
+  engine::SpecStats spec_stats;
   // One warm-up run builds the pipelines.
   for (uint32_t rep = 0; rep <= a.reps; ++rep) {
     if (a.n_prompt) {
@@ -68,8 +78,17 @@ int bench_command(const BenchArgs& a) {
       std::vector<int32_t> start = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
       auto r = engine::generate(runner, start, o);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
+      if (decoder) {
+        engine::SpecStats stats;
+        auto rs = decoder->generate(start, o, stats);
+        if (rep) {
+          spec.tps.push_back(a.n_gen / rs.decode_seconds);
+          spec_stats.merge(stats);
+        }
+      }
     }
   }
+  spec.acceptance_length = spec_stats.mean_acceptance_length();
 
   std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes / double(1 << 20));
   std::string params = m.model.parameters >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters / 1e9)
@@ -77,19 +96,26 @@ int bench_command(const BenchArgs& a) {
   std::vector<Stat> stats;
   if (a.n_prompt) stats.push_back(pp);
   if (a.n_gen) stats.push_back(tg);
+  if (a.n_gen && decoder) stats.push_back(spec);
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Stat& s : stats)
       j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes}, {"params", m.model.parameters},
                    {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
-                   {"stddev", s.stddev()}, {"samples", s.tps}});
+                   {"stddev", s.stddev()}, {"samples", s.tps},
+                   {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0},
+                   {"mean_acceptance_length", s.acceptance_length}});
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("| model | size | params | device | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
-  for (const Stat& s : stats)
-    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", m.name(), size, params, gpu->ctx.info.name, s.test,
-               s.mean(), s.stddev());
+  fmt::print("| model | size | params | device | test | t/s | speed-up |\n| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+  for (const Stat& s : stats) {
+    std::string speedup = s.acceptance_length > 0
+                              ? fmt::format("{:.2f}x (AL {:.2f})", s.mean() / tg.mean(), s.acceptance_length)
+                              : "";
+    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", m.name(), size, params, gpu->ctx.info.name,
+               s.test, s.mean(), s.stddev(), speedup);
+  }
   return 0;
 }
 
@@ -103,6 +129,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft: adds speculative decoding and its speed-up");
+  sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });
 }

@@ -1,6 +1,7 @@
 // `eaglevk run`: generate from a prompt, streaming text to stdout and statistics to stderr.
 #include <cstdio>
 #include <memory>
+#include <span>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -9,18 +10,44 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/model_files.h"
+#include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/speculative.h"
 
 namespace eaglevk::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, prompt, file, prompt_ids, system, device;
+  std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps;
+  uint32_t k = 3;
   uint32_t n_predict = 64, ctx = 2048, top_logits = 0;
   bool chat = false, ignore_eos = false, json = false;
   float temp = 0, top_p = 1;
   int32_t top_k = 0;
   uint64_t seed = 0;
+};
+
+// Collects the taps of verified positions and writes them as one safetensors file.
+struct TapDump {
+  std::vector<int32_t> tokens, positions;
+  std::vector<float> hidden;
+  void add(const engine::TapRows& t) {
+    tokens.insert(tokens.end(), t.tokens.begin(), t.tokens.end());
+    positions.insert(positions.end(), t.positions.begin(), t.positions.end());
+    hidden.insert(hidden.end(), t.hidden.begin(), t.hidden.end());
+  }
+  void write(const std::string& path, const std::vector<uint32_t>& layers, int hidden_size) const {
+    auto bytes = [](const auto& v) { return std::as_bytes(std::span(v)); };
+    int64_t n = int64_t(tokens.size());
+    std::vector<loader::TensorData> tensors = {
+        {"hidden_states", loader::DType::F32, {n, int64_t(layers.size()) * hidden_size}, bytes(hidden)},
+        {"token_ids", loader::DType::I32, {n}, bytes(tokens)},
+        {"positions", loader::DType::I32, {n}, bytes(positions)}};
+    loader::write_safetensors(path, tensors,
+                              {{"aux_layers", fmt::format("{},{},{}", layers[0], layers[1], layers[2])},
+                               {"layout", "hidden_states[i] = concat of the residual stream entering each aux layer"}});
+    fmt::print(stderr, "eaglevk: wrote the taps of {} positions to {}\n", n, path);
+  }
 };
 
 int run_command(const RunArgs& a) {
@@ -39,8 +66,22 @@ int run_command(const RunArgs& a) {
   if (a.top_p <= 0 || a.top_p > 1) fail("--top-p must be in (0, 1]");
   if (a.top_k < 0) fail("--top-k must be >= 0");
 
+  if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
+  if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
   auto gpu = open_gpu(a.device);
   LoadedModel m = load_model(gpu->ctx, dir);
+  std::unique_ptr<models::Eagle3Model> draft;
+  if (!a.draft.empty()) {
+    std::vector<uint32_t> aux;
+    if (!a.aux_layers.empty())
+      for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
+    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config, aux));
+    if (!draft->aux_layers_default)
+      fmt::print(stderr, "eaglevk: draft taps layers {},{},{} (the default would be {},{},{})\n", draft->aux_layers[0],
+                 draft->aux_layers[1], draft->aux_layers[2], models::default_aux_layers(m.model.config.num_hidden_layers)[0],
+                 models::default_aux_layers(m.model.config.num_hidden_layers)[1],
+                 models::default_aux_layers(m.model.config.num_hidden_layers)[2]);
+  }
   std::vector<int32_t> prompt = prompt_ids(m, source);
   uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config.max_position_embeddings));
   if (prompt.size() >= context)
@@ -66,7 +107,17 @@ int run_command(const RunArgs& a) {
     }
     return true;
   };
-  engine::GenerationResult r = engine::generate(runner, prompt, o, stream);
+  engine::GenerationResult r;
+  engine::SpecStats stats;
+  if (draft) {
+    engine::SpeculativeDecoder spec(*gpu, m.model, *draft, context, a.k);
+    TapDump dump;
+    if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
+    r = spec.generate(prompt, o, stats, stream);
+    if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config.hidden_size);
+  } else {
+    r = engine::generate(runner, prompt, o, stream);
+  }
   std::string text = m.tokenizer.decode(r.tokens, /*skip_special=*/true);
   double prefill_tps = r.prefill_seconds > 0 ? r.prompt.size() / r.prefill_seconds : 0;
   double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
@@ -76,6 +127,12 @@ int run_command(const RunArgs& a) {
     j["tokens"] = r.tokens;
     j["text"] = text;
     j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+    if (draft)
+      j["stats"] = {{"num_drafts", stats.num_drafts},
+                    {"num_draft_tokens", stats.num_draft_tokens},
+                    {"num_accepted_tokens", stats.num_accepted_tokens},
+                    {"mean_acceptance_length", stats.mean_acceptance_length()},
+                    {"acceptance_per_position", stats.acceptance_per_position()}};
     if (a.top_logits) {
       nlohmann::json top = nlohmann::json::array();
       for (auto& [id, v] : r.prompt_top_logits) top.push_back({id, v});
@@ -90,6 +147,7 @@ int run_command(const RunArgs& a) {
   fmt::print(stderr, "\nprompt tokens: {}  generated tokens: {}\nprefill: {:.1f} tokens/s  decode: {:.1f} tokens/s{}\n",
              r.prompt.size(), r.tokens.size(), prefill_tps, decode_tps,
              r.stopped_at_context ? "  (stopped: context full)" : "");
+  if (draft) fmt::print(stderr, "{}", stats.block());
   return 0;
 }
 
@@ -111,6 +169,10 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
   sub->add_option("--ctx", args->ctx, "context length in tokens")->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder: speculative decoding");
+  sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round (with -d)")->capture_default_str();
+  sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
+  sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position");
