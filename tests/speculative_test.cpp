@@ -87,3 +87,115 @@ TEST_F(PairA, LosslessAndAcceptanceForEveryK) {
 
 }  // namespace
 }  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+engine::GenerationOptions greedy(uint32_t n, std::vector<int32_t> eos = {}) {
+  engine::GenerationOptions o;
+  o.n_predict = n;
+  o.eos_ids = std::move(eos);
+  o.ignore_eos = false;
+  return o;
+}
+
+// Rounds that reject every draft and rounds that accept every draft both occur (and the
+// lossless test above ran through them).
+TEST_F(PairA, RoundsThatRejectAllAndAcceptAllOccur) {
+  engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, 3, 64);
+  engine::SpecStats total;
+  for (size_t i = 0; i < 6; ++i) {
+    engine::SpecStats stats;
+    auto r = spec.generate(golden->prompts[i].prompt_ids, greedy(64), stats);
+    EXPECT_EQ(r.tokens, (*plain)[i]);
+    total.merge(stats);
+  }
+  ASSERT_EQ(total.rounds_by_accepted.size(), 4u);
+  EXPECT_GT(total.rounds_by_accepted[0], 0u);
+  EXPECT_GT(total.rounds_by_accepted[3], 0u);
+}
+
+// An end-of-sequence token inside a run of accepted drafts stops output right after it, as
+// plain decoding does.
+TEST_F(PairA, EosInsideAcceptedDrafts) {
+  engine::TargetRunner runner(gpu(), *target, 512, 64);
+  for (size_t i : {0u, 3u, 9u}) {
+    const auto& full = (*plain)[i];
+    for (size_t stop_at : {5u, 17u, 30u}) {
+      std::vector<int32_t> eos = {full[stop_at]};
+      auto want = engine::generate(runner, golden->prompts[i].prompt_ids, greedy(64, eos)).tokens;
+      ASSERT_LE(want.size(), stop_at + 1);
+      EXPECT_EQ(want.back(), full[stop_at]);
+      for (uint32_t k : {3u, 5u}) {
+        engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, k, 64);
+        engine::SpecStats stats;
+        auto r = spec.generate(golden->prompts[i].prompt_ids, greedy(64, eos), stats);
+        EXPECT_EQ(r.tokens, want) << "prompt " << i << " eos at " << stop_at << " k " << k;
+        EXPECT_TRUE(r.stopped_at_eos);
+      }
+    }
+  }
+}
+
+// -n reached in the middle of a round: exactly n tokens, the plain ones.
+TEST_F(PairA, NPredictReachedMidRound) {
+  engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, 5, 64);
+  for (uint32_t n : {1u, 2u, 4u, 7u, 11u}) {
+    engine::SpecStats stats;
+    auto r = spec.generate(golden->prompts[1].prompt_ids, greedy(n), stats);
+    std::vector<int32_t> want((*plain)[1].begin(), (*plain)[1].begin() + n);
+    EXPECT_EQ(r.tokens, want) << "n " << n;
+    EXPECT_EQ(stats.total_output_tokens, n);
+  }
+}
+
+// Near the end of the context the draft length shrinks; output equals plain decoding with
+// the same context, which stops there too.
+TEST_F(PairA, ContextNearlyFull) {
+  const auto& prompt = golden->prompts[4].prompt_ids;
+  for (uint32_t room : {1u, 2u, 6u, 9u}) {
+    uint32_t context = uint32_t(prompt.size()) + room;
+    engine::TargetRunner runner(gpu(), *target, context, 64);
+    auto want = engine::generate(runner, prompt, greedy(64));
+    engine::SpeculativeDecoder spec(gpu(), *target, *draft, context, 5, 64);
+    engine::SpecStats stats;
+    auto got = spec.generate(prompt, greedy(64), stats);
+    EXPECT_EQ(got.tokens, want.tokens) << "room " << room;
+    EXPECT_EQ(got.stopped_at_context, want.stopped_at_context) << "room " << room;
+    EXPECT_TRUE(got.stopped_at_context);
+    EXPECT_EQ(got.tokens.size(), room + 1);  // the last token needs no KV row
+  }
+}
+
+// The verify pass computes each position's logits bit for bit as a one-token decode step.
+TEST_F(PairA, VerifyLogitsEqualDecodeLogitsBitwise) {
+  const auto& prompt = golden->prompts[0].prompt_ids;
+  const auto& next = (*plain)[0];
+  for (uint32_t k : {1u, 4u, 8u}) {
+    engine::TargetRunner runner(gpu(), *target, 256, 64);
+    engine::PassOutput out;
+    engine::PassRequest pre;
+    pre.ids = prompt;
+    pre.logits_from = uint32_t(prompt.size());
+    runner.run(pre, out);
+    std::vector<float> decode;
+    for (uint32_t j = 0; j <= k; ++j) {
+      engine::PassRequest step;
+      step.ids = std::span<const int32_t>(&next[j], 1);
+      step.start = uint32_t(prompt.size()) + j;
+      step.read_logits = true;
+      runner.run(step, out);
+      decode.insert(decode.end(), out.logits.begin(), out.logits.end());
+    }
+    engine::PassRequest verify;
+    verify.ids = std::span<const int32_t>(next.data(), k + 1);
+    verify.start = uint32_t(prompt.size());
+    verify.read_logits = true;
+    verify.batch_invariant = true;
+    runner.run(verify, out);
+    EXPECT_TRUE(bitwise_equal(out.logits, decode)) << "k " << k;
+  }
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

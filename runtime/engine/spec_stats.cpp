@@ -13,6 +13,8 @@ void SpecStats::record_round(uint32_t proposed, uint32_t accepted) {
   num_accepted_tokens += accepted;
   if (accepted_at.size() < proposed) accepted_at.resize(proposed, 0);
   for (uint32_t i = 0; i < accepted; ++i) ++accepted_at[i];
+  if (rounds_by_accepted.size() <= accepted) rounds_by_accepted.resize(accepted + 1, 0);
+  ++rounds_by_accepted[accepted];
 }
 
 void SpecStats::merge(const SpecStats& o) {
@@ -22,6 +24,8 @@ void SpecStats::merge(const SpecStats& o) {
   total_output_tokens += o.total_output_tokens;
   if (accepted_at.size() < o.accepted_at.size()) accepted_at.resize(o.accepted_at.size(), 0);
   for (size_t i = 0; i < o.accepted_at.size(); ++i) accepted_at[i] += o.accepted_at[i];
+  if (rounds_by_accepted.size() < o.rounds_by_accepted.size()) rounds_by_accepted.resize(o.rounds_by_accepted.size(), 0);
+  for (size_t i = 0; i < o.rounds_by_accepted.size(); ++i) rounds_by_accepted[i] += o.rounds_by_accepted[i];
 }
 
 double SpecStats::mean_acceptance_length() const {

@@ -11,6 +11,7 @@ struct SpecStats {
   uint64_t num_draft_tokens = 0;     // proposed tokens
   uint64_t num_accepted_tokens = 0;  // accepted drafts (bonus tokens excluded)
   std::vector<uint64_t> accepted_at;  // [i]: drafts whose token i was accepted
+  std::vector<uint64_t> rounds_by_accepted;  // [a]: rounds that accepted exactly a drafts
   uint64_t total_output_tokens = 0;
 
   void record_round(uint32_t proposed, uint32_t accepted);
