@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
+#include <functional>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -182,6 +184,117 @@ TEST(Cli, DevicesListsLavapipeFeatures) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("subgroup size"), std::string::npos);
   EXPECT_NE(r.output.find("maxStorageBufferRange"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+fs::path copy_draft(const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-draft-{}-{}", tag, ::getpid());
+  fs::remove_all(dir);
+  fs::copy(asset("tiny-llama3-eagle3"), dir);
+  for (auto& entry : fs::directory_iterator(dir)) fs::permissions(entry.path(), fs::perms::owner_write, fs::perm_options::add);
+  return dir;
+}
+
+void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  std::ifstream in(dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  edit(config);
+  std::ofstream(dir / "config.json") << config.dump();
+}
+
+TEST(CliDraft, SpeculativeRunPrintsTheAcceptanceBlockAndJsonStats) {
+  std::string d = asset("tiny-llama3-eagle3");
+  Result r = run_cli(fmt::format("run -d {} -k 3 -n 24 --ignore-eos -p \"The modules\"", d));
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* line : {"total_num_output_tokens: 24", "num_drafts:", "num_draft_tokens:", "num_accepted_tokens:",
+                           "mean acceptance length:", "acceptance at token 0:", "acceptance at token 2:"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << " missing in:\n" << r.output;
+  EXPECT_EQ(r.output.find("validation error"), std::string::npos) << r.output;
+  Result j = run_cli(fmt::format("run -d {} -k 2 -n 12 --ignore-eos -p \"The modules\" --json", d), false);
+  ASSERT_EQ(j.code, 0);
+  nlohmann::json out = nlohmann::json::parse(j.output.substr(0, j.output.find('\n')));
+  ASSERT_TRUE(out.contains("stats"));
+  EXPECT_EQ(out["stats"]["acceptance_per_position"].size(), 2u);
+  EXPECT_EQ(out["tokens"].size(), 12u);
+  // Lossless: the same tokens as plain decoding.
+  Result plain = run_cli("run -n 12 --ignore-eos -p \"The modules\" --json", false);
+  EXPECT_EQ(nlohmann::json::parse(plain.output.substr(0, plain.output.find('\n')))["tokens"], out["tokens"]);
+}
+
+TEST(CliDraft, AuxLayersOverrideIsLoggedAndStillLossless) {
+  Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6 -n 12 --ignore-eos -p \"The modules\"",
+                                 asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("layers 1,3,6"), std::string::npos) << r.output;
+}
+
+TEST(CliDraft, DumpTapsWritesSafetensors) {
+  fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-taps-{}.safetensors", ::getpid());
+  Result r = run_cli(fmt::format("run -d {} -n 10 --ignore-eos --prompt-ids 4091,692,1360 --dump-taps {}",
+                                 asset("tiny-llama3-eagle3"), file.string()));
+  ASSERT_EQ(r.code, 0) << r.output;
+  loader::Checkpoint taps = loader::Checkpoint::open(file);
+  const auto& hidden = taps.get("hidden_states");
+  const auto& ids = taps.get("token_ids");
+  const auto& pos = taps.get("positions");
+  // Every verified position once: the 3 prompt positions, then generated ones in order.
+  ASSERT_EQ(hidden.shape[1], 3 * 256);
+  ASSERT_EQ(ids.shape[0], hidden.shape[0]);
+  auto p = loader::to_i32(pos);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i], int32_t(i));
+  auto t = loader::to_i32(ids);
+  EXPECT_EQ(t[0], 4091);
+  EXPECT_EQ(t[2], 1360);
+  EXPECT_GE(p.size(), 10u);
+  EXPECT_EQ(taps.metadata.at("aux_layers"), "2,4,5");
+  fs::remove(file);
+}
+
+TEST(CliDraft, BadDrafts) {
+  std::string base = "run -n 4 -p hi -d ";
+  {
+    fs::path d = copy_draft("hidden");
+    edit_config(d, [](auto& c) { c["target_hidden_size"] = 128; });
+    expect_clean_failure(run_cli(base + d.string()), "hidden size");
+    fs::remove_all(d);
+  }
+  expect_clean_failure(run_cli(base + asset("tiny-llama3-eagle3") + " --aux-layers 2,4,9"), "out of range");
+  {
+    fs::path d = copy_draft("format");
+    edit_config(d, [](auto& c) { c["architectures"] = {"MedusaModel"}; });
+    expect_clean_failure(run_cli(base + d.string()), "not an EAGLE-3 draft");
+    fs::remove_all(d);
+  }
+  {
+    fs::path d = copy_draft("d2t");
+    std::vector<std::vector<std::byte>> storage;
+    std::vector<loader::TensorData> tensors;
+    {
+      loader::Checkpoint ckpt = loader::Checkpoint::open(d / "model.safetensors");
+      for (const std::string& name : ckpt.names()) {
+        const loader::TensorView& t = ckpt.get(name);
+        storage.emplace_back(t.data, t.data + t.bytes);
+        tensors.push_back({name, t.dtype, t.shape, {}});
+      }
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].name == "d2t") {
+        int64_t big = 100000;
+        std::memcpy(storage[i].data() + 8 * 5, &big, 8);  // d2t[5] far outside the vocabulary
+      }
+      tensors[i].bytes = storage[i];
+    }
+    loader::write_safetensors(d / "model.safetensors", tensors);
+    expect_clean_failure(run_cli(base + d.string()), "d2t[5]");
+    fs::remove_all(d);
+  }
+  expect_clean_failure(run_cli(base + "/no/such/draft"), "config.json");
 }
 
 }  // namespace
