@@ -62,51 +62,21 @@ Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir
   return m;
 }
 
-ops::KvLayer Llama3State::kv_layer(const Llama3Model& m, uint32_t layer) const {
-  uint32_t kv_dim = uint32_t(m.config.num_key_value_heads * m.config.head_dim);
-  uint64_t bytes = uint64_t(capacity) * kv_dim * 2;
-  return ops::KvLayer{vk::BufferRange(k_cache, layer * bytes, bytes), vk::BufferRange(v_cache, layer * bytes, bytes),
-                      capacity, kv_dim};
-}
-
-Llama3State make_llama3_state(const vk::Context& ctx, const Llama3Model& m, uint32_t capacity, uint32_t max_rows,
-                              bool arena_reuse) {
+TargetShape llama3_shape(const Llama3Model& m) {
   const loader::LlamaConfig& c = m.config;
-  Llama3State s;
-  // Whole multiples of 64 positions keep every layer's cache slice offset-aligned.
-  s.capacity = (capacity + 63) / 64 * 64;
-  s.max_rows = max_rows;
-  const uint64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
-  const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
-  const uint64_t qkv_dim = uint64_t(c.num_attention_heads) * c.head_dim + 2 * kv_dim;
-  uint64_t cache_bytes = uint64_t(c.num_hidden_layers) * s.capacity * kv_dim * 2;
-  s.k_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "k_cache");
-  s.v_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "v_cache");
-  std::vector<float> inv = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  std::vector<float> table = ops::rope_table(inv, s.capacity);
-  s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "rope_table");
-  vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
-  s.ids = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "ids");
-  s.positions = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "positions");
-  s.out_ids = vk::Buffer(ctx, max_rows * 4, vk::MemoryKind::Device, "out_ids");
-
-  // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
-  vk::ArenaPlan& plan = s.arena.plan;
-  const uint64_t R = max_rows;
-  s.x = plan.add("x", R * H * 4, 0, 10);
-  s.attn_norm = plan.add("attn_norm", R * H * 4, 0, 1);
-  s.qkv = plan.add("qkv", R * qkv_dim * 4, 1, 3);
-  s.attn = plan.add("attn", R * c.num_attention_heads * c.head_dim * 4, 3, 4);
-  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 4, 5);
-  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 5, 6);
-  s.act = plan.add("act", R * I * 4, 6, 7);
-  s.out_norm = plan.add("out_norm", R * H * 4, 8, 9);
-  s.logits = plan.add("logits", R * V * 4, 9, 10);
-  s.arena.allocate(ctx, arena_reuse, "activations");
-  return s;
+  TargetShape t;
+  t.layers = c.num_hidden_layers;
+  t.hidden = c.hidden_size;
+  t.heads = c.num_attention_heads;
+  t.kv_heads = c.num_key_value_heads;
+  t.head_dim = c.head_dim;
+  t.vocab = c.vocab_size;
+  t.ffn_width = c.intermediate_size;
+  t.rope_inv_freq = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  return t;
 }
 
-void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, Llama3State& s, const ForwardPass& pass) {
+void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass) {
   const loader::LlamaConfig& c = m.config;
   const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -134,7 +104,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, Llama3State
     ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
     ops::matmul(oc, ops::Act(a[s.attn_norm], H), L.qkv.matrix(), qkv, T, false, path, "qkv");
     ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
-    ops::KvLayer kv = s.kv_layer(m, l);
+    ops::KvLayer kv = s.kv_layer(l);
     ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pos, kv);
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);

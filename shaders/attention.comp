@@ -6,13 +6,14 @@
 //   j <= p (causal) and j < kv_len,
 //   chunk > 0: floor(j / chunk) == floor(p / chunk)   (Llama-4 chunked attention),
 //   HAS_MASK: bit j of the row's mask words is set     (tree verification).
-// HAS_QSCALE multiplies the row's q by qscale[row] (Llama-4 attention temperature tuning).
+// QSCALE 1 multiplies the row's q by qscale[row]; QSCALE 2 by Llama-4's attention temperature
+// 1 + attn_scale * log(floor((p + 1) / floor_scale) + 1), computed from the row's position.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "shared_constants.h"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_MASK = false;
-layout(constant_id = 2) const bool HAS_QSCALE = false;
+layout(constant_id = 2) const uint QSCALE = 0;
 
 layout(binding = 0, std430) readonly buffer Q { float q[]; };
 layout(binding = 1, std430) readonly buffer KCache { uint k_cache[]; };
@@ -36,6 +37,8 @@ layout(push_constant) uniform Push {
   uint chunk;
   uint mask_stride;  // uint words per row
   float scale;
+  float floor_scale;
+  float attn_scale;
 } p;
 
 shared float sq[ATTENTION_MAX_HEAD_DIM];
@@ -59,7 +62,10 @@ void main() {
   int position = pos[p.pos_offset + row];
   uint kvh = head / (p.heads / p.kv_heads);
   uint kv_dim = p.kv_heads * hd;
-  float qs = p.scale * (HAS_QSCALE ? qscale[row] : 1.0);
+  float temperature = 1.0;
+  if (QSCALE == 1u) temperature = qscale[row];
+  if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
+  float qs = p.scale * temperature;
   for (uint d = tid; d < hd; d += wg) sq[d] = q[p.q_offset + row * p.q_stride + head * hd + d] * qs;
   barrier();
 

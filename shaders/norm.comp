@@ -18,6 +18,7 @@ layout(push_constant) uniform Push {
   uint out_offset;
   uint out_stride;
   float eps;
+  uint inner;  // sub-rows per row, dim apart (per-head norms of q and k); 1 for plain rows
 } p;
 
 shared float partial[64];
@@ -25,7 +26,8 @@ shared float partial[64];
 void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= p.rows) return;
-  uint src = p.in_offset + row * p.in_stride;
+  uint outer = row / p.inner, sub = row % p.inner;
+  uint src = p.in_offset + outer * p.in_stride + sub * p.dim;
   float sum = 0.0;
   for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x) sum += x[src + i] * x[src + i];
   sum = subgroupAdd(sum);
@@ -34,7 +36,7 @@ void main() {
   float total = 0.0;
   for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[s];
   float scale = inversesqrt(total / float(p.dim) + p.eps);
-  uint dst = p.out_offset + row * p.out_stride;
+  uint dst = p.out_offset + outer * p.out_stride + sub * p.dim;
   for (uint i = gl_LocalInvocationID.x; i < p.dim; i += gl_WorkGroupSize.x) {
     float v = x[src + i] * scale;
     y[dst + i] = HAS_WEIGHT ? w[i] * v : v;

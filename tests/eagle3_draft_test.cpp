@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "models/eagle3.h"
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/engine/sampler.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
@@ -25,8 +25,8 @@ struct DraftRun {
 
 struct Eagle3Draft : GpuTest {
   static void SetUpTestSuite() {
-    target = new models::Llama3Model(models::load_llama3(gpu().ctx, asset("tiny-llama3")));
-    draft = new models::Eagle3Model(models::load_eagle3(gpu().ctx, asset("tiny-llama3-eagle3"), target->config));
+    target = new models::TargetModel{models::load_llama3(gpu().ctx, asset("tiny-llama3"))};
+    draft = new models::Eagle3Model(models::load_eagle3(gpu().ctx, asset("tiny-llama3-eagle3"), target->config()));
     golden = new Golden(load_golden(asset("tiny-llama3")));
   }
   static void TearDownTestSuite() {
@@ -40,9 +40,9 @@ struct Eagle3Draft : GpuTest {
   static DraftRun run(vk::SyncMode sync, bool reuse, std::vector<uint32_t> layers) {
     auto& ctx = gpu().ctx;
     const auto& prompt = golden->prompts[0].prompt_ids;
-    const uint32_t n = uint32_t(prompt.size()), H = target->config.hidden_size;
+    const uint32_t n = uint32_t(prompt.size()), H = target->config().hidden_size;
     const int32_t first = golden->raw["debug"]["first_generated_token"].get<int32_t>();
-    auto ts = models::make_llama3_state(ctx, *target, 128, 64, reuse);
+    auto ts = models::make_target_state(ctx, *target, 128, 64, reuse);
     auto ds = models::make_eagle3_state(ctx, *draft, 128, 64, 1, reuse);
     vk::Buffer taps(ctx, 64 * 3 * H * 4, vk::MemoryKind::Device, "taps");
     std::vector<int32_t> positions(n), next(prompt.begin() + 1, prompt.end());
@@ -58,7 +58,7 @@ struct Eagle3Draft : GpuTest {
     rec.sync = sync;
     ops::OpContext oc{gpu(), rec};
     rec.begin();
-    models::record_llama3_forward(oc, *target, ts, {n, n, n - 1, false, &request});
+    models::record_target_forward(oc, *target, ts, {n, n, n - 1, false, &request});
     models::DraftPass pass;
     pass.rows = n;
     pass.from_taps = true;
@@ -67,7 +67,7 @@ struct Eagle3Draft : GpuTest {
     pass.positions = ops::IntVec{ds.positions};
     pass.kv_len = n;
     pass.out_token = ops::IntVec{out_token};
-    models::record_eagle3_forward(oc, *draft, ds, target->embed.matrix(), pass);
+    models::record_eagle3_forward(oc, *draft, ds, target->embed(), pass);
     rec.submit_and_wait();
 
     DraftRun r;
@@ -80,11 +80,11 @@ struct Eagle3Draft : GpuTest {
     return r;
   }
 
-  static models::Llama3Model* target;
+  static models::TargetModel* target;
   static models::Eagle3Model* draft;
   static Golden* golden;
 };
-models::Llama3Model* Eagle3Draft::target = nullptr;
+models::TargetModel* Eagle3Draft::target = nullptr;
 models::Eagle3Model* Eagle3Draft::draft = nullptr;
 Golden* Eagle3Draft::golden = nullptr;
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "models/eagle3.h"
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
@@ -17,8 +17,8 @@ namespace {
 
 struct PairA : GpuTest {
   static void SetUpTestSuite() {
-    target = new models::Llama3Model(models::load_llama3(gpu().ctx, asset("tiny-llama3")));
-    draft = new models::Eagle3Model(models::load_eagle3(gpu().ctx, asset("tiny-llama3-eagle3"), target->config));
+    target = new models::TargetModel{models::load_llama3(gpu().ctx, asset("tiny-llama3"))};
+    draft = new models::Eagle3Model(models::load_eagle3(gpu().ctx, asset("tiny-llama3-eagle3"), target->config()));
     golden = new Golden(load_golden(asset("tiny-llama3")));
     plain = new std::vector<std::vector<int32_t>>(golden->prompts.size());
   }
@@ -40,12 +40,12 @@ struct PairA : GpuTest {
     delete golden;
     delete plain;
   }
-  static models::Llama3Model* target;
+  static models::TargetModel* target;
   static models::Eagle3Model* draft;
   static Golden* golden;
   static std::vector<std::vector<int32_t>>* plain;
 };
-models::Llama3Model* PairA::target = nullptr;
+models::TargetModel* PairA::target = nullptr;
 models::Eagle3Model* PairA::draft = nullptr;
 Golden* PairA::golden = nullptr;
 std::vector<std::vector<int32_t>>* PairA::plain = nullptr;

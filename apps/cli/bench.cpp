@@ -45,7 +45,7 @@ int bench_command(const BenchArgs& a) {
   if (a.reps == 0) fail("-r must be at least 1");
   auto gpu = open_gpu(a.device);
   LoadedModel m = load_model(gpu->ctx, dir);
-  const auto& c = m.model.config;
+  const auto& c = m.model.config();
   uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
   if (context > uint32_t(c.max_position_embeddings))
     fail("-p/-n need {} positions; the model allows {}", context, c.max_position_embeddings);
@@ -90,9 +90,9 @@ int bench_command(const BenchArgs& a) {
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();
 
-  std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes / double(1 << 20));
-  std::string params = m.model.parameters >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters / 1e9)
-                                                        : fmt::format("{:.2f} M", m.model.parameters / 1e6);
+  std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes() / double(1 << 20));
+  std::string params = m.model.parameters() >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters() / 1e9)
+                                                        : fmt::format("{:.2f} M", m.model.parameters() / 1e6);
   std::vector<Stat> stats;
   if (a.n_prompt) stats.push_back(pp);
   if (a.n_gen) stats.push_back(tg);
@@ -100,7 +100,7 @@ int bench_command(const BenchArgs& a) {
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Stat& s : stats)
-      j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes}, {"params", m.model.parameters},
+      j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes()}, {"params", m.model.parameters()},
                    {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
                    {"stddev", s.stddev()}, {"samples", s.tps},
                    {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0},

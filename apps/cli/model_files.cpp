@@ -20,7 +20,7 @@ std::unique_ptr<ops::Gpu> open_gpu(const std::string& device) {
 
 LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) fail("model folder '{}' does not exist", dir.string());
-  LoadedModel m{dir, models::load_llama3(ctx, dir), loader::Tokenizer::load(dir), std::nullopt};
+  LoadedModel m{dir, models::load_target(ctx, dir), loader::Tokenizer::load(dir), std::nullopt};
   if (std::filesystem::exists(dir / "tokenizer_config.json")) {
     try {
       m.chat = loader::ChatTemplate::load(dir);

@@ -8,7 +8,7 @@
 
 #include "loader/chat_template.h"
 #include "loader/tokenizer.h"
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::cli {
@@ -18,7 +18,7 @@ std::filesystem::path bundled_model_dir();
 
 struct LoadedModel {
   std::filesystem::path dir;
-  models::Llama3Model model;
+  models::TargetModel model;
   loader::Tokenizer tokenizer;
   std::optional<loader::ChatTemplate> chat;  // absent when the folder has no template
   std::string name() const { return dir.filename().string(); }

@@ -75,24 +75,24 @@ int run_command(const RunArgs& a) {
     std::vector<uint32_t> aux;
     if (!a.aux_layers.empty())
       for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
-    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config, aux));
+    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux));
     if (!draft->aux_layers_default)
       fmt::print(stderr, "eaglevk: draft taps layers {},{},{} (the default would be {},{},{})\n", draft->aux_layers[0],
-                 draft->aux_layers[1], draft->aux_layers[2], models::default_aux_layers(m.model.config.num_hidden_layers)[0],
-                 models::default_aux_layers(m.model.config.num_hidden_layers)[1],
-                 models::default_aux_layers(m.model.config.num_hidden_layers)[2]);
+                 draft->aux_layers[1], draft->aux_layers[2], models::default_aux_layers(m.model.config().num_hidden_layers)[0],
+                 models::default_aux_layers(m.model.config().num_hidden_layers)[1],
+                 models::default_aux_layers(m.model.config().num_hidden_layers)[2]);
   }
   std::vector<int32_t> prompt = prompt_ids(m, source);
-  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config.max_position_embeddings));
+  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
-         m.model.config.max_position_embeddings);
+         m.model.config().max_position_embeddings);
   engine::TargetRunner runner(*gpu, m.model, context, 128);
 
   engine::GenerationOptions o;
   o.n_predict = a.n_predict;
   o.ignore_eos = a.ignore_eos;
-  o.eos_ids = m.model.config.eos_token_ids;
+  o.eos_ids = m.model.config().eos_token_ids;
   for (int32_t id : m.tokenizer.eos_ids())
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
   o.sampling = {a.temp, a.top_k, a.top_p, a.seed};
@@ -114,7 +114,7 @@ int run_command(const RunArgs& a) {
     TapDump dump;
     if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
     r = spec.generate(prompt, o, stats, stream);
-    if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config.hidden_size);
+    if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config().hidden_size);
   } else {
     r = engine::generate(runner, prompt, o, stream);
   }

@@ -39,7 +39,7 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     runner.run(req, out);
     if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), out.argmax.begin(), out.argmax.end());
   }
-  const int32_t vocab = runner.model().config.vocab_size;
+  const int32_t vocab = runner.model().config().vocab_size;
   std::span<const float> last_logits;
   if (need_logits) last_logits = std::span<const float>(out.logits).subspan(out.logits.size() - vocab, vocab);
   if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);

@@ -26,7 +26,7 @@ struct UploadLayout {
 
 }  // namespace
 
-SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::Llama3Model& target,
+SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
                                        const models::Eagle3Model& draft, uint32_t context, uint32_t k,
                                        uint32_t max_rows, bool arena_reuse)
     : gpu_(gpu),
@@ -35,20 +35,20 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::Llama3Model&
       context_(context),
       k_(k),
       max_rows_(std::max(max_rows, k + 1)),
-      tstate_(models::make_llama3_state(gpu.ctx, target, context, max_rows_, arena_reuse)),
+      tstate_(models::make_target_state(gpu.ctx, target, context, max_rows_, arena_reuse)),
       dstate_(models::make_eagle3_state(gpu.ctx, draft, context, max_rows_, k, arena_reuse)),
-      taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config.hidden_size * 4, vk::MemoryKind::Device, "taps"),
+      taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config().hidden_size * 4, vk::MemoryKind::Device, "taps"),
       draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),
       upload_(gpu.ctx, UploadLayout{max_rows_, k}.slots() * 4, vk::MemoryKind::Upload, "round inputs"),
-      readback_(gpu.ctx, (uint64_t(max_rows_) + k) * 4 + uint64_t(target.config.vocab_size) * 4 * max_rows_ +
-                             uint64_t(max_rows_) * 3 * target.config.hidden_size * 4,
+      readback_(gpu.ctx, (uint64_t(max_rows_) + k) * 4 + uint64_t(target.config().vocab_size) * 4 * max_rows_ +
+                             uint64_t(max_rows_) * 3 * target.config().hidden_size * 4,
                 vk::MemoryKind::Readback, "round outputs"),
       rec_(gpu.ctx) {
   if (k == 0) fail("-k must be at least 1");
-  if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config.hidden_size)
+  if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config().hidden_size)
     fail("the draft needs its own embeddings");
   tap_request_.layers = draft.aux_layers;
-  tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config.hidden_size));
+  tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config().hidden_size));
 }
 
 void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {
@@ -59,7 +59,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
                                  GenerationResult& result, std::vector<float>& last_logits) {
   const UploadLayout up{max_rows_, k_};
   auto* slots = static_cast<int32_t*>(upload_.mapped);
-  const uint32_t n = uint32_t(prompt.size()), H = target_.config.hidden_size, V = target_.config.vocab_size;
+  const uint32_t n = uint32_t(prompt.size()), H = target_.config().hidden_size, V = target_.config().vocab_size;
   const bool need_logits = o.top_logits > 0;
   ops::OpContext oc{gpu_, rec_};
   for (uint32_t begin = 0; begin < n; begin += max_rows_) {
@@ -79,7 +79,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
     record_inputs_copy(up.target_ids(), tstate_.ids, rows);
     record_inputs_copy(up.target_positions(), tstate_.positions, rows);
     const uint32_t logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
-    models::record_llama3_forward(oc, target_, tstate_, {rows, begin + rows, logits_from, false, &tap_request_});
+    models::record_target_forward(oc, target_, tstate_, {rows, begin + rows, logits_from, false, &tap_request_});
     if (draft_rows) {
       // The draft reads its token ids straight from the upload buffer: they are host-written
       // before submission, so no copy is needed.
@@ -92,7 +92,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
       pass.positions = ops::IntVec{dstate_.positions, 0};
       pass.kv_len = begin + draft_rows;
       pass.out_token = ops::IntVec{draft_tokens_, 0};
-      models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), pass);
+      models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
     }
     const uint32_t n_logits = rows - logits_from;
     if (n_logits) rec_.copy(vk::BufferRange(tstate_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4));
@@ -137,7 +137,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   result.prompt = prompt;
   const UploadLayout up{max_rows_, k_};
   auto* slots = static_cast<int32_t*>(upload_.mapped);
-  const uint32_t H = target_.config.hidden_size;
+  const uint32_t H = target_.config().hidden_size;
   auto start = std::chrono::steady_clock::now();
 
   std::vector<float> last_logits;
@@ -196,7 +196,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
       pass.positions = ops::IntVec{dstate_.positions, 0};
       pass.kv_len = P;
       pass.out_token = ops::IntVec{draft_tokens_, 0};
-      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), pass);
+      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
       for (uint32_t i = 1; i < k; ++i) {
         models::DraftPass step;
         step.rows = 1;
@@ -205,11 +205,11 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
         step.feature_row = feature_row;
         step.kv_len = P + i;
         step.out_token = ops::IntVec{draft_tokens_, i};
-        models::record_eagle3_forward(oc, draft_, dstate_, target_.embed.matrix(), step);
+        models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), step);
       }
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
     }
-    models::record_llama3_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
+    models::record_target_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
     rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "argmax");
     if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
     if (tap_sink_)

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "models/eagle3.h"
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/spec_stats.h"
 #include "runtime/ops/gpu.h"
@@ -25,7 +25,7 @@ using TapSink = std::function<void(const TapRows&)>;
 
 class SpeculativeDecoder {
  public:
-  SpeculativeDecoder(ops::Gpu& gpu, const models::Llama3Model& target, const models::Eagle3Model& draft,
+  SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
                      uint32_t context, uint32_t k, uint32_t max_rows = 128,
                      bool arena_reuse = vk::arena_reuse_from_env());
 
@@ -46,10 +46,10 @@ class SpeculativeDecoder {
   void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
 
   ops::Gpu& gpu_;
-  const models::Llama3Model& target_;
+  const models::TargetModel& target_;
   const models::Eagle3Model& draft_;
   uint32_t context_, k_, max_rows_;
-  models::Llama3State tstate_;
+  models::TargetState tstate_;
   models::Eagle3State dstate_;
   vk::Buffer taps_;          // [max_rows, 3 H]: the residual stream entering the tap layers
   vk::Buffer draft_tokens_;  // int32 [k]

@@ -6,15 +6,15 @@
 
 namespace eaglevk::engine {
 
-TargetRunner::TargetRunner(ops::Gpu& gpu, const models::Llama3Model& model, uint32_t context, uint32_t max_rows,
+TargetRunner::TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
                            bool arena_reuse)
     : gpu_(gpu),
       model_(model),
       context_(context),
-      state_(models::make_llama3_state(gpu.ctx, model, context, max_rows, arena_reuse)),
+      state_(models::make_target_state(gpu.ctx, model, context, max_rows, arena_reuse)),
       rec_(gpu.ctx),
       upload_(gpu.ctx, uint64_t(max_rows) * 8, vk::MemoryKind::Upload, "pass inputs"),
-      readback_(gpu.ctx, uint64_t(max_rows) * 4 + uint64_t(max_rows) * model.config.vocab_size * 4,
+      readback_(gpu.ctx, uint64_t(max_rows) * 4 + uint64_t(max_rows) * model.config().vocab_size * 4,
                 vk::MemoryKind::Readback, "pass outputs") {}
 
 void TargetRunner::run(const PassRequest& req, PassOutput& out) {
@@ -22,7 +22,7 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   if (rows == 0 || rows > state_.max_rows) fail("a pass of {} tokens (at most {})", rows, state_.max_rows);
   if (req.start + rows > context_)
     fail("positions {}..{} exceed the context of {} tokens", req.start, req.start + rows - 1, context_);
-  const int32_t vocab = model_.config.vocab_size;
+  const int32_t vocab = model_.config().vocab_size;
   for (int32_t id : req.ids)
     if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary of {}", id, vocab);
 
@@ -36,7 +36,7 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
             vk::BufferRange(state_.positions, 0, rows * 4), "positions");
   ops::OpContext oc{gpu_, rec_};
   models::ForwardPass pass{rows, req.start + rows, req.logits_from, req.batch_invariant, req.taps};
-  models::record_llama3_forward(oc, model_, state_, pass);
+  models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
   if (n_logits) {

@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::engine {
@@ -26,23 +26,23 @@ struct PassOutput {
 
 class TargetRunner {
  public:
-  TargetRunner(ops::Gpu& gpu, const models::Llama3Model& model, uint32_t context, uint32_t max_rows,
+  TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
                bool arena_reuse = vk::arena_reuse_from_env());
 
   void run(const PassRequest& request, PassOutput& out);
 
   uint32_t context() const { return context_; }
   uint32_t max_rows() const { return state_.max_rows; }
-  const models::Llama3Model& model() const { return model_; }
-  models::Llama3State& state() { return state_; }
+  const models::TargetModel& model() const { return model_; }
+  models::TargetState& state() { return state_; }
   vk::Recorder& recorder() { return rec_; }
   ops::Gpu& gpu() { return gpu_; }
 
  private:
   ops::Gpu& gpu_;
-  const models::Llama3Model& model_;
+  const models::TargetModel& model_;
   uint32_t context_;
-  models::Llama3State state_;
+  models::TargetState state_;
   vk::Recorder rec_;
   vk::Buffer upload_;    // ids then positions, int32 [2 max_rows]
   vk::Buffer readback_;  // argmax ids, then logits rows

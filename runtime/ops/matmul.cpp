@@ -19,8 +19,12 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 MatvecShape matvec_shape(const vk::Context& ctx) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
   // with small subgroups (lavapipe: 8) get several outputs per workgroup to amortise loads.
-  uint32_t sg = std::max(ctx.info.features.subgroup_size, 1u);
-  return MatvecShape{sg, sg <= 8 ? 4u : 2u, 1u};
+  // A workgroup is known to be one subgroup only where the driver cannot pick another
+  // subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
+  const auto& f = ctx.info.features;
+  uint32_t sg = std::max(f.subgroup_size, 1u);
+  bool fixed = f.min_subgroup_size == f.max_subgroup_size;
+  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u};
 }
 
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,

@@ -23,6 +23,10 @@ void embed(OpContext& oc, IntVec ids, uint32_t tokens, const WeightMatrix& table
 void rms_norm(OpContext& oc, Act x, const vk::BufferRange* weight, Act y, uint32_t rows, uint32_t dim, float eps,
               const char* name = "rms_norm");
 
+// In place, without weight, over each of `heads` consecutive head_dim-wide pieces of each
+// row: Llama-4's QK norm on the q and k heads of a fused qkv row.
+void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps);
+
 enum class MatmulPath {
   Auto,    // matrix-vector for up to MATVEC_MAX_ROWS rows, tiled GEMM above
   Vector,  // matrix-vector in groups of MATVEC_MAX_ROWS rows: batch-invariant at any row count
@@ -39,6 +43,25 @@ MatvecShape matvec_shape(const vk::Context& ctx);
 // y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,
             MatmulPath path = MatmulPath::Auto, const char* name = "matmul");
+
+// Experts stored as one [E, N, K] tensor (each expert's [N, K] weight, HF nn.Linear layout).
+struct ExpertWeights {
+  vk::BufferRange data;
+  WeightType type = WeightType::F32;
+  uint32_t experts = 0, rows = 0, cols = 0;  // E, N, K
+  WeightMatrix expert(uint32_t e) const;
+};
+
+// Mixture-of-experts routing (Llama-4): for each of `rows` rows of router logits [rows, E],
+// the top-`k` experts (ties to the lower id) into ids[r * k + s] and the expert input
+// x[r] * sigmoid(logit) into xs row r * k + s.
+void moe_route(OpContext& oc, Act logits, Act x, uint32_t rows, uint32_t experts, uint32_t k, uint32_t dim,
+               IntVec ids, Act xs);
+
+// y[r / slots, :] (+)= x[r, :] W[ids[r]]^T for rows r with r % slots == slot: each row picks
+// its own expert's weights. Batch-invariant: a row's result never depends on the others.
+void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
+               uint32_t slot, bool accumulate, const char* name = "matmul_id");
 
 enum class RopePairing : uint32_t {
   RotateHalf = 0,   // HF Llama-3: (i, i + hd/2)
@@ -74,8 +97,11 @@ struct AttentionParams {
   // Optional: [rows][mask_words] visibility bits over cache rows (tree verification).
   const vk::BufferRange* mask = nullptr;
   uint32_t mask_words = 0;
-  // Optional: [rows] per-row query scale (Llama-4 attention temperature tuning).
+  // Optional: [rows] per-row query scale.
   const vk::BufferRange* qscale = nullptr;
+  // Llama-4 attention temperature tuning from each row's position (NoPE layers).
+  bool temperature_tuning = false;
+  float floor_scale = 0, attn_scale = 0;
 };
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,

@@ -16,7 +16,14 @@ const char* device_type_name(VkPhysicalDeviceType type) {
 
 DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, &driver};
+  VkPhysicalDeviceSubgroupSizeControlProperties size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, &driver};
+  VkPhysicalDeviceProperties basic;
+  vkGetPhysicalDeviceProperties(device, &basic);
+  // The size-control properties are core only from Vulkan 1.3; chain them only there.
+  bool has_size_control = basic.apiVersion >= VK_API_VERSION_1_3;
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+                                              has_size_control ? static_cast<void*>(&size_control) : &driver};
   VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, &subgroup};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &maint3};
   vkGetPhysicalDeviceProperties2(device, &props);
@@ -40,6 +47,9 @@ DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   f.storage_8bit = f12.storageBuffer8BitAccess;
   f.buffer_device_address = f12.bufferDeviceAddress;
   f.subgroup_size = subgroup.subgroupSize;
+  // Vulkan 1.3 core / VK_EXT_subgroup_size_control; zero where unsupported.
+  f.min_subgroup_size = size_control.minSubgroupSize ? size_control.minSubgroupSize : subgroup.subgroupSize;
+  f.max_subgroup_size = size_control.maxSubgroupSize ? size_control.maxSubgroupSize : subgroup.subgroupSize;
   bool compute = subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
   f.subgroup_arithmetic = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   f.subgroup_shuffle = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);

@@ -20,6 +20,7 @@ struct DeviceFeatures {
   bool storage_8bit = false;        // storageBuffer8BitAccess
   bool buffer_device_address = false;
   uint32_t subgroup_size = 0;
+  uint32_t min_subgroup_size = 0, max_subgroup_size = 0;  // differ where the driver picks per shader
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute
   bool subgroup_shuffle = false;
   bool subgroup_ballot = false;

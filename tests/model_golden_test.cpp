@@ -1,4 +1,5 @@
-// tiny-llama3 against golden.json (an independent float32 PyTorch reference): the top-5
+// tiny-llama3 and tiny-llama4 (MoE, multimodal layout; prompts longer than its 64-token
+// attention chunk) against golden.json (an independent float32 PyTorch reference): the top-5
 // logits at the last prompt position, the argmax at every prompt position, and the first 64
 // greedy tokens. eaglevk keeps weights in bf16 (exact) and the KV cache in f16, so logits
 // differ from the float32 reference by up to kLogitTolerance; a greedy divergence is allowed
@@ -7,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "models/llama3.h"
+#include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
@@ -17,29 +18,39 @@ namespace {
 
 constexpr float kLogitTolerance = 2e-3f;
 
-struct Llama3Golden : GpuTest {
-  static void SetUpTestSuite() {
-    model = new models::Llama3Model(models::load_llama3(gpu().ctx, asset("tiny-llama3")));
-    golden = new Golden(load_golden(asset("tiny-llama3")));
+struct ModelGolden : GpuTest, ::testing::WithParamInterface<const char*> {
+  void SetUp() override {
+    GpuTest::SetUp();
+    model = std::make_unique<models::TargetModel>(models::load_target(gpu().ctx, asset(GetParam())));
+    golden = std::make_unique<Golden>(load_golden(asset(GetParam())));
   }
-  static void TearDownTestSuite() {
-    delete model;
-    delete golden;
-  }
-  static models::Llama3Model* model;
-  static Golden* golden;
+  std::unique_ptr<models::TargetModel> model;
+  std::unique_ptr<Golden> golden;
 };
-models::Llama3Model* Llama3Golden::model = nullptr;
-Golden* Llama3Golden::golden = nullptr;
 
-TEST_F(Llama3Golden, ConfigAndWeights) {
-  EXPECT_EQ(model->config.num_hidden_layers, 8);
-  EXPECT_EQ(model->layers.size(), 8u);
-  EXPECT_EQ(model->parameters, 8392960u);  // README of the tiny models
-  EXPECT_EQ(model->layers[0].qkv.rows, 8u * 32 + 2 * 4 * 32);
+TEST(Llama3Golden, ConfigAndWeights) {
+  auto model = std::make_unique<models::TargetModel>(models::load_target(gpu().ctx, asset("tiny-llama3")));
+  const auto& llama = std::get<models::Llama3Model>(model->family);
+  EXPECT_EQ(model->config().num_hidden_layers, 8);
+  EXPECT_EQ(llama.layers.size(), 8u);
+  EXPECT_EQ(model->parameters(), 8392960u);  // README of the tiny models
+  EXPECT_EQ(llama.layers[0].qkv.rows, 8u * 32 + 2 * 4 * 32);
 }
 
-TEST_F(Llama3Golden, PromptLogitsArgmaxAndGreedyTokens) {
+TEST(Llama4Golden, ConfigAndWeights) {
+  auto model = models::load_target(gpu().ctx, asset("tiny-llama4"));
+  const auto& l4 = std::get<models::Llama4Model>(model.family);
+  const auto& c = l4.config;
+  EXPECT_EQ(c.prefix, "language_model.");
+  EXPECT_EQ(c.moe_layer, (std::vector<bool>{false, true, false, true, false, true, false, true}));
+  EXPECT_EQ(c.rope_layer, (std::vector<bool>{true, true, true, false, true, true, true, false}));
+  EXPECT_EQ(c.chunked_layer, c.rope_layer);
+  EXPECT_EQ(c.attention_chunk_size, 64);
+  EXPECT_EQ(c.floor_scale, 32.0f);
+  EXPECT_EQ(model.parameters(), 8921344u);  // the text model, per the tiny models' README
+}
+
+TEST_P(ModelGolden, PromptLogitsArgmaxAndGreedyTokens) {
   engine::TargetRunner runner(gpu(), *model, 512, 64);
   size_t full_matches = 0, verified_tokens = 0, argmax_equal = 0, argmax_total = 0;
   float worst_logit_error = 0;
@@ -79,10 +90,17 @@ TEST_F(Llama3Golden, PromptLogitsArgmaxAndGreedyTokens) {
   }
   // Prefill argmax: a mismatch can only come from a near-tie at that position.
   EXPECT_GE(double(argmax_equal) / argmax_total, 0.99) << argmax_equal << " of " << argmax_total;
-  fmt::print("tiny-llama3: {} of {} prompts match all 64 greedy tokens; {} tokens verified; prefill argmax {}/{}; "
+  fmt::print("{}: {} of {} prompts match all 64 greedy tokens; {} tokens verified; prefill argmax {}/{}; "
              "worst top-5 logit error {:.2e}\n",
-             full_matches, golden->prompts.size(), verified_tokens, argmax_equal, argmax_total, worst_logit_error);
+             GetParam(), full_matches, golden->prompts.size(), verified_tokens, argmax_equal, argmax_total, worst_logit_error);
 }
 
+}  // namespace
+}  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+INSTANTIATE_TEST_SUITE_P(TinyModels, ModelGolden, ::testing::Values("tiny-llama3", "tiny-llama4"),
+                         [](const auto& info) { return std::string(info.param).substr(5) == "llama3" ? "llama3" : "llama4"; });
 }  // namespace
 }  // namespace eaglevk::testing

@@ -1,0 +1,205 @@
+#include "models/llama4.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "runtime/vk/uploader.h"
+
+namespace eaglevk::models {
+namespace {
+
+// HF stores fused expert weights [E, in, out] and uses them as x W; the kernels want each
+// expert as [out, in]. One transposing copy on the host per tensor.
+vk::Buffer upload_experts_transposed(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t,
+                                     int64_t E, int64_t in, int64_t out, const std::string& name) {
+  expect_shape(t, {E, in, out});
+  const size_t elem = loader::dtype_size(t.dtype);
+  weight_type_of(t);
+  std::vector<std::byte> transposed(t.bytes);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t o = 0; o < out; ++o)
+        std::memcpy(&transposed[((e * out + o) * in + i) * elem], t.data + ((e * in + i) * out + o) * elem, elem);
+  vk::Buffer b(ctx, (t.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
+  up.put(vk::BufferRange(b, 0, t.bytes), transposed.data(), t.bytes);
+  up.flush();  // `transposed` dies here
+  return b;
+}
+
+}  // namespace
+
+Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir) {
+  Llama4Model m;
+  m.config = load_llama4_config(dir);
+  const Llama4Config& c = m.config;
+  const loader::LlamaConfig& b = c.base;
+  if (b.attention_bias) fail("{}: attention_bias is not supported", dir.string());
+  loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
+  TensorUse use{ckpt, {}};
+  vk::Uploader up(ctx);
+  const int64_t H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp, V = b.vocab_size,
+                hd = b.head_dim, E = c.num_local_experts;
+  const int64_t q_dim = b.num_attention_heads * hd, kv_dim = b.num_key_value_heads * hd;
+  const std::string P = c.prefix;
+
+  auto matrix = [&](std::initializer_list<std::pair<std::string, std::pair<int64_t, int64_t>>> parts,
+                    const std::string& name) {
+    std::vector<const loader::TensorView*> blocks;
+    for (auto& [tensor, shape] : parts) {
+      const loader::TensorView& t = use.get(tensor);
+      expect_shape(t, {shape.first, shape.second});
+      blocks.push_back(&t);
+    }
+    return upload_matrix(ctx, up, blocks, name);
+  };
+
+  m.embed = matrix({{P + "model.embed_tokens.weight", {V, H}}}, "embed_tokens");
+  for (int l = 0; l < b.num_hidden_layers; ++l) {
+    std::string p = fmt::format("{}model.layers.{}.", P, l);
+    Llama4Layer layer;
+    layer.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
+    layer.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
+                        {p + "self_attn.k_proj.weight", {kv_dim, H}},
+                        {p + "self_attn.v_proj.weight", {kv_dim, H}}},
+                       p + "qkv");
+    layer.o = matrix({{p + "self_attn.o_proj.weight", {H, q_dim}}}, p + "o_proj");
+    layer.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
+    std::string f = p + "feed_forward.";
+    if (c.moe_layer[l]) {
+      if (ckpt.find(f + "experts.0.gate_proj.weight"))
+        fail("{}: per-expert 2-D expert tensors ({}experts.0.gate_proj.weight) are not supported; eaglevk reads "
+             "the fused experts.gate_up_proj / experts.down_proj layout",
+             dir.string(), f);
+      layer.router = matrix({{f + "router.weight", {E, H}}}, p + "router");
+      layer.shared_gate_up = matrix({{f + "shared_expert.gate_proj.weight", {I, H}}, {f + "shared_expert.up_proj.weight", {I, H}}},
+                                    p + "shared_gate_up");
+      layer.shared_down = matrix({{f + "shared_expert.down_proj.weight", {H, I}}}, p + "shared_down");
+      const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
+      const loader::TensorView& dn = use.get(f + "experts.down_proj");
+      layer.expert_type = weight_type_of(gu);
+      if (weight_type_of(dn) != layer.expert_type) fail("{}: expert tensors of layer {} differ in dtype", dir.string(), l);
+      layer.experts_gate_up = upload_experts_transposed(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
+      layer.experts_down = upload_experts_transposed(ctx, up, dn, E, I, H, p + "experts_down");
+    } else {
+      layer.gate_up = matrix({{f + "gate_proj.weight", {Im, H}}, {f + "up_proj.weight", {Im, H}}}, p + "gate_up");
+      layer.down = matrix({{f + "down_proj.weight", {H, Im}}}, p + "down_proj");
+    }
+    m.layers.push_back(std::move(layer));
+  }
+  m.norm = upload_f32_vector(ctx, up, use.get(P + "model.norm.weight"), H);
+  if (ckpt.find(P + "lm_head.weight"))
+    m.lm_head = matrix({{P + "lm_head.weight", {V, H}}}, "lm_head");
+  else if (!b.tie_word_embeddings)
+    fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", dir.string(), P);
+  // The vision tower and projector are knowingly skipped: eaglevk runs the text model.
+  use.check_all_used({"vision_model.", "multi_modal_projector."}, {"rotary_emb.inv_freq"});
+  up.flush();
+  for (const std::string& name : use.used) {
+    m.weight_bytes += ckpt.get(name).bytes;
+    m.parameters += uint64_t(ckpt.get(name).numel());
+  }
+  return m;
+}
+
+TargetShape llama4_shape(const Llama4Model& m) {
+  const Llama4Config& c = m.config;
+  const loader::LlamaConfig& b = c.base;
+  TargetShape t;
+  t.layers = b.num_hidden_layers;
+  t.hidden = b.hidden_size;
+  t.heads = b.num_attention_heads;
+  t.kv_heads = b.num_key_value_heads;
+  t.head_dim = b.head_dim;
+  t.vocab = b.vocab_size;
+  t.ffn_width = uint32_t(std::max(c.intermediate_size_mlp, b.intermediate_size));
+  bool any_moe = std::find(c.moe_layer.begin(), c.moe_layer.end(), true) != c.moe_layer.end();
+  t.experts = any_moe ? c.num_local_experts : 0;
+  t.experts_per_token = c.num_experts_per_tok;
+  t.expert_width = b.intermediate_size;
+  t.rope_inv_freq = loader::rope_inv_freq(b.head_dim, b.rope_theta, b.rope_scaling);
+  return t;
+}
+
+void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass) {
+  const Llama4Config& c = m.config;
+  const loader::LlamaConfig& b = c.base;
+  const uint32_t T = pass.rows, H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp,
+                 V = b.vocab_size, E = c.num_local_experts, K = c.num_experts_per_tok;
+  const uint32_t hd = b.head_dim, nh = b.num_attention_heads, nkv = b.num_key_value_heads;
+  const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
+  if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
+  if (pass.kv_len > s.capacity) fail("position {} is beyond the context of {}", pass.kv_len - 1, s.capacity);
+  const float eps = b.rms_norm_eps;
+  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
+  const vk::Arena& a = s.arena;
+  ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim), n2(a[s.ffn_norm], H);
+  ops::IntVec pos{s.positions};
+
+  auto tap = [&](uint32_t layer) {
+    if (!pass.taps) return;
+    for (size_t i = 0; i < pass.taps->layers.size(); ++i)
+      if (pass.taps->layers[i] == layer) ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * H), T, H, "tap");
+  };
+
+  ops::embed(oc, ops::IntVec{s.ids}, T, m.embed.matrix(), x);
+  for (uint32_t l = 0; l < m.layers.size(); ++l) {
+    const Llama4Layer& L = m.layers[l];
+    tap(l);
+    vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
+    ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
+    ops::matmul(oc, ops::Act(a[s.attn_norm], H), L.qkv.matrix(), qkv, T, false, path, "qkv");
+    ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
+                                1.0f / std::sqrt(float(hd))};
+    if (c.rope_layer[l]) {
+      ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
+      if (c.use_qk_norm) ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
+    } else if (c.attn_temperature_tuning) {
+      params.temperature_tuning = true;
+      params.floor_scale = c.floor_scale;
+      params.attn_scale = c.attn_scale;
+    }
+    ops::KvLayer kv = s.kv_layer(l);
+    ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pos, kv);
+    ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
+    ops::matmul(oc, ops::Act(a[s.attn], q_dim), L.o.matrix(), x, T, /*accumulate=*/true, path, "o_proj");
+    ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
+    if (c.moe_layer[l]) {
+      // Shared expert, always added.
+      ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
+      ops::matmul(oc, n2, L.shared_gate_up.matrix(), gu, T, false, path, "shared_gate_up");
+      ops::swiglu(oc, gu, gu.cols(I), act, T, I);
+      ops::matmul(oc, act, L.shared_down.matrix(), x, T, true, path, "shared_down");
+      // Routed experts: top-k by router logit, sigmoid score on the expert input.
+      ops::Act router(a[s.router], E), xin(a[s.expert_in], H), egu(a[s.expert_gate_up], 2 * I),
+          eact(a[s.expert_act], I);
+      ops::matmul(oc, n2, L.router.matrix(), router, T, false, path, "router");
+      ops::IntVec ids{s.expert_ids};
+      ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
+      ops::ExpertWeights wgu{vk::BufferRange(L.experts_gate_up), L.expert_type, E, 2 * I, H};
+      ops::ExpertWeights wdn{vk::BufferRange(L.experts_down), L.expert_type, E, H, I};
+      ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up");
+      ops::swiglu(oc, egu, egu.cols(I), eact, T * K, I);
+      for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");
+    } else {
+      ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
+      ops::matmul(oc, n2, L.gate_up.matrix(), gu, T, false, path, "gate_up");
+      ops::swiglu(oc, gu, gu.cols(Im), act, T, Im);
+      ops::matmul(oc, act, L.down.matrix(), x, T, true, path, "down_proj");
+    }
+  }
+  tap(uint32_t(m.layers.size()));
+  const uint32_t n_logits = T - pass.logits_from;
+  if (n_logits == 0) return;
+  vk::BufferRange norm_w(m.norm);
+  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
+  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head_matrix(), ops::Act(a[s.logits], V), n_logits, false, path,
+              "lm_head");
+  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+}
+
+}  // namespace eaglevk::models

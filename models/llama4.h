@@ -1,0 +1,64 @@
+#pragma once
+// Llama-4 text model (Llama4ForConditionalGeneration's language model, or Llama4ForCausalLM):
+// MoE layers with a top-k sigmoid router and a shared expert, dense layers in between, NoPE
+// layers with attention temperature tuning, chunked attention and QK norm on RoPE layers,
+// and Llama-4's interleaved rotary pairing.
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "loader/hf_config.h"
+#include "models/target_state.h"
+#include "models/weight_loading.h"
+
+namespace eaglevk::models {
+
+struct Llama4Config {
+  loader::LlamaConfig base;       // sizes, eps, rope, vocab, eos; intermediate_size = expert width
+  int intermediate_size_mlp = 0;  // dense layers
+  int num_local_experts = 0;
+  int num_experts_per_tok = 1;
+  std::vector<bool> moe_layer;    // per layer
+  std::vector<bool> rope_layer;   // per layer: true = RoPE (HF's no_rope_layers value 1)
+  std::vector<bool> chunked_layer;
+  int attention_chunk_size = 8192;
+  bool use_qk_norm = true;
+  bool attn_temperature_tuning = true;
+  float floor_scale = 8192, attn_scale = 0.1f;
+  std::string prefix;             // "language_model." in the multimodal checkpoint
+};
+
+Llama4Config load_llama4_config(const std::filesystem::path& dir);
+
+struct Llama4Layer {
+  vk::Buffer attn_norm;        // [H] f32
+  DeviceMatrix qkv;            // [(nh + 2 nkv) hd, H]
+  DeviceMatrix o;              // [H, nh hd]
+  vk::Buffer ffn_norm;         // [H] f32
+  // Dense layers.
+  DeviceMatrix gate_up;        // [2 I_mlp, H]
+  DeviceMatrix down;           // [H, I_mlp]
+  // MoE layers.
+  DeviceMatrix router;         // [E, H]
+  DeviceMatrix shared_gate_up; // [2 I, H]
+  DeviceMatrix shared_down;    // [H, I]
+  vk::Buffer experts_gate_up;  // [E, 2 I, H]: HF's [E, H, 2I] transposed at load, gate rows first
+  vk::Buffer experts_down;     // [E, H, I]: HF's [E, I, H] transposed
+  ops::WeightType expert_type = ops::WeightType::BF16;
+};
+
+struct Llama4Model {
+  Llama4Config config;
+  DeviceMatrix embed;     // [V, H]
+  std::vector<Llama4Layer> layers;
+  vk::Buffer norm;        // [H] f32
+  DeviceMatrix lm_head;   // [V, H]
+  uint64_t weight_bytes = 0, parameters = 0;
+  ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
+};
+
+Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir);
+TargetShape llama4_shape(const Llama4Model& m);
+void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass);
+
+}  // namespace eaglevk::models

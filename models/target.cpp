@@ -1,0 +1,60 @@
+#include "models/target.h"
+
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::models {
+
+const loader::LlamaConfig& TargetModel::config() const {
+  if (auto* m = std::get_if<Llama3Model>(&family)) return m->config;
+  return std::get<Llama4Model>(family).config.base;
+}
+
+ops::WeightMatrix TargetModel::embed() const {
+  return std::visit([](const auto& m) { return m.embed.matrix(); }, family);
+}
+
+TargetShape TargetModel::shape() const {
+  if (auto* m = std::get_if<Llama3Model>(&family)) return llama3_shape(*m);
+  return llama4_shape(std::get<Llama4Model>(family));
+}
+
+uint64_t TargetModel::weight_bytes() const {
+  return std::visit([](const auto& m) { return m.weight_bytes; }, family);
+}
+
+uint64_t TargetModel::parameters() const {
+  return std::visit([](const auto& m) { return m.parameters; }, family);
+}
+
+std::string TargetModel::architecture() const { return config().architecture; }
+
+TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) fail("model folder '{}' does not exist", dir.string());
+  nlohmann::json j = loader::json_field::read_file(dir / "config.json");
+  std::string arch;
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string())
+    arch = j["architectures"][0].get<std::string>();
+  if (arch == "Llama4ForConditionalGeneration" || arch == "Llama4ForCausalLM")
+    return TargetModel{load_llama4(ctx, dir)};
+  if (arch == "LlamaForCausalLM") return TargetModel{load_llama3(ctx, dir)};
+  fail("{}/config.json: architecture '{}' is not supported (LlamaForCausalLM, Llama4ForConditionalGeneration, "
+       "Llama4ForCausalLM)",
+       dir.string(), arch);
+}
+
+TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,
+                              bool arena_reuse) {
+  return make_target_state(ctx, m.shape(), capacity, max_rows, arena_reuse);
+}
+
+void record_target_forward(ops::OpContext& oc, const TargetModel& m, TargetState& s, const ForwardPass& pass) {
+  if (auto* l3 = std::get_if<Llama3Model>(&m.family))
+    record_llama3_forward(oc, *l3, s, pass);
+  else
+    record_llama4_forward(oc, std::get<Llama4Model>(m.family), s, pass);
+}
+
+}  // namespace eaglevk::models

@@ -1,0 +1,54 @@
+#include "models/target_state.h"
+
+namespace eaglevk::models {
+
+ops::KvLayer TargetState::kv_layer(uint32_t layer) const {
+  uint64_t bytes = uint64_t(capacity) * kv_dim * 2;
+  return ops::KvLayer{vk::BufferRange(k_cache, layer * bytes, bytes), vk::BufferRange(v_cache, layer * bytes, bytes),
+                      capacity, kv_dim};
+}
+
+TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint32_t capacity, uint32_t max_rows,
+                              bool arena_reuse) {
+  TargetState s;
+  // Whole multiples of 64 positions keep every layer's cache slice offset-aligned.
+  s.capacity = (capacity + 63) / 64 * 64;
+  s.max_rows = max_rows;
+  s.kv_dim = t.kv_heads * t.head_dim;
+  const uint64_t H = t.hidden, I = t.ffn_width, V = t.vocab, R = max_rows;
+  const uint64_t q_dim = uint64_t(t.heads) * t.head_dim, qkv_dim = q_dim + 2ull * s.kv_dim;
+  uint64_t cache_bytes = uint64_t(t.layers) * s.capacity * s.kv_dim * 2;
+  s.k_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "k_cache");
+  s.v_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "v_cache");
+  std::vector<float> table = ops::rope_table(t.rope_inv_freq, s.capacity);
+  s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "rope_table");
+  vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
+  s.ids = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "ids");
+  s.positions = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "positions");
+  s.out_ids = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "out_ids");
+  if (t.temperature_tuning) s.qscale = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "qscale");
+
+  // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
+  vk::ArenaPlan& plan = s.arena.plan;
+  s.x = plan.add("x", R * H * 4, 0, 14);
+  s.attn_norm = plan.add("attn_norm", R * H * 4, 0, 1);
+  s.qkv = plan.add("qkv", R * qkv_dim * 4, 1, 3);
+  s.attn = plan.add("attn", R * q_dim * 4, 3, 4);
+  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 4, 9);
+  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 5, 6);
+  s.act = plan.add("act", R * I * 4, 6, 7);
+  if (t.experts) {
+    const uint64_t slots = R * t.experts_per_token, IE = t.expert_width;
+    s.expert_ids = vk::Buffer(ctx, slots * 4, vk::MemoryKind::Device, "expert_ids");
+    s.router = plan.add("router_logits", R * t.experts * 4, 7, 8);
+    s.expert_in = plan.add("expert_in", slots * H * 4, 8, 9);
+    s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4, 9, 10);
+    s.expert_act = plan.add("expert_act", slots * IE * 4, 10, 11);
+  }
+  s.out_norm = plan.add("out_norm", R * H * 4, 12, 13);
+  s.logits = plan.add("logits", R * V * 4, 13, 14);
+  s.arena.allocate(ctx, arena_reuse, "activations");
+  return s;
+}
+
+}  // namespace eaglevk::models

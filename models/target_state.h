@@ -1,0 +1,59 @@
+#pragma once
+// What every target model's forward shares: the per-sequence device state (KV cache, rope
+// table, inputs, activations), the tap request and the description of one pass.
+#include <cstdint>
+#include <vector>
+
+#include "runtime/ops/ops.h"
+#include "runtime/vk/arena.h"
+
+namespace eaglevk::models {
+
+// The sizes a target's state is planned from.
+struct TargetShape {
+  uint32_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  uint32_t ffn_width = 0;      // the widest dense MLP (gate/up rows are twice this)
+  uint32_t experts = 0;        // 0: no MoE layers
+  uint32_t experts_per_token = 0;
+  uint32_t expert_width = 0;   // each expert's intermediate size
+  std::vector<float> rope_inv_freq;  // [head_dim / 2]
+  bool temperature_tuning = false;   // needs a per-row query scale buffer
+};
+
+struct TargetState {
+  uint32_t capacity = 0;  // positions the KV cache holds
+  uint32_t max_rows = 0;  // rows one pass may carry
+  uint32_t kv_dim = 0;
+  vk::Buffer k_cache, v_cache;  // [L][capacity][nkv hd] f16
+  vk::Buffer rope_table;        // [capacity][hd / 2] (cos, sin)
+  vk::Buffer ids, positions;    // int32 [max_rows]: the pass's inputs
+  vk::Buffer out_ids;           // int32 [max_rows]: argmax per logits row
+  vk::Buffer qscale;            // f32 [max_rows]: Llama-4 attention temperature (when tuned)
+  vk::Buffer expert_ids;        // int32 [max_rows * experts_per_token] (MoE)
+  vk::Arena arena;
+  uint32_t x = 0, attn_norm = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0, logits = 0;
+  uint32_t router = 0, expert_in = 0, expert_gate_up = 0, expert_act = 0;  // MoE only
+
+  ops::KvLayer kv_layer(uint32_t layer) const;
+};
+
+TargetState make_target_state(const vk::Context& ctx, const TargetShape& shape, uint32_t capacity, uint32_t max_rows,
+                              bool arena_reuse);
+
+// Where the residual stream entering the listed layers goes: tap i of row r lands at
+// columns [i H, (i + 1) H) of row r of `out`. A layer id equal to L taps the last layer's
+// output before the final norm.
+struct TapRequest {
+  std::vector<uint32_t> layers;
+  ops::Act out;
+};
+
+struct ForwardPass {
+  uint32_t rows = 0;         // positions in this pass (ids/positions hold them)
+  uint32_t kv_len = 0;       // valid cache rows after this pass: last position + 1
+  uint32_t logits_from = 0;  // logits and argmax for rows [logits_from, rows)
+  bool batch_invariant = false;  // matrix-vector kernels at any row count (verify passes)
+  const TapRequest* taps = nullptr;
+};
+
+}  // namespace eaglevk::models

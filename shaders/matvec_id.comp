@@ -1,0 +1,75 @@
+#version 450
+// Indexed matrix-vector product for mixture-of-experts layers (in the spirit of ggml's
+// mul_mat_id): row r is multiplied by the weights of expert ids[r]:
+//   y[r / slots, n] (+)= sum_k x[r, k] * W[ids[r], n, k]     for rows r with r % slots == slot
+// Experts [expert_base, expert_base + expert_count) are bound; other rows are skipped. One
+// workgroup (one subgroup) per (OUTS outputs, row): each row's reduction order is fixed, so
+// results do not depend on how many rows share the dispatch.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define WEIGHT_BINDING 1
+#include "common.glsl"
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OUTS = 1;
+layout(constant_id = 2) const bool ONE_SUBGROUP = false;  // see matvec.comp
+
+layout(binding = 0, std430) readonly buffer X { float x[]; };
+layout(binding = 2, std430) buffer Y { float y[]; };
+layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
+
+layout(push_constant) uniform Push {
+  uint K;
+  uint N;              // outputs in the bound weight rows
+  uint rows;
+  uint x_offset;
+  uint x_stride;
+  uint y_offset;
+  uint y_stride;
+  uint accumulate;
+  uint slots;          // rows per output row (experts per token)
+  uint slot;           // which slot this dispatch handles
+  uint expert_base;
+  uint expert_count;
+  uint expert_stride;  // elements between consecutive experts' weights
+  uint ids_offset;
+} p;
+
+shared float partial[4][ONE_SUBGROUP ? 1 : 64];
+
+void main() {
+  uint r = gl_WorkGroupID.y;
+  uint n0 = gl_WorkGroupID.x * OUTS;
+  if (r >= p.rows || n0 >= p.N || r % p.slots != p.slot) return;
+  int e = ids[p.ids_offset + r] - int(p.expert_base);
+  if (e < 0 || e >= int(p.expert_count)) return;
+  uint wbase = uint(e) * p.expert_stride;
+  uint outs = min(OUTS, p.N - n0);
+  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
+    float xv = x[p.x_offset + r * p.x_stride + k];
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+      if (o >= outs) break;
+      acc[o] = fma(xv, wload(wbase + (n0 + o) * p.K + k), acc[o]);
+    }
+  }
+  [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+    float s = subgroupAdd(acc[o]);
+    if (ONE_SUBGROUP) {
+      if (subgroupElect() && o < outs) {
+        uint yi = p.y_offset + (r / p.slots) * p.y_stride + n0 + o;
+        y[yi] = p.accumulate != 0u ? y[yi] + s : s;
+      }
+    } else if (subgroupElect()) {
+      partial[o][gl_SubgroupID] = s;
+    }
+  }
+  if (!ONE_SUBGROUP) {
+    barrier();
+    uint o = gl_LocalInvocationID.x;
+    if (o < outs) {
+      float total = 0.0;
+      for (uint sg = 0; sg < gl_NumSubgroups; ++sg) total += partial[o][sg];
+      uint yi = p.y_offset + (r / p.slots) * p.y_stride + n0 + o;
+      y[yi] = p.accumulate != 0u ? y[yi] + total : total;
+    }
+  }
+}
