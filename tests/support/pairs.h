@@ -1,0 +1,35 @@
+#pragma once
+// The two tiny target + draft pairs, loaded once per test process: A = tiny-llama3 with its
+// original-format head, B = tiny-llama4 (MoE) with its speculators-format head on layers 1,3,6.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/eagle3.h"
+#include "models/target.h"
+#include "support/golden.h"
+
+namespace eaglevk::testing {
+
+struct Pair {
+  std::string target_dir, draft_dir;
+  models::TargetModel target;
+  models::Eagle3Model draft;
+  Golden golden;
+  std::vector<std::vector<int32_t>> plain;  // eaglevk's own greedy output per golden prompt
+
+  // 64 greedy tokens (EOS ignored) for golden prompt i, computed on first use: the reference
+  // for losslessness.
+  const std::vector<int32_t>& plain_tokens(size_t i);
+};
+
+Pair& pair(const std::string& name);  // "A" or "B"
+
+// For each k: greedy speculative output equals plain greedy output on every golden prompt,
+// AL = 1 + sum of per-position rates, and (compare_golden) acceptance within 5% of
+// golden.json. `aux` overrides the draft's tap layers.
+void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, const std::vector<uint32_t>& aux = {},
+                                   bool compare_golden = true);
+
+}  // namespace eaglevk::testing
