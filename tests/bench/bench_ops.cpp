@@ -65,6 +65,37 @@ void BM_MatvecF16(benchmark::State& state) {
   });
 }
 
+// A Llama-4 style MoE block (router top-1, expert gate/up, SwiGLU, expert down) for a decode
+// step (1 row) and a verify step (4 rows routed to 4 different experts). GB/s counts the expert
+// weight bytes the rows read: each row streams its own expert's gate_up and down.
+void BM_MoeExperts(benchmark::State& state) {
+  auto& gpu = bench_gpu();
+  const uint32_t rows = uint32_t(state.range(0)), E = 8, H = 2048, I = 1024;
+  vk::Buffer gate_up(gpu.ctx, uint64_t(E) * 2 * I * H * 2, vk::MemoryKind::Device, "experts gate_up"),
+      down(gpu.ctx, uint64_t(E) * H * I * 2, vk::MemoryKind::Device, "experts down");
+  fill_f16(gpu, gate_up);
+  fill_f16(gpu, down);
+  std::vector<float> logits(rows * E, 0.0f), x(rows * H, 0.5f);
+  for (uint32_t r = 0; r < rows; ++r) logits[r * E + r % E] = 1.0f;  // row r -> expert r
+  vk::Buffer lb(gpu.ctx, logits.size() * 4, vk::MemoryKind::Device, "logits"), xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"),
+      ids(gpu.ctx, rows * 4, vk::MemoryKind::Device, "ids"), xs(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "xs"),
+      gu(gpu.ctx, rows * 2 * I * 4, vk::MemoryKind::Device, "gu"), act(gpu.ctx, rows * I * 4, vk::MemoryKind::Device, "act"),
+      y(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "y");
+  vk::upload(gpu.ctx, lb, logits.data(), logits.size() * 4);
+  vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
+  ops::ExpertWeights wgu{gate_up, ops::WeightType::F16, E, 2 * I, H}, wdn{down, ops::WeightType::F16, E, H, I};
+  double expert_bytes = (2.0 * I * H + double(H) * I) * 2;
+  time_submissions(state, gpu, 4, rows * expert_bytes, [&](vk::Recorder& rec) {
+    ops::OpContext oc{gpu, rec};
+    ops::moe_route(oc, ops::Act(lb, E), ops::Act(xb, H), rows, E, 1, H, ops::IntVec{ids}, ops::Act(xs, H));
+    ops::matmul_id(oc, ops::Act(xs, H), wgu, ops::IntVec{ids}, ops::Act(gu, 2 * I), rows, 1, 0, false);
+    ops::Act g(gu, 2 * I);
+    ops::swiglu(oc, g, g.cols(I), ops::Act(act, I), rows, I);
+    ops::matmul_id(oc, ops::Act(act, I), wdn, ops::IntVec{ids}, ops::Act(y, H), rows, 1, 0, true);
+  });
+}
+
+BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_CopyBandwidth)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_MatvecF16)
     ->Args({4096, 4096})
