@@ -5,9 +5,13 @@
 // differ from the float32 reference by up to kLogitTolerance; a greedy divergence is allowed
 // only at a step whose golden top-2 margin is below that tolerance.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
+#include "loader/safetensors.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "support/gpu_fixture.h"
@@ -102,5 +106,42 @@ namespace eaglevk::testing {
 namespace {
 INSTANTIATE_TEST_SUITE_P(TinyModels, ModelGolden, ::testing::Values("tiny-llama3", "tiny-llama4"),
                          [](const auto& info) { return std::string(info.param).substr(5) == "llama3" ? "llama3" : "llama4"; });
+}  // namespace
+}  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+// The same weights in the text-only Llama4ForCausalLM layout (no language_model. prefix, no
+// vision tower, config = text_config) give the golden tokens too.
+TEST(Llama4Golden, TextOnlyLayout) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-llama4-text-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    loader::Checkpoint ckpt = loader::Checkpoint::open(asset("tiny-llama4"));
+    std::vector<loader::TensorData> tensors;
+    for (const std::string& name : ckpt.names()) {
+      if (name.rfind("language_model.", 0) != 0) continue;
+      const loader::TensorView& t = ckpt.get(name);
+      tensors.push_back({name.substr(15), t.dtype, t.shape, t.span()});
+    }
+    loader::write_safetensors(dir / "model.safetensors", tensors);
+  }
+  nlohmann::json config = loader::json_field::read_file(asset("tiny-llama4") + "/config.json")["text_config"];
+  config["architectures"] = {"Llama4ForCausalLM"};
+  std::ofstream(dir / "config.json") << config.dump();
+  models::TargetModel model = models::load_target(gpu().ctx, dir);
+  Golden golden = load_golden(asset("tiny-llama4"));
+  engine::TargetRunner runner(gpu(), model, 256, 64);
+  engine::GenerationOptions o;
+  o.n_predict = 16;
+  o.ignore_eos = true;
+  auto r = engine::generate(runner, golden.prompts[0].prompt_ids, o);
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(golden.prompts[0].greedy_ids.begin(), golden.prompts[0].greedy_ids.begin() + 16));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace eaglevk::testing
