@@ -1,0 +1,89 @@
+#include "runtime/engine/dataset.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::engine {
+namespace {
+
+// Returns an empty string when the line parsed into `item`, else the reason it did not.
+std::string parse_line(const std::string& text, DatasetItem& item) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    return std::string("invalid JSON: ") + e.what();
+  }
+  if (!j.is_object()) return "not a JSON object";
+  if (j.contains("prompt")) {
+    if (!j["prompt"].is_string()) return "'prompt' must be a string";
+    item.kind = DatasetItem::Kind::Prompt;
+    item.prompt = j["prompt"].get<std::string>();
+    if (item.prompt.empty()) return "'prompt' is empty";
+    return "";
+  }
+  if (j.contains("turns")) {
+    if (!j["turns"].is_array()) return "'turns' must be a list of strings";
+    item.kind = DatasetItem::Kind::Turns;
+    for (const auto& t : j["turns"]) {
+      if (!t.is_string()) return "'turns' must be a list of strings";
+      item.turns.push_back(t.get<std::string>());
+    }
+    if (item.turns.empty()) return "'turns' is empty";
+    return "";
+  }
+  if (j.contains("messages")) {
+    if (!j["messages"].is_array()) return "'messages' must be a list of {role, content} objects";
+    item.kind = DatasetItem::Kind::Messages;
+    for (const auto& m : j["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
+          !m["content"].is_string())
+        return "'messages' must be a list of {role, content} objects with string values";
+      item.messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    }
+    if (item.messages.empty()) return "'messages' is empty";
+    return "";
+  }
+  return "no 'prompt', 'turns' or 'messages' field";
+}
+
+}  // namespace
+
+Dataset parse_dataset(const std::string& text, const std::string& source, bool strict) {
+  Dataset d;
+  std::istringstream in(text);
+  std::string line;
+  size_t number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    DatasetItem item;
+    item.line = number;
+    std::string problem = parse_line(line, item);
+    if (problem.empty()) {
+      d.items.push_back(std::move(item));
+    } else if (strict) {
+      fail("{}:{}: {}", source, number, problem);
+    } else {
+      d.problems.push_back({number, problem});
+    }
+  }
+  if (d.items.empty())
+    fail("{}: the dataset yields no prompt ({} line(s) read, {} skipped)", source, number, d.problems.size());
+  return d;
+}
+
+Dataset load_dataset(const std::filesystem::path& path, bool strict) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read dataset '{}'", path.string());
+  std::stringstream s;
+  s << in.rdbuf();
+  return parse_dataset(s.str(), path.string(), strict);
+}
+
+}  // namespace eaglevk::engine

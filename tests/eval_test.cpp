@@ -1,0 +1,142 @@
+// `eaglevk eval` end to end on a 20-line JSONL mixing prompt, messages and MT-bench style
+// turns lines (from the tiny pairs' golden prompts): totals equal the sum of per-prompt
+// figures, plain decoding matches at temperature 0, acceptance equals `run` for the same
+// prompt; malformed datasets are reported by line.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+#include "runtime/engine/dataset.h"
+#include "support/golden.h"
+
+namespace eaglevk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+Result run_cli(const std::string& args) {
+  fs::path err = fs::temp_directory_path() / fmt::format("eaglevk-eval-err-{}", ::getpid());
+  std::string command = fmt::format("EAGLEVK_VALIDATE=1 {} {} 2>{}", EAGLEVK_CLI, args, err.string());
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream e(err);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(err);
+  return r;
+}
+
+std::string dataset() { return std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/eval_mix.jsonl"; }
+
+TEST(Eval, TotalsBaselineAndAcceptanceAgreeWithRun) {
+  fs::path json = fs::temp_directory_path() / fmt::format("eaglevk-eval-{}.json", ::getpid());
+  Result r = run_cli(fmt::format("eval -d {} --dataset {} -k 3 -n 24 --baseline --json {}", asset("tiny-llama3-eagle3"),
+                                 dataset(), json.string()));
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("mean acceptance length:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs match: 20/20"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("validation error"), std::string::npos) << r.err;
+  // stderr is not a terminal here: plain progress lines.
+  EXPECT_NE(r.err.find("eval: 20/20 prompts"), std::string::npos) << r.err;
+
+  std::ifstream in(json);
+  nlohmann::json j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["per_prompt"].size(), 20u);
+  uint64_t drafts = 0, accepted = 0, proposed = 0, tokens = 0;
+  for (const auto& p : j["per_prompt"]) {
+    drafts += p["num_drafts"].get<uint64_t>();
+    accepted += p["num_accepted_tokens"].get<uint64_t>();
+    proposed += p["num_draft_tokens"].get<uint64_t>();
+    tokens += p["output_tokens"].get<uint64_t>();
+    EXPECT_TRUE(p["matches_baseline"].get<bool>());
+    EXPECT_NEAR(p["acceptance_length"].get<double>(),
+                1.0 + p["num_accepted_tokens"].get<double>() / std::max(1.0, p["num_drafts"].get<double>()), 1e-9);
+  }
+  EXPECT_EQ(j["totals"]["num_drafts"].get<uint64_t>(), drafts);
+  EXPECT_EQ(j["totals"]["num_accepted_tokens"].get<uint64_t>(), accepted);
+  EXPECT_EQ(j["totals"]["num_draft_tokens"].get<uint64_t>(), proposed);
+  EXPECT_EQ(j["totals"]["output_tokens"].get<uint64_t>(), tokens);
+  EXPECT_TRUE(j["baseline"]["all_outputs_match"].get<bool>());
+  // Turns lines generate once per turn.
+  EXPECT_GT(j["per_prompt"][15]["output_tokens"].get<uint64_t>(), 24u);
+
+  // The same prompt through `run` gives the same acceptance: line 1 (a prompt) and line 11
+  // (one user message, which --chat renders the same way).
+  std::ifstream lines(dataset());
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  for (size_t index : {0u, 10u}) {
+    fs::path prompt = fs::temp_directory_path() / fmt::format("eaglevk-eval-prompt-{}.txt", ::getpid());
+    bool chat = rows[index].contains("messages");
+    std::ofstream(prompt) << (chat ? rows[index]["messages"][0]["content"].get<std::string>()
+                                   : rows[index]["prompt"].get<std::string>());
+    Result run = run_cli(fmt::format("run -d {} -k 3 -n 24 -f {} {} --json", asset("tiny-llama3-eagle3"),
+                                     prompt.string(), chat ? "--chat" : ""));
+    fs::remove(prompt);
+    ASSERT_EQ(run.code, 0) << run.err;
+    nlohmann::json stats = nlohmann::json::parse(run.out.substr(0, run.out.find('\n')))["stats"];
+    const auto& per = j["per_prompt"][index];
+    EXPECT_EQ(stats["num_drafts"], per["num_drafts"]) << "line " << index + 1;
+    EXPECT_EQ(stats["num_accepted_tokens"], per["num_accepted_tokens"]) << "line " << index + 1;
+  }
+  fs::remove(json);
+}
+
+TEST(Eval, MalformedDatasets) {
+  fs::path bad = fs::temp_directory_path() / fmt::format("eaglevk-eval-bad-{}.jsonl", ::getpid());
+  std::ofstream(bad) << "{\"prompt\": \"The modules\"}\n"
+                        "{\"turns\": [\"What is os?\"]}\n"
+                        "{\"prompt\": \"broken\n"
+                        "{\"text\": \"no known field\"}\n"
+                        "{\"turns\": []}\n";
+  // Skipped with their line numbers by default...
+  Result r = run_cli(fmt::format("eval -d {} --dataset {} -n 4", asset("tiny-llama3-eagle3"), bad.string()));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(":3: skipped: invalid JSON"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(":4: skipped: no 'prompt', 'turns' or 'messages' field"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(":5: skipped: 'turns' is empty"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("eval: 2/2 prompts"), std::string::npos) << r.err;
+  // ...fatal with --strict.
+  Result s = run_cli(fmt::format("eval -d {} --dataset {} -n 4 --strict", asset("tiny-llama3-eagle3"), bad.string()));
+  EXPECT_EQ(s.code, 1);
+  EXPECT_NE(s.err.find(":3: invalid JSON"), std::string::npos) << s.err;
+  // An empty file yields no prompt: an error.
+  std::ofstream(bad, std::ios::trunc) << "\n";
+  Result e = run_cli(fmt::format("eval -d {} --dataset {}", asset("tiny-llama3-eagle3"), bad.string()));
+  EXPECT_EQ(e.code, 1);
+  EXPECT_NE(e.err.find("yields no prompt"), std::string::npos) << e.err;
+  fs::remove(bad);
+}
+
+TEST(Dataset, ParsesTheThreeLineForms) {
+  auto d = engine::parse_dataset("{\"prompt\": \"a\"}\n\n{\"turns\": [\"b\", \"c\"]}\n"
+                                 "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"u\"}]}\n",
+                                 "mem", true);
+  ASSERT_EQ(d.items.size(), 3u);
+  EXPECT_EQ(d.items[0].prompt, "a");
+  EXPECT_EQ(d.items[1].line, 3u);
+  EXPECT_EQ(d.items[1].turns.size(), 2u);
+  EXPECT_EQ(d.items[2].messages[1].content, "u");
+  EXPECT_THROW(engine::parse_dataset("{\"messages\": [{\"role\": 1}]}\n", "mem", true), Error);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
