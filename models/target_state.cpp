@@ -26,6 +26,7 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   s.ids = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "ids");
   s.positions = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "positions");
   s.out_ids = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "out_ids");
+  s.accept = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "accept");
   if (t.temperature_tuning) s.qscale = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "qscale");
 
   // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.

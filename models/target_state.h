@@ -27,7 +27,8 @@ struct TargetState {
   vk::Buffer k_cache, v_cache;  // [L][capacity][nkv hd] f16
   vk::Buffer rope_table;        // [capacity][hd / 2] (cos, sin)
   vk::Buffer ids, positions;    // int32 [max_rows]: the pass's inputs
-  vk::Buffer out_ids;           // int32 [max_rows]: argmax per logits row
+  vk::Buffer out_ids;           // int32 [max_rows]: argmax (or sampled token) per logits row
+  vk::Buffer accept;            // int32 [max_rows]: speculative acceptance flags
   vk::Buffer qscale;            // f32 [max_rows]: Llama-4 attention temperature (when tuned)
   vk::Buffer expert_ids;        // int32 [max_rows * experts_per_token] (MoE)
   vk::Arena arena;

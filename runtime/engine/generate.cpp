@@ -20,10 +20,11 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   if (prompt.empty()) fail("the prompt is empty");
   if (prompt.size() >= runner.context())
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), runner.context());
+  if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
   GenerationResult result;
   result.prompt = prompt;
   const uint32_t n_prompt = uint32_t(prompt.size());
-  const bool need_logits = !o.sampling.greedy() || o.top_logits > 0;
+  const bool need_logits = o.top_logits > 0;
   auto start = std::chrono::steady_clock::now();
 
   // Prefill in chunks of at most max_rows; logits only where asked for.
@@ -36,6 +37,8 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     req.start = begin;
     req.logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
     req.read_logits = last && need_logits;
+    req.sampling = &o.sampling;  // applies to the last row of the last chunk (the others have no logits)
+    if (o.prompt_argmax) req.sampling = nullptr;
     runner.run(req, out);
     if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), out.argmax.begin(), out.argmax.end());
   }
@@ -43,7 +46,7 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   std::span<const float> last_logits;
   if (need_logits) last_logits = std::span<const float>(out.logits).subspan(out.logits.size() - vocab, vocab);
   if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
-  int32_t next = o.sampling.greedy() ? out.argmax.back() : sample_token(last_logits, o.sampling, n_prompt);
+  int32_t next = out.argmax.back();
   result.prefill_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
@@ -65,10 +68,10 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     req.ids = std::span<const int32_t>(&next, 1);
     req.start = pos;
     req.logits_from = 0;
-    req.read_logits = !o.sampling.greedy();
+    req.sampling = &o.sampling;
     runner.run(req, out);
     ++pos;
-    next = o.sampling.greedy() ? out.argmax[0] : sample_token(out.logits, o.sampling, pos);
+    next = out.argmax[0];
   }
   result.decode_seconds = seconds_since(start);
   return result;

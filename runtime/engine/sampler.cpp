@@ -17,6 +17,10 @@ double uniform(uint64_t seed, uint64_t counter) {
   return double(z >> 11) * 0x1.0p-53;
 }
 
+ops::SampleParams device_params(const SamplingParams& p, uint32_t position) {
+  return ops::SampleParams{p.greedy() ? 0.0f : p.temperature, uint32_t(std::max(p.top_k, 0)), p.top_p, p.seed, position};
+}
+
 std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p) {
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);

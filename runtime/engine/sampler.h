@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/ops/ops.h"
+
 namespace eaglevk::engine {
 
 struct SamplingParams {
@@ -18,6 +20,9 @@ struct SamplingParams {
 
 // A uniform double in [0, 1) from (seed, counter): splitmix64 over the pair.
 double uniform(uint64_t seed, uint64_t counter);
+
+// The device sampler's parameters for a logits row deciding the token at `position`.
+ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
 
 // The filtered, normalised distribution HF's generate uses: logits / T, then top-k, then
 // top-p (the smallest set of most likely tokens whose mass reaches p), renormalised.

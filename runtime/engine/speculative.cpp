@@ -39,8 +39,9 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
       dstate_(models::make_eagle3_state(gpu.ctx, draft, context, max_rows_, k, arena_reuse)),
       taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config().hidden_size * 4, vk::MemoryKind::Device, "taps"),
       draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),
+      verify_drafts_(gpu.ctx, (k + 1) * 4, vk::MemoryKind::Device, "verify drafts"),
       upload_(gpu.ctx, UploadLayout{max_rows_, k}.slots() * 4, vk::MemoryKind::Upload, "round inputs"),
-      readback_(gpu.ctx, (uint64_t(max_rows_) + k) * 4 + uint64_t(target.config().vocab_size) * 4 * max_rows_ +
+      readback_(gpu.ctx, (2ull * max_rows_ + k) * 4 + uint64_t(target.config().vocab_size) * 4 * max_rows_ +
                              uint64_t(max_rows_) * 3 * target.config().hidden_size * 4,
                 vk::MemoryKind::Readback, "round outputs"),
       rec_(gpu.ctx) {
@@ -95,10 +96,14 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
       models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
     }
     const uint32_t n_logits = rows - logits_from;
+    if (last && !o.sampling.greedy())
+      ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V).row(n_logits - 1), 1, V, nullptr,
+                  ops::IntVec{tstate_.out_ids, n_logits - 1}, ops::IntVec{tstate_.accept, n_logits - 1},
+                  device_params(o.sampling, n));
     if (n_logits) rec_.copy(vk::BufferRange(tstate_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4));
     if (last && need_logits)
       rec_.copy(tstate_.arena[tstate_.logits].sub(uint64_t(n_logits - 1) * V * 4, uint64_t(V) * 4),
-                vk::BufferRange(readback_, uint64_t(max_rows_ + k_) * 4, uint64_t(V) * 4));
+                vk::BufferRange(readback_, (2ull * max_rows_ + k_) * 4, uint64_t(V) * 4));
     if (tap_sink_)
       rec_.copy(vk::BufferRange(taps_, 0, uint64_t(rows) * 3 * H * 4),
                 vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(rows) * 3 * H * 4));
@@ -109,7 +114,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
     if (last) {
       result.tokens.clear();
       if (need_logits) {
-        const float* l = reinterpret_cast<const float*>(back + max_rows_ + k_);
+        const float* l = reinterpret_cast<const float*>(back + 2 * max_rows_ + k_);
         last_logits.assign(l, l + V);
       }
       slots[0] = back[n_logits - 1];  // stash y for the caller
@@ -131,13 +136,12 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   if (prompt.empty()) fail("the prompt is empty");
   if (prompt.size() >= context_)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
-  if (!o.sampling.greedy())
-    fail("speculative decoding at temperature > 0 is not implemented yet; use --temp 0 or drop -d");
+  if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
   GenerationResult result;
   result.prompt = prompt;
   const UploadLayout up{max_rows_, k_};
   auto* slots = static_cast<int32_t*>(upload_.mapped);
-  const uint32_t H = target_.config().hidden_size;
+  const uint32_t H = target_.config().hidden_size, V = target_.config().vocab_size;
   auto start = std::chrono::steady_clock::now();
 
   std::vector<float> last_logits;
@@ -208,9 +212,17 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
         models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), step);
       }
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
+      rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
     }
+    rec_.fill(vk::BufferRange(verify_drafts_, k * 4, 4), 0xffffffffu, "no draft");  // the bonus row
     models::record_target_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
-    rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "argmax");
+    // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
+    ops::IntVec drafts{verify_drafts_};
+    ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
+                ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_);
+    rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");
+    rec_.copy(vk::BufferRange(tstate_.accept, 0, (k + 1) * 4),
+              vk::BufferRange(readback_, (uint64_t(max_rows_) + k_) * 4, (k + 1) * 4), "accepted");
     if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
     if (tap_sink_)
       rec_.copy(vk::BufferRange(taps_, 0, uint64_t(k + 1) * 3 * H * 4),
@@ -218,10 +230,11 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     rec_.submit_and_wait();
 
     const auto* back = static_cast<const int32_t*>(readback_.mapped);
-    const int32_t* verified = back;                 // target argmax after y, d_1, ..., d_k
-    const int32_t* drafted = back + max_rows_;      // d_1..d_k
+    const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k
+    const int32_t* drafted = back + max_rows_;         // d_1..d_k
+    const int32_t* accept = back + max_rows_ + k_;     // d_{j+1} accepted at row j
     uint32_t accepted = 0;
-    while (accepted < k && drafted[accepted] == verified[accepted]) ++accepted;
+    while (accepted < k && accept[accepted]) ++accepted;
     stats.record_round(k, accepted);
     if (tap_sink_) {
       TapRows t;

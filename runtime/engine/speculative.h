@@ -2,7 +2,10 @@
 // EAGLE-3 chain speculation: prefill the target with taps, catch the draft up, then rounds of
 // k draft steps and one verify pass of k+1 positions. A round is one submission and one small
 // read-back (k+1 target argmax ids and k draft ids); taps, logits and draft tokens stay on the
-// device. Greedy verification: the output equals plain greedy decoding token for token.
+// device. Verification follows vLLM's rule for greedy drafts: d is accepted with probability
+// p(d) under the target's filtered distribution p, a rejection is replaced by a draw from p
+// with d removed, and the bonus token is drawn from p; at temperature 0 that is "accept while
+// d is the argmax", and the output equals plain greedy decoding token for token.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -38,6 +41,8 @@ class SpeculativeDecoder {
   void set_tap_sink(TapSink sink) { tap_sink_ = std::move(sink); }
 
   uint32_t k() const { return k_; }
+  // Tests only: a deliberately wrong acceptance rule (negative controls).
+  void set_accept_rule(ops::AcceptRule rule) { rule_ = rule; }
   vk::Recorder& recorder() { return rec_; }
 
  private:
@@ -53,10 +58,12 @@ class SpeculativeDecoder {
   models::Eagle3State dstate_;
   vk::Buffer taps_;          // [max_rows, 3 H]: the residual stream entering the tap layers
   vk::Buffer draft_tokens_;  // int32 [k]
+  vk::Buffer verify_drafts_; // int32 [k + 1]: d_1..d_k, then -1 for the bonus row
   vk::Buffer upload_;        // host inputs of one submission
   vk::Buffer readback_;
   vk::Recorder rec_;
   TapSink tap_sink_;
+  ops::AcceptRule rule_ = ops::AcceptRule::Correct;
   models::TapRequest tap_request_;
 };
 

@@ -39,6 +39,9 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
+  if (n_logits && req.sampling && !req.sampling->greedy())
+    ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
+                ops::IntVec{state_.accept}, device_params(*req.sampling, req.start + req.logits_from + 1));
   if (n_logits) {
     rec_.copy(vk::BufferRange(state_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4), "argmax");
     if (req.read_logits)

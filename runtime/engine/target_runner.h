@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "models/target.h"
+#include "runtime/engine/sampler.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::engine {
@@ -17,6 +18,8 @@ struct PassRequest {
   bool read_logits = false;         // copy those logits rows back to the host
   bool batch_invariant = false;
   const models::TapRequest* taps = nullptr;
+  // Sample the logits rows on the device instead of taking their argmax (temperature > 0).
+  const SamplingParams* sampling = nullptr;
 };
 
 struct PassOutput {

@@ -122,4 +122,22 @@ void softmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, float inv_temp = 1
 // ids[r] = argmax over row r (ties to the lowest index), mapped by d2t when given.
 void argmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, IntVec ids, const vk::BufferRange* d2t = nullptr);
 
+// Sampling and speculative acceptance from logits rows (shaders/sample.comp).
+struct SampleParams {
+  float temperature = 0;  // 0: greedy
+  uint32_t top_k = 0;
+  float top_p = 1;
+  uint64_t seed = 0;
+  uint32_t first_position = 0;  // absolute position of the token row 0 decides
+};
+enum class AcceptRule : uint32_t {
+  Correct = 0,
+  AcceptIfArgmax = 1,         // wrong: a negative control for tests
+  ResampleWithoutRemoval = 2, // wrong: a negative control for tests
+};
+// Without drafts: ids[r] = a draw from row r's filtered distribution. With drafts[r] = d:
+// accept[r] = 1 with probability p(d) and ids[r] = a draw from p with d removed.
+void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* drafts, IntVec ids, IntVec accept,
+            const SampleParams& params, AcceptRule rule = AcceptRule::Correct);
+
 }  // namespace eaglevk::ops

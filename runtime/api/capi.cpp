@@ -1,0 +1,284 @@
+// The C API (eaglevk.h) over the facade (eaglevk.hpp). Every entry point catches everything:
+// no exception crosses into C. Handles are heap structs owning facade objects.
+#include <eaglevk/eaglevk.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include <eaglevk/eaglevk.hpp>
+
+#ifndef EAGLEVK_VERSION_STRING
+#define EAGLEVK_VERSION_STRING "unknown"
+#endif
+
+namespace api = eaglevk::api;
+
+struct eaglevk_runtime {
+  api::Runtime runtime;
+};
+
+struct eaglevk_model {
+  std::shared_ptr<const api::Model> model;
+};
+
+struct eaglevk_session {
+  std::unique_ptr<api::Session> session;
+  eaglevk::engine::SpecStats last_stats;  // of the last generate
+  uint64_t last_output_tokens = 0;
+};
+
+namespace {
+
+using api::ErrorKind;
+using api::fail_as;
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+eaglevk_status status_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::InvalidArgument: return EAGLEVK_ERROR_INVALID_ARGUMENT;
+    case ErrorKind::Io: return EAGLEVK_ERROR_IO;
+    case ErrorKind::Model: return EAGLEVK_ERROR_MODEL;
+    case ErrorKind::Device: return EAGLEVK_ERROR_DEVICE;
+    case ErrorKind::ContextFull: return EAGLEVK_ERROR_CONTEXT_FULL;
+    case ErrorKind::BufferTooSmall: return EAGLEVK_ERROR_BUFFER_TOO_SMALL;
+    case ErrorKind::Internal: return EAGLEVK_ERROR_INTERNAL;
+  }
+  return EAGLEVK_ERROR_INTERNAL;
+}
+
+eaglevk_status failed(eaglevk_status status, const char* message) noexcept {
+  try {
+    last_error() = message;
+  } catch (...) {
+    // No memory for the message: the status still says what kind of failure it was.
+  }
+  return status;
+}
+
+// Runs one API call's body; exceptions become a status and the last-error message.
+template <typename Body>
+eaglevk_status guarded(Body&& body) noexcept {
+  try {
+    last_error().clear();
+    body();
+    return EAGLEVK_OK;
+  } catch (const api::ApiError& e) {
+    return failed(status_of(e.kind), e.what());
+  } catch (const eaglevk::Error& e) {
+    // Thrown outside every classified stage: a bug.
+    return failed(EAGLEVK_ERROR_INTERNAL, e.what());
+  } catch (const std::bad_alloc&) {
+    return failed(EAGLEVK_ERROR_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return failed(EAGLEVK_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return failed(EAGLEVK_ERROR_INTERNAL, "unknown exception");
+  }
+}
+
+template <typename T>
+void require(const T* pointer, const char* name) {
+  if (!pointer) fail_as(ErrorKind::InvalidArgument, "{} is NULL", name);
+}
+
+// The buffer protocol: `needed` items must fit `capacity`, else nothing is written.
+void require_capacity(const void* buffer, size_t capacity, size_t needed, const char* name) {
+  if (!buffer && capacity) fail_as(ErrorKind::InvalidArgument, "{} is NULL but its capacity is {}", name, capacity);
+  if (capacity < needed)
+    fail_as(ErrorKind::BufferTooSmall, "{} holds {} but {} are needed", name, capacity, needed);
+}
+
+// Text out: the capacity counts the terminating NUL, *out_length does not.
+void write_text(const std::string& text, char* buffer, size_t capacity, size_t* out_length) {
+  require(out_length, "out_length");
+  *out_length = text.size();
+  require_capacity(buffer, capacity, text.size() + 1, "the text buffer");
+  std::memcpy(buffer, text.data(), text.size());
+  buffer[text.size()] = '\0';
+}
+
+}  // namespace
+
+namespace eaglevk::api {
+const Device& device_of(const eaglevk_runtime* runtime) { return *runtime->runtime.device; }
+const Device& device_of(const eaglevk_model* model) { return *model->model->device; }
+}  // namespace eaglevk::api
+
+extern "C" {
+
+const char* eaglevk_version(void) { return EAGLEVK_VERSION_STRING; }
+
+const char* eaglevk_status_string(eaglevk_status status) {
+  switch (status) {
+    case EAGLEVK_OK: return "EAGLEVK_OK";
+    case EAGLEVK_ERROR_INVALID_ARGUMENT: return "EAGLEVK_ERROR_INVALID_ARGUMENT";
+    case EAGLEVK_ERROR_IO: return "EAGLEVK_ERROR_IO";
+    case EAGLEVK_ERROR_MODEL: return "EAGLEVK_ERROR_MODEL";
+    case EAGLEVK_ERROR_DEVICE: return "EAGLEVK_ERROR_DEVICE";
+    case EAGLEVK_ERROR_CONTEXT_FULL: return "EAGLEVK_ERROR_CONTEXT_FULL";
+    case EAGLEVK_ERROR_BUFFER_TOO_SMALL: return "EAGLEVK_ERROR_BUFFER_TOO_SMALL";
+    case EAGLEVK_ERROR_INTERNAL: return "EAGLEVK_ERROR_INTERNAL";
+  }
+  return "unknown eaglevk_status";
+}
+
+const char* eaglevk_last_error(void) { return last_error().c_str(); }
+
+eaglevk_status eaglevk_runtime_create(const char* device, eaglevk_runtime** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    auto handle = std::make_unique<eaglevk_runtime>();
+    handle->runtime = api::open_runtime(device ? device : "");
+    *out = handle.release();
+  });
+}
+
+void eaglevk_runtime_destroy(eaglevk_runtime* runtime) { delete runtime; }
+
+const char* eaglevk_runtime_device_name(const eaglevk_runtime* runtime) {
+  return runtime ? runtime->runtime.device_name.c_str() : nullptr;
+}
+
+eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_dir, const char* draft_dir,
+                                  eaglevk_model** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    require(runtime, "runtime");
+    require(target_dir, "target_dir");
+    if (draft_dir && !*draft_dir) fail_as(ErrorKind::InvalidArgument, "draft_dir is empty (pass NULL for no draft)");
+    auto handle = std::make_unique<eaglevk_model>();
+    handle->model = api::load_model(runtime->runtime, target_dir, draft_dir ? draft_dir : "");
+    *out = handle.release();
+  });
+}
+
+void eaglevk_model_free(eaglevk_model* model) { delete model; }
+
+eaglevk_status eaglevk_model_get_info(const eaglevk_model* model, eaglevk_model_info* out) {
+  return guarded([&] {
+    require(model, "model");
+    require(out, "out");
+    const api::Model& m = *model->model;
+    *out = eaglevk_model_info{m.vocab_size(), int32_t(m.max_context()), m.tokenizer.bos_id(), m.draft ? 1 : 0,
+                              m.chat ? 1 : 0};
+  });
+}
+
+eaglevk_status eaglevk_tokenize(const eaglevk_model* model, const char* text, int add_bos, int32_t* ids,
+                                size_t capacity, size_t* out_count) {
+  return guarded([&] {
+    require(model, "model");
+    require(text, "text");
+    require(out_count, "out_count");
+    std::vector<int32_t> tokens = api::tokenize(*model->model, text, add_bos != 0);
+    *out_count = tokens.size();
+    require_capacity(ids, capacity, tokens.size(), "ids");
+    if (!tokens.empty()) std::memcpy(ids, tokens.data(), tokens.size() * sizeof(int32_t));
+  });
+}
+
+eaglevk_status eaglevk_detokenize(const eaglevk_model* model, const int32_t* ids, size_t count, int skip_special,
+                                  char* text, size_t capacity, size_t* out_length) {
+  return guarded([&] {
+    require(model, "model");
+    if (count) require(ids, "ids");
+    std::string s = api::detokenize(*model->model, std::span<const int32_t>(ids, count), skip_special != 0);
+    write_text(s, text, capacity, out_length);
+  });
+}
+
+eaglevk_status eaglevk_apply_chat_template(const eaglevk_model* model, const eaglevk_chat_message* messages,
+                                           size_t count, int add_generation_prompt, char* text, size_t capacity,
+                                           size_t* out_length) {
+  return guarded([&] {
+    require(model, "model");
+    if (count) require(messages, "messages");
+    std::vector<eaglevk::loader::ChatMessage> conversation;
+    for (size_t i = 0; i < count; ++i) {
+      if (!messages[i].role || !messages[i].content)
+        fail_as(ErrorKind::InvalidArgument, "message {} has a NULL role or content", i);
+      conversation.push_back({messages[i].role, messages[i].content});
+    }
+    std::string s = api::apply_chat_template(*model->model, conversation, add_generation_prompt != 0);
+    write_text(s, text, capacity, out_length);
+  });
+}
+
+eaglevk_session_params eaglevk_session_params_default(void) {
+  api::SessionParams d;
+  return eaglevk_session_params{d.context,          d.k,      d.sampling.temperature, d.sampling.top_k,
+                                d.sampling.top_p,   d.sampling.seed, d.max_new_tokens, d.ignore_eos ? 1 : 0};
+}
+
+eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
+                                      eaglevk_session** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    require(model, "model");
+    eaglevk_session_params p = params ? *params : eaglevk_session_params_default();
+    api::SessionParams sp;
+    sp.context = p.context;
+    sp.k = p.k;
+    sp.sampling = {p.temperature, p.top_k, p.top_p, p.seed};
+    sp.max_new_tokens = p.max_new_tokens;
+    sp.ignore_eos = p.ignore_eos != 0;
+    auto handle = std::make_unique<eaglevk_session>();
+    handle->session = std::make_unique<api::Session>(model->model, sp);
+    *out = handle.release();
+  });
+}
+
+void eaglevk_session_free(eaglevk_session* session) { delete session; }
+
+eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                                eaglevk_token_callback callback, void* user, int32_t* out_tokens, size_t capacity,
+                                size_t* out_count) {
+  return guarded([&] {
+    if (out_count) *out_count = 0;
+    require(session, "session");
+    session->last_stats = {};
+    session->last_output_tokens = 0;
+    if (prompt_count) require(prompt, "prompt");
+    const size_t max_new = session->session->params().max_new_tokens;
+    if (out_tokens && capacity < max_new) {
+      if (out_count) *out_count = max_new;
+      fail_as(ErrorKind::BufferTooSmall, "out_tokens holds {} but max_new_tokens is {}", capacity, max_new);
+    }
+    api::PieceCallback on_piece;
+    if (callback)
+      on_piece = [&](int32_t token, std::string_view piece) {
+        std::string text(piece);  // NUL-terminated for C
+        return callback(token, text.c_str(), user) == 0;
+      };
+    api::GenerateOutput r = session->session->generate(std::span<const int32_t>(prompt, prompt_count), on_piece);
+    session->last_stats = r.stats;
+    session->last_output_tokens = r.tokens.size();
+    if (out_tokens && !r.tokens.empty()) std::memcpy(out_tokens, r.tokens.data(), r.tokens.size() * sizeof(int32_t));
+    if (out_count) *out_count = r.tokens.size();
+  });
+}
+
+eaglevk_status eaglevk_session_get_stats(const eaglevk_session* session, eaglevk_spec_stats* out, double* acceptance,
+                                         size_t capacity) {
+  return guarded([&] {
+    require(session, "session");
+    require(out, "out");
+    if (!acceptance && capacity)
+      fail_as(ErrorKind::InvalidArgument, "acceptance is NULL but its capacity is {}", capacity);
+    const eaglevk::engine::SpecStats& s = session->last_stats;
+    std::vector<double> rates = s.acceptance_per_position();
+    *out = eaglevk_spec_stats{s.num_drafts,      s.num_draft_tokens, s.num_accepted_tokens, session->last_output_tokens,
+                              s.mean_acceptance_length(), rates.size()};
+    for (size_t i = 0; i < rates.size() && i < capacity; ++i) acceptance[i] = rates[i];
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,118 @@
+// The facade's device and model halves: opening a device, loading a target and its draft,
+// and the text side (tokenizer, chat template).
+#include <algorithm>
+
+#include <eaglevk/eaglevk.hpp>
+
+#include "models/eagle3.h"
+#include "models/target.h"
+#include "runtime/api/errors.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::api {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The files a loader will open, checked up front so that a missing one reads as an I/O error
+// and not as a broken checkpoint.
+void require_dir(const fs::path& dir, const char* what) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) fail_as(ErrorKind::Io, "{} folder '{}' does not exist", what, dir.string());
+}
+
+void require_file(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) fail_as(ErrorKind::Io, "'{}' does not exist", file.string());
+}
+
+void require_checkpoint(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "model.safetensors", ec) && !fs::is_regular_file(dir / "model.safetensors.index.json", ec))
+    fail_as(ErrorKind::Io, "folder '{}' has neither model.safetensors nor model.safetensors.index.json", dir.string());
+}
+
+}  // namespace
+
+Device::~Device() = default;
+
+Runtime open_runtime(const std::string& device) {
+  return within(ErrorKind::Device, [&] {
+    vk::ContextOptions options = vk::ContextOptions::from_env();
+    if (!device.empty()) options.device = device;
+    auto d = std::make_shared<Device>();
+    d->gpu = std::make_unique<ops::Gpu>(options);
+    std::string name = d->gpu->ctx.info.name;
+    return Runtime{std::move(d), std::move(name)};
+  });
+}
+
+Model::~Model() = default;
+
+int32_t Model::vocab_size() const { return target->config().vocab_size; }
+uint32_t Model::max_context() const { return uint32_t(target->config().max_position_embeddings); }
+
+std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& target_dir, const fs::path& draft_dir) {
+  if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
+  require_dir(target_dir, "model");
+  require_file(target_dir / "config.json");
+  require_file(target_dir / "tokenizer.json");
+  require_checkpoint(target_dir);
+  if (!draft_dir.empty()) {
+    require_dir(draft_dir, "draft");
+    require_file(draft_dir / "config.json");
+    require_checkpoint(draft_dir);
+  }
+
+  auto m = std::make_shared<Model>();
+  m->device = runtime.device;
+  m->target_dir = target_dir;
+  m->draft_dir = draft_dir;
+  {
+    // Weight uploads go through the device's queue.
+    std::lock_guard lock(runtime.device->queue_mutex);
+    const vk::Context& ctx = runtime.device->gpu->ctx;
+    within(ErrorKind::Model, [&] {
+      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, target_dir));
+      if (!draft_dir.empty())
+        m->draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(ctx, draft_dir, m->target->config()));
+    });
+  }
+  within(ErrorKind::Model, [&] { m->tokenizer = loader::Tokenizer::load(target_dir); });
+  std::error_code ec;
+  if (fs::exists(target_dir / "tokenizer_config.json", ec)) {
+    try {
+      m->chat = loader::ChatTemplate::load(target_dir);
+    } catch (const Error&) {
+      // Only apply_chat_template needs it, and it reports the reason then.
+    }
+  }
+  m->eos_ids = m->target->config().eos_token_ids;
+  for (int32_t id : m->tokenizer.eos_ids())
+    if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
+  return m;
+}
+
+std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bos) {
+  // The tokenizer refuses only its input (invalid UTF-8).
+  return within(ErrorKind::InvalidArgument, [&] { return m.tokenizer.encode(text, add_bos); });
+}
+
+std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_special) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (!m.tokenizer.is_valid(ids[i]))
+      fail_as(ErrorKind::InvalidArgument, "token id {} (at {}) is not in the tokenizer's vocabulary", ids[i], i);
+  return within(ErrorKind::InvalidArgument, [&] { return m.tokenizer.decode(ids, skip_special); });
+}
+
+std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
+                                bool add_generation_prompt) {
+  if (!m.chat) {
+    // Load again to surface the real reason (no file, no template, an unsupported one).
+    within(ErrorKind::Model, [&] { loader::ChatTemplate::load(m.target_dir); });
+    fail_as(ErrorKind::Model, "model folder '{}' has no chat template", m.target_dir.string());
+  }
+  return within(ErrorKind::InvalidArgument, [&] { return m.chat->render(messages, add_generation_prompt); });
+}
+
+}  // namespace eaglevk::api

@@ -1,0 +1,107 @@
+// The facade's session: one sequence's device state and the generation loop around it, plain
+// (engine::generate on a TargetRunner) or speculative (engine::SpeculativeDecoder).
+#include <algorithm>
+#include <cmath>
+
+#include <eaglevk/eaglevk.hpp>
+
+#include "models/eagle3.h"
+#include "models/target.h"
+#include "runtime/api/errors.h"
+#include "runtime/engine/generate.h"
+#include "runtime/engine/speculative.h"
+#include "runtime/engine/target_runner.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::api {
+namespace {
+
+// Rows of one prefill pass, as the CLI uses.
+constexpr uint32_t kMaxRows = 128;
+
+void check_params(const SessionParams& p) {
+  const engine::SamplingParams& s = p.sampling;
+  if (!std::isfinite(s.temperature) || s.temperature < 0)
+    fail_as(ErrorKind::InvalidArgument, "temperature must be a finite number >= 0, got {}", s.temperature);
+  if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
+  if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
+  if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model, const SessionParams& params)
+    : model_(std::move(model)), params_(params) {
+  if (!model_) fail_as(ErrorKind::InvalidArgument, "no model");
+  check_params(params_);
+  context_ = std::min(params_.context, model_->max_context());
+  const bool speculate = model_->draft && params_.k > 0;
+  if (speculate && !params_.sampling.greedy())
+    // SpeculativeDecoder refuses this too (issue 7); refusing here reports it before any
+    // device memory is taken. Sampling without the draft is k = 0.
+    fail_as(ErrorKind::InvalidArgument,
+            "speculative decoding at temperature > 0 is not implemented yet; use temperature 0 or k = 0");
+  if (speculate && params_.k + 1 >= context_)
+    fail_as(ErrorKind::InvalidArgument, "k = {} does not fit a context of {} tokens", params_.k, context_);
+
+  Device& device = *model_->device;
+  std::lock_guard lock(device.queue_mutex);
+  within(ErrorKind::Device, [&] {
+    if (speculate)
+      spec_ = std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft, context_,
+                                                           params_.k, kMaxRows);
+    else
+      runner_ = std::make_unique<engine::TargetRunner>(*device.gpu, *model_->target, context_, kMaxRows);
+  });
+}
+
+Session::~Session() = default;
+
+GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece) {
+  if (prompt.empty()) fail_as(ErrorKind::InvalidArgument, "the prompt is empty");
+  const int32_t vocab = model_->vocab_size();
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      fail_as(ErrorKind::InvalidArgument, "prompt token {} (at {}) is outside the vocabulary of {}", prompt[i], i,
+              vocab);
+  if (prompt.size() >= context_)
+    fail_as(ErrorKind::ContextFull,
+            "the prompt has {} tokens but the context holds {} (one more is needed for the first new token)",
+            prompt.size(), context_);
+
+  engine::GenerationOptions o;
+  o.n_predict = params_.max_new_tokens;
+  o.ignore_eos = params_.ignore_eos;
+  o.eos_ids = model_->eos_ids;
+  o.sampling = params_.sampling;
+
+  GenerateOutput out;
+  loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);
+  engine::TokenCallback stream;
+  if (on_piece)
+    stream = [&](int32_t id) {
+      std::string piece = decoder.push(id);
+      if (!on_piece(id, piece)) out.stopped_by_caller = true;
+      return !out.stopped_by_caller;
+    };
+
+  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  engine::GenerationResult r;
+  {
+    std::lock_guard lock(model_->device->queue_mutex);
+    within(ErrorKind::Device, [&] {
+      r = spec_ ? spec_->generate(std::move(ids), o, out.stats, stream)
+                : engine::generate(*runner_, std::move(ids), o, stream);
+    });
+  }
+  if (on_piece && !out.stopped_by_caller) {
+    std::string rest = decoder.flush();
+    if (!rest.empty()) on_piece(-1, rest);
+  }
+  out.tokens = std::move(r.tokens);
+  out.stopped_at_eos = r.stopped_at_eos;
+  out.stopped_at_context = r.stopped_at_context;
+  return out;
+}
+
+}  // namespace eaglevk::api

@@ -1,0 +1,165 @@
+/* eaglevk C API: load a Llama-3 / Llama-4 checkpoint (and optionally an EAGLE-3 draft head),
+ * tokenize, and generate on a Vulkan device, with speculative decoding when a draft is loaded.
+ * C99; link with -leaglevk (pkg-config: eaglevk).
+ *
+ * Conventions
+ * - Functions return an eaglevk_status; on failure eaglevk_last_error() says why. The message
+ *   is thread-local and is cleared at the start of every call that returns a status.
+ * - Objects: a runtime (one Vulkan device), models loaded on it, sessions made from a model.
+ *   A model keeps its runtime alive and a session its model, so they may be freed in any
+ *   order. The *_destroy / *_free functions accept NULL.
+ * - Threads: a session serves one call at a time. Different sessions may generate on different
+ *   threads; calls that use a runtime's device queue take turns on it. A token callback must
+ *   not call back into eaglevk with objects of the same runtime.
+ * - Buffers: functions that fill a caller buffer take (buffer, capacity, out count). When the
+ *   capacity is too small they write nothing, return EAGLEVK_ERROR_BUFFER_TOO_SMALL and set
+ *   the out count to the size needed; a NULL buffer with capacity 0 is a size query.
+ * - Text is UTF-8 and NUL-terminated.
+ */
+#ifndef EAGLEVK_H
+#define EAGLEVK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define EAGLEVK_API __attribute__((visibility("default")))
+#else
+#define EAGLEVK_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum eaglevk_status {
+  EAGLEVK_OK = 0,
+  EAGLEVK_ERROR_INVALID_ARGUMENT = 1, /* a NULL pointer, a value out of range, invalid UTF-8 */
+  EAGLEVK_ERROR_IO = 2,               /* a folder or file that does not exist */
+  EAGLEVK_ERROR_MODEL = 3,            /* a broken checkpoint or config; a draft that does not fit the target */
+  EAGLEVK_ERROR_DEVICE = 4,           /* no usable Vulkan device; a failed Vulkan call or allocation */
+  EAGLEVK_ERROR_CONTEXT_FULL = 5,     /* the prompt does not fit the session's context */
+  EAGLEVK_ERROR_BUFFER_TOO_SMALL = 6, /* the out count holds the size needed */
+  EAGLEVK_ERROR_INTERNAL = 7          /* anything else (a bug, host out of memory) */
+} eaglevk_status;
+
+typedef struct eaglevk_runtime eaglevk_runtime;
+typedef struct eaglevk_model eaglevk_model;
+typedef struct eaglevk_session eaglevk_session;
+
+/* "0.1.0": the library's version (the soname is libeaglevk.so.0). */
+EAGLEVK_API const char* eaglevk_version(void);
+/* A constant name for a status: "EAGLEVK_OK", ... */
+EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);
+/* The message of the calling thread's last failed call; "" after a successful one. */
+EAGLEVK_API const char* eaglevk_last_error(void);
+
+/* ---- runtime ---- */
+
+/* device: an index ("0") or a case-insensitive part of the device name; NULL or "" takes the
+ * environment's EAGLEVK_DEVICE, else the best device (discrete, integrated, virtual, CPU).
+ * EAGLEVK_VALIDATE=1 in the environment turns on the Khronos validation layer. */
+EAGLEVK_API eaglevk_status eaglevk_runtime_create(const char* device, eaglevk_runtime** out);
+EAGLEVK_API void eaglevk_runtime_destroy(eaglevk_runtime* runtime);
+/* The chosen device's name; valid while the runtime lives. NULL for a NULL runtime. */
+EAGLEVK_API const char* eaglevk_runtime_device_name(const eaglevk_runtime* runtime);
+
+/* ---- model ---- */
+
+/* target_dir: a Hugging Face folder (config.json, model.safetensors or an index, tokenizer.json).
+ * draft_dir: an EAGLE-3 head folder, or NULL. A draft that does not fit the target (hidden
+ * size, vocabulary, tap layers) is EAGLEVK_ERROR_MODEL. */
+EAGLEVK_API eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_dir, const char* draft_dir,
+                                              eaglevk_model** out);
+EAGLEVK_API void eaglevk_model_free(eaglevk_model* model);
+
+typedef struct eaglevk_model_info {
+  int32_t vocab_size;        /* the target's; token ids are 0 .. vocab_size - 1 */
+  int32_t max_context;       /* max_position_embeddings */
+  int32_t bos_id;            /* -1 when the tokenizer has none */
+  int32_t has_draft;         /* 1 when loaded with a draft head */
+  int32_t has_chat_template; /* 1 when eaglevk_apply_chat_template can render */
+} eaglevk_model_info;
+EAGLEVK_API eaglevk_status eaglevk_model_get_info(const eaglevk_model* model, eaglevk_model_info* out);
+
+/* Text to ids. add_bos nonzero applies the tokenizer's post-processor (BOS in front for
+ * Llama-3 and Llama-4), as Hugging Face's add_special_tokens=True. Special-token strings in
+ * the text ("<|eot_id|>") map to their ids. */
+EAGLEVK_API eaglevk_status eaglevk_tokenize(const eaglevk_model* model, const char* text, int add_bos, int32_t* ids,
+                                            size_t capacity, size_t* out_count);
+
+/* Ids to text. The capacity counts the terminating NUL; *out_length does not (the size needed
+ * is *out_length + 1). skip_special nonzero leaves out BOS, EOS, headers. */
+EAGLEVK_API eaglevk_status eaglevk_detokenize(const eaglevk_model* model, const int32_t* ids, size_t count,
+                                              int skip_special, char* text, size_t capacity, size_t* out_length);
+
+typedef struct eaglevk_chat_message {
+  const char* role; /* "system", "user", "assistant" */
+  const char* content;
+} eaglevk_chat_message;
+
+/* Renders a conversation with the model's chat template (Llama-3 and Llama-4 formats).
+ * add_generation_prompt nonzero appends the assistant header. The text holds BOS already:
+ * tokenize it with add_bos = 0. Same buffer protocol as eaglevk_detokenize. */
+EAGLEVK_API eaglevk_status eaglevk_apply_chat_template(const eaglevk_model* model, const eaglevk_chat_message* messages,
+                                                       size_t count, int add_generation_prompt, char* text,
+                                                       size_t capacity, size_t* out_length);
+
+/* ---- session ---- */
+
+typedef struct eaglevk_session_params {
+  uint32_t context;        /* prompt + generated tokens (default 2048); clipped to the model's max_context */
+  uint32_t k;              /* draft tokens per round (default 3); 0: no speculation; ignored without a draft */
+  float temperature;       /* 0 (default): greedy. > 0 with speculation is refused (not implemented yet) */
+  int32_t top_k;           /* 0 (default): off */
+  float top_p;             /* 1 (default): off */
+  uint64_t seed;           /* the sampling stream: the same seed gives the same tokens */
+  uint32_t max_new_tokens; /* default 64 */
+  int32_t ignore_eos;      /* nonzero: keep going through end-of-sequence tokens */
+} eaglevk_session_params;
+
+/* The defaults above. */
+EAGLEVK_API eaglevk_session_params eaglevk_session_params_default(void);
+
+/* Allocates the session's device state (KV caches). params NULL: the defaults. */
+EAGLEVK_API eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
+                                                  eaglevk_session** out);
+EAGLEVK_API void eaglevk_session_free(eaglevk_session* session);
+
+/* Called for each generated token with its text: whole UTF-8 characters, special tokens left
+ * out, so often "" (a character split over tokens comes with its last token). Return nonzero
+ * to stop. After the last token, bytes of an unfinished character, if any, come in one more
+ * call with token -1 (as U+FFFD). The pieces concatenate to the detokenized ids with
+ * skip_special. */
+typedef int (*eaglevk_token_callback)(int32_t token, const char* text_piece, void* user);
+
+/* Generates from prompt ids (a new sequence each call) until max_new_tokens, an end-of-sequence
+ * token (which is included), the callback's stop, or a full context. callback may be NULL.
+ * out_tokens (may be NULL) receives the generated ids; its capacity must be at least
+ * max_new_tokens, checked before generating. out_count (may be NULL) receives their number.
+ * A prompt of context or more tokens is EAGLEVK_ERROR_CONTEXT_FULL. */
+EAGLEVK_API eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                                            eaglevk_token_callback callback, void* user, int32_t* out_tokens,
+                                            size_t capacity, size_t* out_count);
+
+/* Speculative decoding counters of the session's last eaglevk_generate, in vLLM's terms. Without
+ * speculation (or after a failed call) the counters are 0 and mean_acceptance_length is 1. */
+typedef struct eaglevk_spec_stats {
+  uint64_t num_drafts;          /* verify passes that carried draft tokens */
+  uint64_t num_draft_tokens;    /* proposed tokens */
+  uint64_t num_accepted_tokens; /* accepted proposals (bonus tokens excluded) */
+  uint64_t num_output_tokens;   /* generated tokens */
+  double mean_acceptance_length; /* 1 + accepted / drafts */
+  size_t num_positions;         /* entries of the per-position acceptance (up to k) */
+} eaglevk_spec_stats;
+
+/* Fills *out and writes min(capacity, out->num_positions) rates into acceptance: [i] is the
+ * fraction of drafts whose token i was accepted. acceptance may be NULL with capacity 0. */
+EAGLEVK_API eaglevk_status eaglevk_session_get_stats(const eaglevk_session* session, eaglevk_spec_stats* out,
+                                                     double* acceptance, size_t capacity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* EAGLEVK_H */

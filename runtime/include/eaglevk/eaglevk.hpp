@@ -1,0 +1,156 @@
+#pragma once
+// The embedding facade behind the C API (eaglevk.h): a Runtime (one Vulkan device), a Model
+// (target, optional EAGLE-3 draft, tokenizer, chat template) and a Session (one sequence's
+// device state and generation settings). It is C++ linked from eaglevk_core; libeaglevk.so
+// exports only the C functions, so programs using the shared library go through eaglevk.h.
+//
+// Ownership is shared: a Model keeps its Device alive and a Session keeps its Model alive,
+// so the C handles can be freed in any order.
+//
+// Failures throw ApiError, an eaglevk::Error carrying the kind the C API reports as a status.
+// eaglevk throws one exception type everywhere, so the kind is decided by where the facade
+// was when it was thrown: its own checks of paths and arguments, device creation, loading,
+// generation (see runtime/api/errors.h).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <eaglevk/error.h>
+
+#include "loader/chat_template.h"
+#include "loader/tokenizer.h"
+#include "runtime/engine/sampler.h"
+#include "runtime/engine/spec_stats.h"
+
+struct eaglevk_runtime;  // eaglevk.h's handles
+struct eaglevk_model;
+
+namespace eaglevk {
+namespace ops {
+struct Gpu;
+}
+namespace models {
+struct TargetModel;
+struct Eagle3Model;
+}  // namespace models
+namespace engine {
+class TargetRunner;
+class SpeculativeDecoder;
+}  // namespace engine
+
+namespace api {
+
+enum class ErrorKind { InvalidArgument, Io, Model, Device, ContextFull, BufferTooSmall, Internal };
+
+struct ApiError : Error {
+  ApiError(ErrorKind kind, const std::string& message) : Error(message), kind(kind) {}
+  ErrorKind kind;
+};
+
+template <typename... Args>
+[[noreturn]] void fail_as(ErrorKind kind, fmt::format_string<Args...> format, Args&&... args) {
+  throw ApiError(kind, fmt::format(format, std::forward<Args>(args)...));
+}
+
+// One Vulkan device shared by the models and sessions made on it. Everything that submits to
+// its queue holds `queue_mutex`: the queue needs external synchronisation, and sessions may run
+// on different threads.
+struct Device {
+  std::unique_ptr<ops::Gpu> gpu;
+  std::mutex queue_mutex;
+  ~Device();
+};
+
+struct Runtime {
+  std::shared_ptr<Device> device;
+  std::string device_name;
+};
+
+// `device`: an index ("1") or a case-insensitive substring of the device name; empty takes
+// EAGLEVK_DEVICE from the environment, else the best device. EAGLEVK_VALIDATE=1 turns on the
+// validation layer as for the CLI.
+Runtime open_runtime(const std::string& device = {});
+
+struct Model {
+  std::shared_ptr<Device> device;  // first: destroyed last, after every buffer below
+  std::filesystem::path target_dir, draft_dir;
+  std::unique_ptr<models::TargetModel> target;
+  std::unique_ptr<models::Eagle3Model> draft;  // null without a draft
+  loader::Tokenizer tokenizer;
+  std::optional<loader::ChatTemplate> chat;    // absent when the folder has no usable template
+  std::vector<int32_t> eos_ids;                // config.json's, then the tokenizer's
+  ~Model();
+
+  int32_t vocab_size() const;     // the target's (ids at or past it are refused)
+  uint32_t max_context() const;   // max_position_embeddings
+};
+
+// Loads the target from `target_dir` and, when `draft_dir` is not empty, an EAGLE-3 head that
+// must fit it (hidden size, vocabulary, tap layers).
+std::shared_ptr<const Model> load_model(const Runtime& runtime, const std::filesystem::path& target_dir,
+                                        const std::filesystem::path& draft_dir = {});
+
+std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bos);
+std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_special);
+std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
+                                bool add_generation_prompt);
+
+struct SessionParams {
+  uint32_t context = 2048;      // prompt + generated tokens; clipped to the model's maximum
+  uint32_t k = 3;               // draft tokens per round; 0: no speculation (ignored without a draft)
+  engine::SamplingParams sampling;
+  uint32_t max_new_tokens = 64;
+  bool ignore_eos = false;
+};
+
+struct GenerateOutput {
+  std::vector<int32_t> tokens;
+  engine::SpecStats stats;      // zero without speculation
+  bool stopped_at_eos = false;
+  bool stopped_at_context = false;
+  bool stopped_by_caller = false;
+};
+
+// Called with each generated token and its text (whole UTF-8 characters, special tokens
+// skipped: often empty); returns false to stop. After the last token, if bytes of an
+// incomplete character are still held, it is called once more with token -1 and U+FFFD.
+using PieceCallback = std::function<bool(int32_t token, std::string_view piece)>;
+
+class Session {
+ public:
+  Session(std::shared_ptr<const Model> model, const SessionParams& params);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Each call is a new sequence starting at position 0. Stats are those of this call.
+  GenerateOutput generate(std::span<const int32_t> prompt, const PieceCallback& on_piece = {});
+
+  const Model& model() const { return *model_; }
+  const SessionParams& params() const { return params_; }
+  uint32_t context() const { return context_; }
+  bool speculative() const { return spec_ != nullptr; }
+
+ private:
+  std::shared_ptr<const Model> model_;  // first: outlives the device state below
+  SessionParams params_;
+  uint32_t context_ = 0;
+  // One of the two: the speculative decoder carries its own target state, so a runner next
+  // to it would only double the KV cache.
+  std::unique_ptr<engine::TargetRunner> runner_;
+  std::unique_ptr<engine::SpeculativeDecoder> spec_;
+};
+
+// The device behind a C handle (capi.cpp), for tests that check the validation layer's count.
+const Device& device_of(const eaglevk_runtime* runtime);
+const Device& device_of(const eaglevk_model* model);
+
+}  // namespace api
+}  // namespace eaglevk

@@ -1,0 +1,41 @@
+#include <eaglevk/error.h>
+
+#include "runtime/ops/ops.h"
+
+namespace eaglevk::ops {
+
+void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* drafts, IntVec ids, IntVec accept,
+            const SampleParams& s, AcceptRule rule) {
+  if (rows == 0) return;
+  if (s.temperature < 0 || s.top_p <= 0 || s.top_p > 1) fail("sampling: temperature {} / top-p {} out of range", s.temperature, s.top_p);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("sample", {/*RULE=*/uint32_t(rule)});
+  if (ids.offset != accept.offset) fail("sampling: ids and accept flags must share their offset");
+  struct {
+    uint32_t rows, n, offset, stride;
+    float inv_temp;
+    uint32_t top_k;
+    float top_p;
+    uint32_t seed_lo, seed_hi, pos0, draft_offset, has_draft, out_offset;
+  } push{rows,
+         n,
+         logits.offset,
+         logits.stride,
+         s.temperature > 0 ? 1.0f / s.temperature : 0.0f,
+         s.top_k,
+         s.top_p,
+         uint32_t(s.seed),
+         uint32_t(s.seed >> 32),
+         s.first_position,
+         drafts ? drafts->offset : 0,
+         drafts ? 1u : 0u,
+         ids.offset};
+  vk::BufferRange draft_range = drafts ? drafts->range : vk::BufferRange(oc.gpu.dummy);
+  vk::Arg out_ids = vk::writes(ids.range.sub(uint64_t(ids.offset) * 4, uint64_t(rows) * 4));
+  out_ids.bind = ids.range;
+  vk::Arg out_accept = vk::writes(accept.range.sub(uint64_t(accept.offset) * 4, uint64_t(rows) * 4));
+  out_accept.bind = accept.range;
+  oc.rec.dispatch(kernel, {logits.reads(rows, n), vk::reads(draft_range), out_ids, out_accept}, push, rows, 1, 1,
+                  "sample");
+}
+
+}  // namespace eaglevk::ops

@@ -1,0 +1,196 @@
+#version 450
+// Token choice and speculative acceptance from logits rows, one workgroup per row.
+// The distribution p of a row is HF's: logits / temperature, then top-k (every logit >= the
+// k-th largest), then top-p (the most likely tokens while the mass before them is < p),
+// renormalised. Row r samples the token at absolute position pos0 + r; its random numbers
+// come from a counter-based hash of (seed, position, stream, index), so a seed reproduces a
+// run on any device.
+//   draft[r] < 0: ids[r] = a draw from p (temperature 0: the argmax, ties to the lowest id).
+//   draft[r] = d: accept[r] = (u < p(d)) and ids[r] = a draw from p with d removed, the
+//                 replacement at a rejection (temperature 0: accept iff d is the argmax).
+// RULE selects deliberately wrong rules, kept as negative controls for the tests:
+//   1: accept iff d is the argmax (greedy acceptance at temperature > 0);
+//   2: resample from p without removing d.
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x = 256) in;
+layout(constant_id = 0) const uint RULE = 0;
+
+layout(binding = 0, std430) readonly buffer Logits { float logits[]; };
+layout(binding = 1, std430) readonly buffer Draft { int draft[]; };
+layout(binding = 2, std430) writeonly buffer Ids { int ids[]; };
+layout(binding = 3, std430) writeonly buffer Accept { int accept[]; };
+
+layout(push_constant) uniform Push {
+  uint rows;
+  uint n;
+  uint offset;
+  uint stride;
+  float inv_temp;   // 0: greedy
+  uint top_k;       // 0: off
+  float top_p;      // 1: off
+  uint seed_lo;
+  uint seed_hi;
+  uint pos0;
+  uint draft_offset;
+  uint has_draft;
+  uint out_offset;
+} p;
+
+shared float red_f[64];
+shared uint red_u[64];
+
+float sum_all(float v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) red_f[gl_SubgroupID] = v;
+  barrier();
+  float s = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) s += red_f[i];
+  return s;
+}
+float max_all(float v) {
+  v = subgroupMax(v);
+  barrier();
+  if (subgroupElect()) red_f[gl_SubgroupID] = v;
+  barrier();
+  float s = red_f[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) s = max(s, red_f[i]);
+  return s;
+}
+uint count_all(uint v) {
+  v = subgroupAdd(v);
+  barrier();
+  if (subgroupElect()) red_u[gl_SubgroupID] = v;
+  barrier();
+  uint s = 0u;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) s += red_u[i];
+  return s;
+}
+
+// A 32-bit counter-based hash (murmur3 finaliser rounds over the key words); the host side
+// (runtime/engine/sampler.cpp) computes the same numbers.
+uint mix32(uint h) {
+  h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
+  return h;
+}
+uint hash5(uint a, uint b, uint c, uint d, uint e) {
+  uint h = mix32(a ^ 0x9e3779b9u);
+  h = mix32(h ^ b);
+  h = mix32(h ^ c);
+  h = mix32(h ^ d);
+  return mix32(h ^ e);
+}
+// Uniform in (0, 1): never 0, so that logs stay finite.
+float uniform01(uint h) { return (float(h >> 8) + 0.5) * (1.0 / 16777216.0); }
+
+// Order-preserving map of floats to uints, for threshold searches.
+uint key(float f) {
+  uint u = floatBitsToUint(f);
+  return (u & 0x80000000u) != 0u ? ~u : u | 0x80000000u;
+}
+
+void main() {
+  uint row = gl_WorkGroupID.x;
+  if (row >= p.rows) return;
+  uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  uint base = p.offset + row * p.stride;
+  int d = p.has_draft != 0u ? draft[p.draft_offset + row] : -1;
+  uint position = p.pos0 + row;
+
+  // The argmax (ties to the lowest id) decides greedy rows and the wrong rule 1.
+  float m = -1.0 / 0.0;
+  for (uint i = tid; i < p.n; i += wg) m = max(m, logits[base + i]);
+  m = max_all(m);
+  uint first_max = 0xffffffffu;
+  for (uint i = tid; i < p.n; i += wg)
+    if (logits[base + i] == m) first_max = min(first_max, i);
+  first_max = subgroupMin(first_max);
+  barrier();
+  if (subgroupElect()) red_u[gl_SubgroupID] = first_max;
+  barrier();
+  uint argmax_id = red_u[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) argmax_id = min(argmax_id, red_u[i]);
+  barrier();
+
+  if (p.inv_temp == 0.0) {
+    if (tid == 0u) {
+      ids[p.out_offset + row] = int(argmax_id);
+      accept[p.out_offset + row] = d >= 0 && uint(d) == argmax_id ? 1 : 0;
+    }
+    return;
+  }
+
+  // top-k: the largest threshold t with at least k logits >= t, built bit by bit from the top.
+  uint kmin = 0u;
+  if (p.top_k > 0u && p.top_k < p.n) {
+    for (int bit = 31; bit >= 0; --bit) {
+      uint cand = kmin | (1u << uint(bit));
+      uint c = 0u;
+      for (uint i = tid; i < p.n; i += wg) c += key(logits[base + i]) >= cand ? 1u : 0u;
+      if (count_all(c) >= p.top_k) kmin = cand;
+    }
+  }
+  // Unnormalised probabilities e_i = exp((l_i - m) / T) of the top-k set, and their mass.
+  float z = 0.0;
+  for (uint i = tid; i < p.n; i += wg) {
+    float l = logits[base + i];
+    if (key(l) >= kmin) z += exp((l - m) * p.inv_temp);
+  }
+  z = sum_all(z);
+  // top-p: the largest threshold t on e with mass(e >= t) >= top_p * z.
+  uint emin = 0u;
+  if (p.top_p < 1.0) {
+    // e is in (0, 1], whose float bits order like the floats: build the threshold bit by bit.
+    for (int bit = 30; bit >= 0; --bit) {
+      uint cand = emin | (1u << uint(bit));
+      float s = 0.0;
+      for (uint i = tid; i < p.n; i += wg) {
+        float l = logits[base + i];
+        float e = exp((l - m) * p.inv_temp);
+        if (key(l) >= kmin && floatBitsToUint(e) >= cand) s += e;
+      }
+      if (sum_all(s) >= p.top_p * z) emin = cand;
+    }
+    float s = 0.0;
+    for (uint i = tid; i < p.n; i += wg) {
+      float l = logits[base + i];
+      float e = exp((l - m) * p.inv_temp);
+      if (key(l) >= kmin && floatBitsToUint(e) >= emin) s += e;
+    }
+    z = sum_all(s);
+  }
+
+  // Gumbel-max draw over the kept tokens (d removed unless RULE 2): argmax of
+  // (l - m) / T - log(-log(u_i)), ties to the lowest id.
+  float best = -1.0 / 0.0;
+  uint best_id = 0xffffffffu;
+  float pd = 0.0;
+  for (uint i = tid; i < p.n; i += wg) {
+    float l = logits[base + i];
+    float e = exp((l - m) * p.inv_temp);
+    bool kept = key(l) >= kmin && floatBitsToUint(e) >= emin;
+    if (kept && int(i) == d) pd = e / z;
+    if (!kept || (int(i) == d && RULE != 2u)) continue;
+    float g = (l - m) * p.inv_temp - log(-log(uniform01(hash5(p.seed_lo, p.seed_hi, position, 2u, i))));
+    if (g > best || (g == best && i < best_id)) { best = g; best_id = i; }
+  }
+  pd = sum_all(pd);
+  float top = subgroupMax(best);
+  uint cand = best == top ? best_id : 0xffffffffu;
+  cand = subgroupMin(cand);
+  barrier();
+  if (subgroupElect()) { red_f[gl_SubgroupID] = top; red_u[gl_SubgroupID] = cand; }
+  barrier();
+  if (tid == 0u) {
+    float b = red_f[0];
+    uint bid = red_u[0];
+    for (uint i = 1; i < gl_NumSubgroups; ++i)
+      if (red_f[i] > b || (red_f[i] == b && red_u[i] < bid)) { b = red_f[i]; bid = red_u[i]; }
+    // Nothing left after removing d means p(d) = 1: d is always accepted.
+    ids[p.out_offset + row] = bid == 0xffffffffu ? max(d, 0) : int(bid);
+    bool ok;
+    if (RULE == 1u) ok = d >= 0 && uint(d) == argmax_id;
+    else ok = d >= 0 && uniform01(hash5(p.seed_lo, p.seed_hi, position, 1u, 0u)) < pd;
+    accept[p.out_offset + row] = ok ? 1 : 0;
+  }
+}

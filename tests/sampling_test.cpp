@@ -1,0 +1,108 @@
+// The device sampler and speculative acceptance at temperature > 0. The random numbers are
+// counter-based, so every test here is deterministic for its seeds. Distribution tests
+// compare empirical frequencies with the host's filtered distribution by total variation;
+// the two wrong rules (greedy acceptance at T > 0, resampling without removing the draft) are
+// negative controls that must fail the same bound.
+#include <cmath>
+#include <map>
+
+#include "runtime/engine/sampler.h"
+#include "runtime/ops/ops.h"
+#include "support/gpu_fixture.h"
+#include "support/reference.h"
+
+namespace eaglevk::testing {
+namespace {
+
+constexpr double kTvBound = 0.05;
+
+struct SamplingTest : GpuTest {
+  // Draws `rows` tokens from copies of one logits row (row r decides position r, so every
+  // row has its own random numbers). With a draft, returns what the speculative rule emits.
+  std::vector<int32_t> draw(const std::vector<float>& logits, uint32_t rows, const ops::SampleParams& params,
+                            int32_t draft = -1, ops::AcceptRule rule = ops::AcceptRule::Correct) {
+    const uint32_t n = uint32_t(logits.size());
+    std::vector<float> many;
+    for (uint32_t r = 0; r < rows; ++r) many.insert(many.end(), logits.begin(), logits.end());
+    vk::Buffer lb = device_buffer(many, "logits"), drafts = device_buffer(std::vector<int32_t>(rows, draft), "drafts"),
+               ids(gpu().ctx, rows * 4, vk::MemoryKind::Device, "ids"), acc(gpu().ctx, rows * 4, vk::MemoryKind::Device, "accept");
+    vk::Recorder rec(gpu().ctx);
+    ops::OpContext oc{gpu(), rec};
+    ops::IntVec d{drafts};
+    rec.begin();
+    ops::sample(oc, ops::Act(lb, n), rows, n, draft >= 0 ? &d : nullptr, ops::IntVec{ids}, ops::IntVec{acc}, params, rule);
+    rec.submit_and_wait();
+    auto out = read_back<int32_t>(ids, rows);
+    if (draft >= 0) {
+      auto accepted = read_back<int32_t>(acc, rows);
+      for (uint32_t r = 0; r < rows; ++r)
+        if (accepted[r]) out[r] = draft;
+    }
+    return out;
+  }
+};
+
+double total_variation(const std::vector<int32_t>& samples, const std::vector<std::pair<int32_t, double>>& dist) {
+  std::map<int32_t, double> freq, want;
+  for (int32_t s : samples) freq[s] += 1.0 / samples.size();
+  for (auto& [id, p] : dist) want[id] = p;
+  double tv = 0;
+  for (auto& [id, f] : freq) tv += std::fabs(f - (want.count(id) ? want[id] : 0.0));
+  for (auto& [id, p] : want)
+    if (!freq.count(id)) tv += p;
+  return tv / 2;
+}
+
+std::vector<float> test_logits() {
+  auto l = random_floats(60, 7, -2, 2);
+  l[11] = 5.0f;  // a clear favourite (p about 0.5 at T = 1)
+  l[40] = 3.0f;
+  return l;
+}
+
+TEST_F(SamplingTest, PlainDrawsFollowTheFilteredDistribution) {
+  auto logits = test_logits();
+  for (auto [t, k, p] : {std::tuple{1.0f, 0u, 1.0f}, std::tuple{0.7f, 10u, 1.0f}, std::tuple{1.3f, 0u, 0.8f},
+                         std::tuple{0.9f, 12u, 0.9f}}) {
+    engine::SamplingParams sp{t, int32_t(k), p, 1234};
+    auto samples = draw(logits, 6000, engine::device_params(sp, 0));
+    double tv = total_variation(samples, engine::filtered_distribution(logits, sp));
+    EXPECT_LT(tv, kTvBound) << "T " << t << " top-k " << k << " top-p " << p;
+  }
+}
+
+TEST_F(SamplingTest, SpeculativeAcceptanceKeepsTheTargetDistribution) {
+  auto logits = test_logits();
+  engine::SamplingParams sp{1.0f, 0, 1.0f, 99};
+  auto dist = engine::filtered_distribution(logits, sp);
+  // Drafts: the favourite, a likely token, and an unlikely one.
+  for (int32_t draft : {11, 40, 3}) {
+    auto samples = draw(logits, 6000, engine::device_params(sp, 0), draft);
+    EXPECT_LT(total_variation(samples, dist), kTvBound) << "draft " << draft;
+  }
+  // Negative controls: each wrong rule must fail the same bound.
+  auto greedy_accept = draw(logits, 6000, engine::device_params(sp, 0), 11, ops::AcceptRule::AcceptIfArgmax);
+  EXPECT_GT(total_variation(greedy_accept, dist), 3 * kTvBound);
+  auto no_removal = draw(logits, 6000, engine::device_params(sp, 0), 11, ops::AcceptRule::ResampleWithoutRemoval);
+  EXPECT_GT(total_variation(no_removal, dist), 2 * kTvBound);
+}
+
+TEST_F(SamplingTest, TemperatureZeroIsGreedyAndSeedsReproduce) {
+  auto logits = test_logits();
+  logits[50] = logits[11];  // a tie: the lowest id wins
+  auto greedy = draw(logits, 16, engine::device_params({0.0f, 0, 1.0f, 5}, 0));
+  for (int32_t id : greedy) EXPECT_EQ(id, 11);
+  // Greedy acceptance: accept exactly when the draft is the argmax; the replacement is it.
+  auto accepted = draw(logits, 4, engine::device_params({0.0f, 0, 1.0f, 5}, 0), 11);
+  for (int32_t id : accepted) EXPECT_EQ(id, 11);
+  auto rejected = draw(logits, 4, engine::device_params({0.0f, 0, 1.0f, 5}, 0), 50);
+  for (int32_t id : rejected) EXPECT_EQ(id, 11);
+  auto a = draw(logits, 64, engine::device_params({1.0f, 0, 1.0f, 42}, 7));
+  auto b = draw(logits, 64, engine::device_params({1.0f, 0, 1.0f, 42}, 7));
+  auto c = draw(logits, 64, engine::device_params({1.0f, 0, 1.0f, 43}, 7));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
