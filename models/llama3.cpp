@@ -21,16 +21,7 @@ Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
   const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
 
-  auto matrix = [&](std::initializer_list<std::pair<std::string, std::pair<int64_t, int64_t>>> parts,
-                    const std::string& name) {
-    std::vector<const loader::TensorView*> blocks;
-    for (auto& [tensor, shape] : parts) {
-      const loader::TensorView& t = use.get(tensor);
-      expect_shape(t, {shape.first, shape.second});
-      blocks.push_back(&t);
-    }
-    return upload_matrix(ctx, up, blocks, name);
-  };
+  auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
   m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -78,7 +69,7 @@ TargetShape llama3_shape(const Llama3Model& m) {
 
 void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass) {
   const loader::LlamaConfig& c = m.config;
-  const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size;
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
@@ -89,12 +80,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
   ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim);
   ops::IntVec pos{s.positions};
 
-  auto tap = [&](uint32_t layer) {
-    if (!pass.taps) return;
-    for (size_t i = 0; i < pass.taps->layers.size(); ++i)
-      if (pass.taps->layers[i] == layer)
-        ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * H), T, H, "tap");
-  };
+  auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
 
   ops::embed(oc, ops::IntVec{s.ids}, T, m.embed.matrix(), x);
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
@@ -116,13 +102,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     ops::matmul(oc, ops::Act(a[s.act], I), L.down.matrix(), x, T, /*accumulate=*/true, path, "down_proj");
   }
   tap(uint32_t(m.layers.size()));
-  const uint32_t n_logits = T - pass.logits_from;
-  if (n_logits == 0) return;
-  vk::BufferRange norm_w(m.norm);
-  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
-  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head_matrix(), ops::Act(a[s.logits], V), n_logits, false, path,
-              "lm_head");
-  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+  record_logits(oc, s, pass, x, m.norm, m.lm_head_matrix(), eps);
 }
 
 }  // namespace eaglevk::models

@@ -47,16 +47,7 @@ Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir
   const int64_t q_dim = b.num_attention_heads * hd, kv_dim = b.num_key_value_heads * hd;
   const std::string P = c.prefix;
 
-  auto matrix = [&](std::initializer_list<std::pair<std::string, std::pair<int64_t, int64_t>>> parts,
-                    const std::string& name) {
-    std::vector<const loader::TensorView*> blocks;
-    for (auto& [tensor, shape] : parts) {
-      const loader::TensorView& t = use.get(tensor);
-      expect_shape(t, {shape.first, shape.second});
-      blocks.push_back(&t);
-    }
-    return upload_matrix(ctx, up, blocks, name);
-  };
+  auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
   m.embed = matrix({{P + "model.embed_tokens.weight", {V, H}}}, "embed_tokens");
   for (int l = 0; l < b.num_hidden_layers; ++l) {
@@ -129,7 +120,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
   const Llama4Config& c = m.config;
   const loader::LlamaConfig& b = c.base;
   const uint32_t T = pass.rows, H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp,
-                 V = b.vocab_size, E = c.num_local_experts, K = c.num_experts_per_tok;
+                 E = c.num_local_experts, K = c.num_experts_per_tok;
   const uint32_t hd = b.head_dim, nh = b.num_attention_heads, nkv = b.num_key_value_heads;
   const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
@@ -140,11 +131,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
   ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim), n2(a[s.ffn_norm], H);
   ops::IntVec pos{s.positions};
 
-  auto tap = [&](uint32_t layer) {
-    if (!pass.taps) return;
-    for (size_t i = 0; i < pass.taps->layers.size(); ++i)
-      if (pass.taps->layers[i] == layer) ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * H), T, H, "tap");
-  };
+  auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
 
   ops::embed(oc, ops::IntVec{s.ids}, T, m.embed.matrix(), x);
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
@@ -193,13 +180,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     }
   }
   tap(uint32_t(m.layers.size()));
-  const uint32_t n_logits = T - pass.logits_from;
-  if (n_logits == 0) return;
-  vk::BufferRange norm_w(m.norm);
-  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
-  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head_matrix(), ops::Act(a[s.logits], V), n_logits, false, path,
-              "lm_head");
-  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+  record_logits(oc, s, pass, x, m.norm, m.lm_head_matrix(), eps);
 }
 
 }  // namespace eaglevk::models

@@ -52,4 +52,23 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   return s;
 }
 
+void record_taps(ops::OpContext& oc, const ForwardPass& pass, ops::Act x, uint32_t layer, uint32_t hidden) {
+  if (!pass.taps) return;
+  for (size_t i = 0; i < pass.taps->layers.size(); ++i)
+    if (pass.taps->layers[i] == layer)
+      ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * hidden), pass.rows, hidden, "tap");
+}
+
+void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, const vk::Buffer& norm,
+                   const ops::WeightMatrix& lm_head, float eps) {
+  const uint32_t n_logits = pass.rows - pass.logits_from, H = lm_head.cols, V = lm_head.rows;
+  if (n_logits == 0) return;
+  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
+  const vk::Arena& a = s.arena;
+  vk::BufferRange norm_w(norm);
+  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
+  ops::matmul(oc, ops::Act(a[s.out_norm], H), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head");
+  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+}
+
 }  // namespace eaglevk::models

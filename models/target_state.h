@@ -57,4 +57,11 @@ struct ForwardPass {
   const TapRequest* taps = nullptr;
 };
 
+// Pieces every target's forward records the same way.
+// Copies the residual stream x into the tap columns of every requested tap at `layer`.
+void record_taps(ops::OpContext& oc, const ForwardPass& pass, ops::Act x, uint32_t layer, uint32_t hidden);
+// Final norm, lm_head and argmax for rows [logits_from, rows) of x.
+void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, const vk::Buffer& norm,
+                   const ops::WeightMatrix& lm_head, float eps);
+
 }  // namespace eaglevk::models

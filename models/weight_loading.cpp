@@ -49,6 +49,17 @@ DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::
   return m;
 }
 
+DeviceMatrix load_matrix(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, MatrixParts parts,
+                         const std::string& name) {
+  std::vector<const loader::TensorView*> blocks;
+  for (auto& [tensor, shape] : parts) {
+    const loader::TensorView& t = use.get(tensor);
+    expect_shape(t, {shape.first, shape.second});
+    blocks.push_back(&t);
+  }
+  return upload_matrix(ctx, up, blocks, name);
+}
+
 vk::Buffer upload_f32_vector(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t length) {
   expect_shape(t, {length});
   std::vector<float> values = loader::to_f32(t);

@@ -28,6 +28,12 @@ struct DeviceMatrix {
 // Stacks the row blocks (all [rows_i, cols], one dtype) into one [sum rows_i, cols] matrix.
 DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::vector<const loader::TensorView*>& blocks,
                            const std::string& name);
+// Named tensors with their expected [rows, cols], stacked into one matrix (see upload_matrix).
+struct TensorUse;
+using MatrixParts = std::initializer_list<std::pair<std::string, std::pair<int64_t, int64_t>>>;
+DeviceMatrix load_matrix(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, MatrixParts parts,
+                         const std::string& name);
+
 // A 1-D tensor of `length` as f32 (norm weights).
 vk::Buffer upload_f32_vector(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t length);
 
