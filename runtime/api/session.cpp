@@ -36,11 +36,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   check_params(params_);
   context_ = std::min(params_.context, model_->max_context());
   const bool speculate = model_->draft && params_.k > 0;
-  if (speculate && !params_.sampling.greedy())
-    // SpeculativeDecoder refuses this too (issue 7); refusing here reports it before any
-    // device memory is taken. Sampling without the draft is k = 0.
-    fail_as(ErrorKind::InvalidArgument,
-            "speculative decoding at temperature > 0 is not implemented yet; use temperature 0 or k = 0");
   if (speculate && params_.k + 1 >= context_)
     fail_as(ErrorKind::InvalidArgument, "k = {} does not fit a context of {} tokens", params_.k, context_);
 

@@ -9,8 +9,8 @@
  *   A model keeps its runtime alive and a session its model, so they may be freed in any
  *   order. The *_destroy / *_free functions accept NULL.
  * - Threads: a session serves one call at a time. Different sessions may generate on different
- *   threads; calls that use a runtime's device queue take turns on it. A token callback must
- *   not call back into eaglevk with objects of the same runtime.
+ *   threads; calls that use a runtime's device queue (model load, session create, generate)
+ *   take turns on it, so a token callback must not make those calls on the same runtime.
  * - Buffers: functions that fill a caller buffer take (buffer, capacity, out count). When the
  *   capacity is too small they write nothing, return EAGLEVK_ERROR_BUFFER_TOO_SMALL and set
  *   the out count to the size needed; a NULL buffer with capacity 0 is a size query.
@@ -67,7 +67,7 @@ EAGLEVK_API const char* eaglevk_runtime_device_name(const eaglevk_runtime* runti
 /* ---- model ---- */
 
 /* target_dir: a Hugging Face folder (config.json, model.safetensors or an index, tokenizer.json).
- * draft_dir: an EAGLE-3 head folder, or NULL. A draft that does not fit the target (hidden
+ * draft_dir: an EAGLE-3 head folder, or NULL (not ""). A draft that does not fit the target (hidden
  * size, vocabulary, tap layers) is EAGLEVK_ERROR_MODEL. */
 EAGLEVK_API eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_dir, const char* draft_dir,
                                               eaglevk_model** out);
@@ -110,7 +110,7 @@ EAGLEVK_API eaglevk_status eaglevk_apply_chat_template(const eaglevk_model* mode
 typedef struct eaglevk_session_params {
   uint32_t context;        /* prompt + generated tokens (default 2048); clipped to the model's max_context */
   uint32_t k;              /* draft tokens per round (default 3); 0: no speculation; ignored without a draft */
-  float temperature;       /* 0 (default): greedy. > 0 with speculation is refused (not implemented yet) */
+  float temperature;       /* 0 (default): greedy; speculation then equals plain greedy decoding */
   int32_t top_k;           /* 0 (default): off */
   float top_p;             /* 1 (default): off */
   uint64_t seed;           /* the sampling stream: the same seed gives the same tokens */

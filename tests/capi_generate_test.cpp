@@ -1,0 +1,158 @@
+// Generation through the C API: greedy output equals the reference's with and without the
+// draft, the callback's pieces are the text, the statistics add up; a full context, bad ids,
+// a small out buffer and the callback's stop; seeded sampling; freeing handles in any order.
+#include <eaglevk/eaglevk.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/capi.h"
+
+namespace eaglevk::testing {
+namespace {
+
+// Through the C API, greedy output is the reference's greedy output, with and without the draft.
+TEST_F(CApi, GenerateMatchesGoldenWithAndWithoutSpeculation) {
+  Shared& s = shared();
+  const uint32_t n = 24;
+  const GoldenPrompt& g = s.golden.prompts[0];
+  std::vector<int32_t> want(g.greedy_ids.begin(), g.greedy_ids.begin() + n);
+  for (auto [model, k] : {std::pair{s.plain, 3u}, std::pair{s.pair, 0u}, std::pair{s.pair, 3u}, std::pair{s.pair, 1u}}) {
+    eaglevk_session* ses = session(model, k, n);
+    Generated r = generate(ses, g.prompt_ids, n);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
+    EXPECT_EQ(r.tokens, want) << "draft " << (model == s.pair) << " k " << k;
+    EXPECT_EQ(r.streamed, want);
+    // The streamed pieces are the decoded text.
+    std::vector<char> text(4096);
+    size_t len = 0;
+    EXPECT_STATUS(eaglevk_detokenize(model, want.data(), want.size(), 1, text.data(), text.size(), &len), EAGLEVK_OK);
+    EXPECT_EQ(r.text, std::string(text.data(), len));
+    EXPECT_EQ(r.stats.num_output_tokens, n);
+    if (model == s.pair && k > 0) {
+      EXPECT_GT(r.stats.num_drafts, 0u);
+      EXPECT_EQ(r.stats.num_draft_tokens, k * r.stats.num_drafts);
+      EXPECT_GT(r.stats.num_accepted_tokens, 0u);
+      EXPECT_EQ(r.stats.num_positions, k);
+      ASSERT_EQ(r.acceptance.size(), k);
+      double sum = 1;
+      for (double a : r.acceptance) sum += a;
+      EXPECT_NEAR(r.stats.mean_acceptance_length, sum, 1e-9);
+      EXPECT_NEAR(r.stats.mean_acceptance_length, 1 + double(r.stats.num_accepted_tokens) / r.stats.num_drafts, 1e-9);
+      // A short array gets the first rates only.
+      double first[2] = {-1, -1};
+      eaglevk_spec_stats again{};
+      EXPECT_STATUS(eaglevk_session_get_stats(ses, &again, first, 1), EAGLEVK_OK);
+      EXPECT_EQ(again.num_positions, k);
+      EXPECT_EQ(first[0], r.acceptance[0]);
+      EXPECT_EQ(first[1], -1);
+    } else {
+      EXPECT_EQ(r.stats.num_drafts, 0u);
+      EXPECT_EQ(r.stats.num_positions, 0u);
+      EXPECT_EQ(r.stats.mean_acceptance_length, 1.0);
+    }
+    eaglevk_session_free(ses);
+  }
+}
+
+TEST_F(CApi, GenerateErrorsAndStops) {
+  Shared& s = shared();
+  const GoldenPrompt& g = s.golden.prompts[1];
+  const uint32_t context = uint32_t(g.prompt_ids.size()) + 4;
+  for (uint32_t k : {0u, 3u}) {
+    eaglevk_session* ses = session(s.pair, k, 8, context);
+    // A prompt that leaves no room, or more than fills the context.
+    std::vector<int32_t> full = g.prompt_ids;
+    full.resize(context, 100);
+    Generated r = generate(ses, full, 8);
+    EXPECT_EQ(r.status, EAGLEVK_ERROR_CONTEXT_FULL);
+    EXPECT_NE(r.error.find("context"), std::string::npos) << r.error;
+    full.resize(context * 3, 100);
+    EXPECT_EQ(generate(ses, full, 8).status, EAGLEVK_ERROR_CONTEXT_FULL);
+    // Ids outside the vocabulary never reach the device.
+    std::vector<int32_t> bad = {4091, 4096};
+    EXPECT_EQ(generate(ses, bad, 8).status, EAGLEVK_ERROR_INVALID_ARGUMENT);
+    bad = {4091, -1};
+    EXPECT_EQ(generate(ses, bad, 8).status, EAGLEVK_ERROR_INVALID_ARGUMENT);
+    // The out buffer must hold max_new_tokens; the count needed comes back and nothing runs.
+    size_t n = 0;
+    std::vector<int32_t> small(7, -3);
+    EXPECT_STATUS(eaglevk_generate(ses, g.prompt_ids.data(), g.prompt_ids.size(), nullptr, nullptr, small.data(),
+                                   small.size(), &n),
+                  EAGLEVK_ERROR_BUFFER_TOO_SMALL);
+    EXPECT_EQ(n, 8u);
+    EXPECT_EQ(small, std::vector<int32_t>(7, -3));
+    // The context fills: generation stops there, successfully.
+    r = generate(ses, g.prompt_ids, 8);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
+    EXPECT_EQ(r.tokens.size(), 5u);  // 4 free positions, and the last token needs none
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(g.greedy_ids.begin(), g.greedy_ids.begin() + 5));
+    // The callback stops it.
+    r = generate(ses, g.prompt_ids, 8, /*stop_after=*/2);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(g.greedy_ids.begin(), g.greedy_ids.begin() + 2)) << "k " << k;
+    // No out buffer at all.
+    EXPECT_STATUS(eaglevk_generate(ses, g.prompt_ids.data(), g.prompt_ids.size(), nullptr, nullptr, nullptr, 0, &n),
+                  EAGLEVK_OK);
+    EXPECT_EQ(n, 5u);
+    eaglevk_session_free(ses);
+  }
+}
+
+// Seeded sampling repeats itself and depends on the seed, with and without the draft.
+TEST_F(CApi, SeededSampling) {
+  Shared& s = shared();
+  const std::vector<int32_t>& prompt = s.golden.prompts[2].prompt_ids;
+  for (uint32_t k : {0u, 3u}) {
+    auto sample = [&](uint64_t seed) {
+      eaglevk_session_params p = eaglevk_session_params_default();
+      p.k = k;
+      p.temperature = 1.5f;
+      p.top_p = 0.95f;
+      p.seed = seed;
+      p.max_new_tokens = 10;
+      p.context = 256;
+      p.ignore_eos = 1;
+      eaglevk_session* ses = nullptr;
+      EXPECT_STATUS(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_OK);
+      std::vector<Generated> runs = {generate(ses, prompt, 10), generate(ses, prompt, 10)};
+      eaglevk_session_free(ses);
+      for (const Generated& g : runs) {
+        EXPECT_EQ(g.status, EAGLEVK_OK) << g.error;
+        EXPECT_EQ(g.tokens.size(), 10u);
+        EXPECT_EQ(g.stats.num_drafts > 0, k > 0);
+      }
+      EXPECT_EQ(runs[0].tokens, runs[1].tokens) << "k " << k << " seed " << seed;
+      return runs[0].tokens;
+    };
+    EXPECT_NE(sample(1234), sample(99)) << "k " << k;
+  }
+}
+
+// Handles keep what they use alive: freeing in creation order is fine.
+TEST_F(CApi, FreeInAnyOrder) {
+  eaglevk_runtime* rt = nullptr;
+  ASSERT_EQ(eaglevk_runtime_create(nullptr, &rt), EAGLEVK_OK) << eaglevk_last_error();
+  eaglevk_model* m = nullptr;
+  ASSERT_EQ(eaglevk_model_load(rt, asset("tiny-llama3").c_str(), asset("tiny-llama3-eagle3").c_str(), &m), EAGLEVK_OK)
+      << eaglevk_last_error();
+  const api::Device& device = api::device_of(m);
+  eaglevk_runtime_destroy(rt);
+  eaglevk_session* ses = session(m, 3, 6);
+  eaglevk_model_free(m);
+  const GoldenPrompt& g = shared().golden.prompts[0];
+  Generated r = generate(ses, g.prompt_ids, 6);
+  ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
+  EXPECT_EQ(r.tokens, std::vector<int32_t>(g.greedy_ids.begin(), g.greedy_ids.begin() + 6));
+  EXPECT_EQ(validation_errors(device), 0u);  // the session still holds the device
+  eaglevk_session_free(ses);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
