@@ -24,6 +24,8 @@ esac
 test -f "$assets/tiny-llama3/model.safetensors"
 test -f "$assets/tiny-llama3-eagle3/model.safetensors"
 test -x "$prefix/bin/eaglevk"
+# The installed CLI's demo runs (it looks for the model under the prefix first).
+"$prefix/bin/eaglevk" run --prompt-ids 4091,692 -n 4 --json 2>/dev/null | grep -q '"tokens"'
 
 # Only the C API is exported.
 lib=$(find "$prefix" -name 'libeaglevk.so.0' | head -n1)

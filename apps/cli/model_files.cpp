@@ -9,6 +9,14 @@ namespace eaglevk::cli {
 
 std::filesystem::path bundled_model_dir() {
   if (const char* dir = std::getenv("EAGLEVK_DEMO_MODEL")) return dir;
+  // An installed eaglevk finds the model under <prefix>/share/eaglevk/assets, next to its
+  // bin/; a build tree uses the source tree's assets/.
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "eaglevk" / "assets" / "tiny-llama3";
+    if (std::filesystem::is_directory(installed, ec)) return installed;
+  }
   return std::filesystem::path(EAGLEVK_SOURCE_DIR) / "assets" / "tiny-llama3";
 }
 
