@@ -14,27 +14,18 @@
 
 #include "loader/safetensors.h"
 #include "support/golden.h"
+#include "support/process.h"
 
 namespace eaglevk::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
+using Result = ProcessResult;
 
 Result run_cli(const std::string& args, bool with_stderr = true) {
-  std::string command = fmt::format("EAGLEVK_VALIDATE=1 {} {} {}", EAGLEVK_CLI, args, with_stderr ? "2>&1" : "2>/dev/null");
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.output.append(buffer, n);
-  int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return run_process(
+      fmt::format("EAGLEVK_VALIDATE=1 {} {} {}", EAGLEVK_CLI, args, with_stderr ? "2>&1" : "2>/dev/null"));
 }
 
 // A writable copy of tiny-llama3 in a fresh temporary folder.
@@ -47,9 +38,9 @@ fs::path copy_model(const std::string& tag) {
 }
 
 void expect_clean_failure(const Result& r, const std::string& words) {
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("error:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(words), std::string::npos) << "expected '" << words << "' in: " << r.output;
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(words), std::string::npos) << "expected '" << words << "' in: " << r.out;
 }
 
 TEST(Cli, NonExistentModelPath) { expect_clean_failure(run_cli("run -m /no/such/model -p hi"), "does not exist"); }
@@ -147,8 +138,8 @@ TEST(Cli, JsonMatchesGoldenForAPrompt) {
   std::string ids;
   for (int32_t id : p.prompt_ids) ids += (ids.empty() ? "" : ",") + std::to_string(id);
   Result r = run_cli(fmt::format("run --prompt-ids {} -n 16 --ignore-eos --json --top-logits 5", ids), false);
-  ASSERT_EQ(r.code, 0) << r.output;
-  nlohmann::json j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
   EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), p.prompt_ids);
   std::vector<int32_t> want(p.greedy_ids.begin(), p.greedy_ids.begin() + 16);
   EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), want);
@@ -171,8 +162,8 @@ TEST(Cli, ChatPromptMatchesGoldenIds) {
     std::ofstream(file) << text;
     Result r = run_cli(fmt::format("run --chat -f {} -n 4 --json", file.string()), false);
     fs::remove(file);
-    ASSERT_EQ(r.code, 0) << r.output;
-    nlohmann::json j = nlohmann::json::parse(r.output.substr(0, r.output.find('\n')));
+    ASSERT_EQ(r.code, 0) << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
     EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.prompts[p["id"].get<int>()].prompt_ids);
     return;
   }
@@ -181,9 +172,9 @@ TEST(Cli, ChatPromptMatchesGoldenIds) {
 
 TEST(Cli, DevicesListsLavapipeFeatures) {
   Result r = run_cli("devices");
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("subgroup size"), std::string::npos);
-  EXPECT_NE(r.output.find("maxStorageBufferRange"), std::string::npos);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("subgroup size"), std::string::npos);
+  EXPECT_NE(r.out.find("maxStorageBufferRange"), std::string::npos);
 }
 
 }  // namespace
@@ -211,34 +202,34 @@ void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>
 TEST(CliDraft, SpeculativeRunPrintsTheAcceptanceBlockAndJsonStats) {
   std::string d = asset("tiny-llama3-eagle3");
   Result r = run_cli(fmt::format("run -d {} -k 3 -n 24 --ignore-eos -p \"The modules\"", d));
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.code, 0) << r.out;
   for (const char* line : {"total_num_output_tokens: 24", "num_drafts:", "num_draft_tokens:", "num_accepted_tokens:",
                            "mean acceptance length:", "acceptance at token 0:", "acceptance at token 2:"})
-    EXPECT_NE(r.output.find(line), std::string::npos) << line << " missing in:\n" << r.output;
-  EXPECT_EQ(r.output.find("validation error"), std::string::npos) << r.output;
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " missing in:\n" << r.out;
+  EXPECT_EQ(r.out.find("validation error"), std::string::npos) << r.out;
   Result j = run_cli(fmt::format("run -d {} -k 2 -n 12 --ignore-eos -p \"The modules\" --json", d), false);
   ASSERT_EQ(j.code, 0);
-  nlohmann::json out = nlohmann::json::parse(j.output.substr(0, j.output.find('\n')));
+  nlohmann::json out = nlohmann::json::parse(j.out.substr(0, j.out.find('\n')));
   ASSERT_TRUE(out.contains("stats"));
   EXPECT_EQ(out["stats"]["acceptance_per_position"].size(), 2u);
   EXPECT_EQ(out["tokens"].size(), 12u);
   // Lossless: the same tokens as plain decoding.
   Result plain = run_cli("run -n 12 --ignore-eos -p \"The modules\" --json", false);
-  EXPECT_EQ(nlohmann::json::parse(plain.output.substr(0, plain.output.find('\n')))["tokens"], out["tokens"]);
+  EXPECT_EQ(nlohmann::json::parse(plain.out.substr(0, plain.out.find('\n')))["tokens"], out["tokens"]);
 }
 
 TEST(CliDraft, AuxLayersOverrideIsLoggedAndStillLossless) {
   Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6 -n 12 --ignore-eos -p \"The modules\"",
                                  asset("tiny-llama3-eagle3")));
-  ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("layers 1,3,6"), std::string::npos) << r.output;
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("layers 1,3,6"), std::string::npos) << r.out;
 }
 
 TEST(CliDraft, DumpTapsWritesSafetensors) {
   fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-taps-{}.safetensors", ::getpid());
   Result r = run_cli(fmt::format("run -d {} -n 10 --ignore-eos --prompt-ids 4091,692,1360 --dump-taps {}",
                                  asset("tiny-llama3-eagle3"), file.string()));
-  ASSERT_EQ(r.code, 0) << r.output;
+  ASSERT_EQ(r.code, 0) << r.out;
   loader::Checkpoint taps = loader::Checkpoint::open(file);
   const auto& hidden = taps.get("hidden_states");
   const auto& ids = taps.get("token_ids");

@@ -13,25 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "support/golden.h"
+#include "support/process.h"
 
 namespace eaglevk::testing {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;
-};
-
-Result run(const std::string& command) {
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
-  int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+using Result = ProcessResult;
+Result run(const std::string& command) { return run_process(command); }
 
 // Single quotes for the shell.
 std::string quoted(const std::string& s) {

@@ -17,6 +17,7 @@
 
 #include "runtime/engine/dataset.h"
 #include "support/golden.h"
+#include "support/process.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -28,16 +29,11 @@ struct Result {
   std::string out, err;
 };
 
+// stdout and stderr apart: the acceptance block goes to one, progress to the other.
 Result run_cli(const std::string& args) {
   fs::path err = fs::temp_directory_path() / fmt::format("eaglevk-eval-err-{}", ::getpid());
-  std::string command = fmt::format("EAGLEVK_VALIDATE=1 {} {} 2>{}", EAGLEVK_CLI, args, err.string());
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
-  int status = pclose(pipe);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ProcessResult p = run_process(fmt::format("EAGLEVK_VALIDATE=1 {} {} 2>{}", EAGLEVK_CLI, args, err.string()));
+  Result r{p.code, p.out, ""};
   std::ifstream e(err);
   r.err.assign(std::istreambuf_iterator<char>(e), {});
   fs::remove(err);
