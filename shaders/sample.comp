@@ -8,17 +8,25 @@
 //   draft[r] < 0: ids[r] = a draw from p (temperature 0: the argmax, ties to the lowest id).
 //   draft[r] = d: accept[r] = (u < p(d)) and ids[r] = a draw from p with d removed, the
 //                 replacement at a rejection (temperature 0: accept iff d is the argmax).
+// MODE 1 (drafting by sampling): row r is a draft-vocabulary row; ids[r] = the draw mapped to
+//   the target vocabulary through d2t, and q[r, :] = the filtered distribution it came from.
+// MODE 2 (verifying sampled drafts): accept[r] = (u < p(d) / q(d)), with q = q[r, :] seen in
+//   the target vocabulary through t2d; ids[r] = a draw from max(0, p - q), renormalised.
 // RULE selects deliberately wrong rules, kept as negative controls for the tests:
 //   1: accept iff d is the argmax (greedy acceptance at temperature > 0);
 //   2: resample from p without removing d.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint RULE = 0;
+layout(constant_id = 1) const uint MODE = 0;
 
 layout(binding = 0, std430) readonly buffer Logits { float logits[]; };
 layout(binding = 1, std430) readonly buffer Draft { int draft[]; };
 layout(binding = 2, std430) writeonly buffer Ids { int ids[]; };
 layout(binding = 3, std430) writeonly buffer Accept { int accept[]; };
+layout(binding = 4, std430) buffer Q { float q[]; };               // [rows, draft vocab]
+layout(binding = 5, std430) readonly buffer D2T { int d2t[]; };    // MODE 1: draft -> target offset
+layout(binding = 6, std430) readonly buffer T2D { int t2d[]; };    // MODE 2: target -> draft id or -1
 
 layout(push_constant) uniform Push {
   uint rows;
@@ -34,6 +42,9 @@ layout(push_constant) uniform Push {
   uint draft_offset;
   uint has_draft;
   uint out_offset;
+  uint stream;      // first random stream: the draft's draws must not reuse the target's
+  uint q_width;     // draft vocabulary size (MODE 1 and 2)
+  uint has_d2t;
 } p;
 
 shared float red_f[64];
@@ -113,8 +124,12 @@ void main() {
   barrier();
 
   if (p.inv_temp == 0.0) {
+    if (MODE == 1u)
+      for (uint i = tid; i < p.n; i += wg) q[row * p.q_width + i] = i == argmax_id ? 1.0 : 0.0;
     if (tid == 0u) {
-      ids[p.out_offset + row] = int(argmax_id);
+      int id = int(argmax_id);
+      if (MODE == 1u && p.has_d2t != 0u) id += d2t[argmax_id];
+      ids[p.out_offset + row] = id;
       accept[p.out_offset + row] = d >= 0 && uint(d) == argmax_id ? 1 : 0;
     }
     return;
@@ -164,17 +179,34 @@ void main() {
   // (l - m) / T - log(-log(u_i)), ties to the lowest id.
   float best = -1.0 / 0.0;
   uint best_id = 0xffffffffu;
-  float pd = 0.0;
+  float pd = 0.0, qd = 0.0;
+  bool residual = MODE == 2u && d >= 0;  // a rejected sampled draft is replaced from max(0, p - q)
   for (uint i = tid; i < p.n; i += wg) {
     float l = logits[base + i];
     float e = exp((l - m) * p.inv_temp);
     bool kept = key(l) >= kmin && floatBitsToUint(e) >= emin;
+    if (MODE == 1u) q[row * p.q_width + i] = kept ? e / z : 0.0;
+    float qi = 0.0;
+    if (residual) {
+      int j = t2d[i];
+      qi = j >= 0 ? q[row * p.q_width + uint(j)] : 0.0;
+      if (int(i) == d) qd = qi;
+    }
     if (kept && int(i) == d) pd = e / z;
-    if (!kept || (int(i) == d && RULE != 2u)) continue;
-    float g = (l - m) * p.inv_temp - log(-log(uniform01(hash5(p.seed_lo, p.seed_hi, position, 2u, i))));
+    float noise = -log(-log(uniform01(hash5(p.seed_lo, p.seed_hi, position, p.stream + 2u, i))));
+    float g;
+    if (residual) {
+      float r = (kept ? e / z : 0.0) - qi;
+      if (r <= 0.0) continue;
+      g = log(r) + noise;
+    } else {
+      if (!kept || (MODE == 0u && int(i) == d && RULE != 2u)) continue;
+      g = (l - m) * p.inv_temp + noise;
+    }
     if (g > best || (g == best && i < best_id)) { best = g; best_id = i; }
   }
   pd = sum_all(pd);
+  if (residual) qd = sum_all(qd);
   float top = subgroupMax(best);
   uint cand = best == top ? best_id : 0xffffffffu;
   cand = subgroupMin(cand);
@@ -187,10 +219,14 @@ void main() {
     for (uint i = 1; i < gl_NumSubgroups; ++i)
       if (red_f[i] > b || (red_f[i] == b && red_u[i] < bid)) { b = red_f[i]; bid = red_u[i]; }
     // Nothing left after removing d means p(d) = 1: d is always accepted.
-    ids[p.out_offset + row] = bid == 0xffffffffu ? max(d, 0) : int(bid);
+    int id = bid == 0xffffffffu ? max(d, 0) : int(bid);
+    if (MODE == 1u && p.has_d2t != 0u) id += d2t[id];
+    ids[p.out_offset + row] = id;
+    float u = uniform01(hash5(p.seed_lo, p.seed_hi, position, p.stream + 1u, 0u));
     bool ok;
     if (RULE == 1u) ok = d >= 0 && uint(d) == argmax_id;
-    else ok = d >= 0 && uniform01(hash5(p.seed_lo, p.seed_hi, position, 1u, 0u)) < pd;
+    else if (residual) ok = qd > 0.0 && u < pd / qd;
+    else ok = d >= 0 && u < pd;
     accept[p.out_offset + row] = ok ? 1 : 0;
   }
 }

@@ -104,5 +104,55 @@ TEST_F(SamplingTest, TemperatureZeroIsGreedyAndSeedsReproduce) {
   EXPECT_NE(a, c);
 }
 
+// The second scheme: drafts drawn from the draft's distribution q (over a draft vocabulary
+// that is a subset of the target's, mapped by d2t), accepted with min(1, p/q), replaced from
+// max(0, p - q). The emitted tokens follow p; accepting with p(d) alone (ignoring q) does not.
+TEST_F(SamplingTest, SampledDraftsKeepTheTargetDistribution) {
+  const uint32_t V = 60, Vd = 30, rows = 6000;
+  auto target = test_logits();
+  auto draft_logits = random_floats(Vd, 17, -1, 3);  // draft id j is target id 2j
+  std::vector<int32_t> d2t(Vd), t2d(V, -1);
+  for (uint32_t j = 0; j < Vd; ++j) d2t[j] = int32_t(j), t2d[2 * j] = int32_t(j);
+  std::vector<float> many_t, many_d;
+  for (uint32_t r = 0; r < rows; ++r) {
+    many_t.insert(many_t.end(), target.begin(), target.end());
+    many_d.insert(many_d.end(), draft_logits.begin(), draft_logits.end());
+  }
+  engine::SamplingParams sp{1.0f, 0, 1.0f, 31};
+  vk::Buffer tb = device_buffer(many_t, "target logits"), db = device_buffer(many_d, "draft logits"),
+             d2tb = device_buffer(d2t, "d2t"), t2db = device_buffer(t2d, "t2d"),
+             q(gpu().ctx, uint64_t(rows) * Vd * 4, vk::MemoryKind::Device, "q"),
+             drafts(gpu().ctx, rows * 4, vk::MemoryKind::Device, "drafts"),
+             scratch(gpu().ctx, rows * 4, vk::MemoryKind::Device, "scratch"),
+             ids(gpu().ctx, rows * 4, vk::MemoryKind::Device, "ids"), acc(gpu().ctx, rows * 4, vk::MemoryKind::Device, "acc");
+  auto run = [&](ops::AcceptRule rule) {
+    vk::Recorder rec(gpu().ctx);
+    ops::OpContext oc{gpu(), rec};
+    vk::BufferRange d2r(d2tb);
+    ops::DraftDistribution draw{ops::DraftDistribution::Mode::Draw, q, Vd, &d2r, {}, 0};
+    ops::DraftDistribution verify{ops::DraftDistribution::Mode::Verify, q, Vd, nullptr, t2db, 0};
+    ops::IntVec dv{drafts};
+    rec.begin();
+    ops::sample(oc, ops::Act(db, Vd), rows, Vd, nullptr, dv, ops::IntVec{scratch}, engine::device_params(sp, 0),
+                ops::AcceptRule::Correct, &draw, 8);
+    ops::sample(oc, ops::Act(tb, V), rows, V, &dv, ops::IntVec{ids}, ops::IntVec{acc}, engine::device_params(sp, 0),
+                rule, &verify);
+    rec.submit_and_wait();
+    auto d = read_back<int32_t>(drafts, rows), out = read_back<int32_t>(ids, rows), a = read_back<int32_t>(acc, rows);
+    size_t accepted = 0;
+    for (uint32_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(d[r] % 2, 0) << "a draft outside the draft vocabulary";
+      if (a[r]) out[r] = d[r], ++accepted;
+    }
+    return std::pair{out, accepted};
+  };
+  auto dist = engine::filtered_distribution(target, sp);
+  auto [good, accepted] = run(ops::AcceptRule::Correct);
+  EXPECT_LT(total_variation(good, dist), kTvBound);
+  EXPECT_GT(accepted, 0u);
+  auto [bad, unused] = run(ops::AcceptRule::AcceptIfArgmax);
+  EXPECT_GT(total_variation(bad, dist), 2 * kTvBound);
+}
+
 }  // namespace
 }  // namespace eaglevk::testing

@@ -1,7 +1,7 @@
 // Speculative sampling end to end on pair A at temperature > 0: over many seeds, the first
 // token decided by verification (the 2nd of a generation) is distributed as plain sampling
-// from the target, and greedy acceptance at T > 0 (a wrong rule) is not; a seed reproduces its
-// output. The sampler's own tests (sampling_test) hold the precise distribution checks.
+// from the target, with greedy drafts and with drafts sampled from the draft (both schemes),
+// and greedy acceptance at T > 0 (a wrong rule) is not; a seed reproduces its output. The sampler's own tests (sampling_test) hold the precise distribution checks.
 #include <cmath>
 #include <map>
 
@@ -33,10 +33,12 @@ TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
   const auto& prompt = p.golden.prompts[14].prompt_ids;  // 5 tokens: cheap prefills
   const uint32_t seeds = 300;
   engine::TargetRunner plain(gpu(), p.target, 64, 16);
-  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, 3, 16), wrong(gpu(), p.target, p.draft, 64, 3, 16);
+  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, 3, 16), wrong(gpu(), p.target, p.draft, 64, 3, 16),
+      sampled(gpu(), p.target, p.draft, 64, 3, 16);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
-  std::vector<int32_t> plain_at, spec_at, wrong_at;
-  engine::SpecStats stats, wrong_stats;
+  sampled.set_draft_sampling(true);  // the second scheme: drafts drawn from q
+  std::vector<int32_t> plain_at, spec_at, wrong_at, sampled_at;
+  engine::SpecStats stats, wrong_stats, sampled_stats;
   for (uint32_t seed = 0; seed < seeds; ++seed) {
     engine::GenerationOptions o;
     o.n_predict = 2;
@@ -44,21 +46,29 @@ TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
     o.sampling = {0.8f, 8, 1.0f, 1000 + seed};
     auto a = engine::generate(plain, prompt, o).tokens;
     auto b = spec.generate(prompt, o, stats).tokens;
-    // Plain and speculative draws use other random numbers past the first token, so only the
-    // distributions can agree, not the tokens. A different seed stream for each keeps the
-    // comparison between independent samples.
+    auto d = sampled.generate(prompt, o, sampled_stats).tokens;
+    // With one seed the first token (drawn at the end of the prefill) is the same for all, so
+    // the 2nd-token comparison is between draws given the same history; past it the
+    // speculative draws use other random numbers (acceptance, draft draws), so only the
+    // distributions can agree. The wrong rule gets seeds of its own.
     o.sampling.seed = 500000 + seed;
     auto c = wrong.generate(prompt, o, wrong_stats).tokens;
     plain_at.push_back(a[1]);
     spec_at.push_back(b[1]);
     wrong_at.push_back(c[1]);
+    sampled_at.push_back(d[1]);
   }
   // Two independent samples of 300 from the same distribution (about 8 likely tokens) differ
   // by a total variation of about 0.06; the wrong rule moves it to about 0.3.
-  double right = tv_between(plain_at, spec_at), bad = tv_between(plain_at, wrong_at);
-  fmt::print("2nd token: TV(plain, speculative) {:.3f}, TV(plain, greedy acceptance) {:.3f}\n", right, bad);
+  double right = tv_between(plain_at, spec_at), bad = tv_between(plain_at, wrong_at),
+         second = tv_between(plain_at, sampled_at);
+  fmt::print("2nd token: TV(plain, speculative) {:.3f}, TV(plain, draft sampling) {:.3f}, TV(plain, greedy "
+             "acceptance) {:.3f}\n",
+             right, second, bad);
   EXPECT_LT(right, 0.12);
+  EXPECT_LT(second, 0.12);
   EXPECT_GT(bad, 0.2);
+  EXPECT_GT(sampled_stats.num_accepted_tokens, 0u);
   EXPECT_GT(stats.num_accepted_tokens, 0u);
 }
 
@@ -77,6 +87,10 @@ TEST_F(SpecSampling, SameSeedSameOutput) {
   o.sampling.seed = 78;
   engine::SpecStats s3;
   EXPECT_NE(spec.generate(p.golden.prompts[0].prompt_ids, o, s3).tokens, a);
+  spec.set_draft_sampling(true);
+  engine::SpecStats s4, s5;
+  EXPECT_EQ(spec.generate(p.golden.prompts[0].prompt_ids, o, s4).tokens,
+            spec.generate(p.golden.prompts[0].prompt_ids, o, s5).tokens);
 }
 
 }  // namespace

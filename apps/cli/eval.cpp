@@ -26,7 +26,7 @@ namespace {
 struct EvalArgs {
   std::string model, draft, dataset, json_out, device;
   uint32_t k = 3, n_predict = 128, limit = 0, ctx = 2048;
-  bool chat = false, baseline = false, strict = false;
+  bool chat = false, baseline = false, strict = false, draft_sampling = false;
   float temp = 0;
   uint64_t seed = 0;
 };
@@ -75,6 +75,7 @@ int eval_command(const EvalArgs& a) {
   models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config());
   uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
   engine::SpeculativeDecoder spec(*gpu, m.model, draft, context, a.k);
+  spec.set_draft_sampling(a.draft_sampling);
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
 
@@ -204,6 +205,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
   sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
   sub->add_option("--ctx", args->ctx, "context length")->capture_default_str();
+  sub->add_flag("--draft-sampling", args->draft_sampling, "draw drafts from the draft's distribution (T > 0)");
   sub->add_flag("--baseline", args->baseline, "also decode plainly: speed-up and output equality");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--json", args->json_out, "write totals and per-prompt statistics to this file");

@@ -21,7 +21,7 @@ struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps;
   uint32_t k = 3;
   uint32_t n_predict = 64, ctx = 2048, top_logits = 0;
-  bool chat = false, ignore_eos = false, json = false;
+  bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
   float temp = 0, top_p = 1;
   int32_t top_k = 0;
   uint64_t seed = 0;
@@ -111,6 +111,7 @@ int run_command(const RunArgs& a) {
   engine::SpecStats stats;
   if (draft) {
     engine::SpeculativeDecoder spec(*gpu, m.model, *draft, context, a.k);
+    spec.set_draft_sampling(a.draft_sampling);
     TapDump dump;
     if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
     r = spec.generate(prompt, o, stats, stream);
@@ -171,6 +172,8 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder: speculative decoding");
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round (with -d)")->capture_default_str();
+  sub->add_flag("--draft-sampling", args->draft_sampling,
+                "with -d at --temp > 0: draw drafts from the draft's distribution (accept min(1, p/q))");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");

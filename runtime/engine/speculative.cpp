@@ -49,6 +49,16 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
   if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config().hidden_size)
     fail("the draft needs its own embeddings");
   tap_request_.layers = draft.aux_layers;
+  // For the draft-sampling scheme: q rows, and the target -> draft vocabulary map that lets
+  // the verifier see q in the target vocabulary.
+  const uint32_t Vd = draft.config.draft_vocab_size, V = target.config().vocab_size;
+  draft_q_ = vk::Buffer(gpu.ctx, uint64_t(std::max(k, 1u)) * Vd * 4, vk::MemoryKind::Device, "draft q");
+  draft_accept_ = vk::Buffer(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft accept");
+  std::vector<int32_t> offsets(Vd, 0), t2d(V, -1);
+  if (draft.d2t) vk::download(gpu.ctx, draft.d2t, offsets.data(), Vd * 4);
+  for (uint32_t j = 0; j < Vd; ++j) t2d[uint32_t(int32_t(j) + offsets[j])] = int32_t(j);
+  t2d_ = vk::Buffer(gpu.ctx, uint64_t(V) * 4, vk::MemoryKind::Device, "t2d");
+  vk::upload(gpu.ctx, t2d_, t2d.data(), uint64_t(V) * 4);
   tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config().hidden_size));
 }
 
@@ -187,6 +197,24 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     slots[up.target_ids()] = y;
     for (uint32_t i = 0; i <= k; ++i) slots[up.target_positions() + i] = int32_t(P + i);
 
+    // With draft sampling, draft token i (placed at position P + 1 + i) is drawn from q on the
+    // device, over the argmax the draft pass wrote; random stream 8 keeps it independent of
+    // the target's draws at that position.
+    const bool sampled_drafts = draft_sampling_ && !o.sampling.greedy();
+    const uint32_t Vd = draft_.config.draft_vocab_size;
+    vk::BufferRange d2t(draft_.d2t);
+    auto draw_draft = [&](uint32_t i) {
+      if (!sampled_drafts) return;
+      ops::DraftDistribution dist;
+      dist.mode = ops::DraftDistribution::Mode::Draw;
+      dist.q = vk::BufferRange(draft_q_);
+      dist.width = Vd;
+      dist.d2t = draft_.d2t ? &d2t : nullptr;
+      dist.q_row = i;
+      ops::sample(oc, ops::Act(dstate_.arena[dstate_.logits], Vd), 1, Vd, nullptr, ops::IntVec{draft_tokens_, i},
+                  ops::IntVec{draft_accept_, i}, device_params(o.sampling, P + 1 + i), ops::AcceptRule::Correct, &dist,
+                  /*stream=*/8);
+    };
     rec_.begin();
     record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows + (k > 0 ? k - 1 : 0));
     record_inputs_copy(up.target_ids(), tstate_.ids, 1);
@@ -201,6 +229,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
       pass.kv_len = P;
       pass.out_token = ops::IntVec{draft_tokens_, 0};
       uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
+      draw_draft(0);
       for (uint32_t i = 1; i < k; ++i) {
         models::DraftPass step;
         step.rows = 1;
@@ -210,6 +239,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
         step.kv_len = P + i;
         step.out_token = ops::IntVec{draft_tokens_, i};
         models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), step);
+        draw_draft(i);
       }
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
@@ -218,8 +248,13 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     models::record_target_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
     // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
     ops::IntVec drafts{verify_drafts_};
+    ops::DraftDistribution verify;
+    verify.mode = ops::DraftDistribution::Mode::Verify;
+    verify.q = vk::BufferRange(draft_q_);
+    verify.width = Vd;
+    verify.t2d = vk::BufferRange(t2d_);
     ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
-                ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_);
+                ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_, sampled_drafts ? &verify : nullptr);
     rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");
     rec_.copy(vk::BufferRange(tstate_.accept, 0, (k + 1) * 4),
               vk::BufferRange(readback_, (uint64_t(max_rows_) + k_) * 4, (k + 1) * 4), "accepted");

@@ -43,6 +43,10 @@ class SpeculativeDecoder {
   uint32_t k() const { return k_; }
   // Tests only: a deliberately wrong acceptance rule (negative controls).
   void set_accept_rule(ops::AcceptRule rule) { rule_ = rule; }
+  // The second scheme at temperature > 0: draft tokens are drawn from the draft's own
+  // filtered distribution q, accepted with min(1, p/q), a rejection replaced from
+  // max(0, p - q). Off: the draft proposes greedily (vLLM's default with EAGLE).
+  void set_draft_sampling(bool on) { draft_sampling_ = on; }
   vk::Recorder& recorder() { return rec_; }
 
  private:
@@ -64,6 +68,10 @@ class SpeculativeDecoder {
   vk::Recorder rec_;
   TapSink tap_sink_;
   ops::AcceptRule rule_ = ops::AcceptRule::Correct;
+  bool draft_sampling_ = false;
+  vk::Buffer draft_q_;       // f32 [k, draft vocab]: the distributions the drafts came from
+  vk::Buffer draft_accept_;  // int32 [k]: unused flags of the draft draws
+  vk::Buffer t2d_;           // int32 [vocab]: draft id of each target id, or -1
   models::TapRequest tap_request_;
 };
 

@@ -135,9 +135,24 @@ enum class AcceptRule : uint32_t {
   AcceptIfArgmax = 1,         // wrong: a negative control for tests
   ResampleWithoutRemoval = 2, // wrong: a negative control for tests
 };
+// Drafts drawn from the draft's own distribution q (the second speculative scheme).
+struct DraftDistribution {
+  enum class Mode : uint32_t {
+    Draw = 1,    // rows are draft logits: ids = the draw mapped through d2t, q rows written
+    Verify = 2,  // rows are target logits: accept with min(1, p/q), replace from max(0, p - q)
+  } mode = Mode::Draw;
+  vk::BufferRange q;        // f32 [rows, width]: the draft's filtered distributions
+  uint32_t width = 0;       // draft vocabulary size
+  const vk::BufferRange* d2t = nullptr;  // Draw: int32 [width] offsets; null = identity
+  vk::BufferRange t2d;      // Verify: int32 [target vocab]: draft id of each target id, or -1
+  uint32_t q_row = 0;       // Draw: the q row that row 0 of this draw writes
+};
+
 // Without drafts: ids[r] = a draw from row r's filtered distribution. With drafts[r] = d:
-// accept[r] = 1 with probability p(d) and ids[r] = a draw from p with d removed.
+// accept[r] = 1 with probability p(d) and ids[r] = a draw from p with d removed. `stream`
+// offsets the random streams so that independent draws at one position stay independent.
 void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* drafts, IntVec ids, IntVec accept,
-            const SampleParams& params, AcceptRule rule = AcceptRule::Correct);
+            const SampleParams& params, AcceptRule rule = AcceptRule::Correct,
+            const DraftDistribution* distribution = nullptr, uint32_t stream = 0);
 
 }  // namespace eaglevk::ops
