@@ -68,7 +68,7 @@ void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, 
   vk::BufferRange norm_w(norm);
   ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
   ops::matmul(oc, ops::Act(a[s.out_norm], H), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head");
-  ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
+  if (pass.argmax) ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
 }
 
 }  // namespace eaglevk::models

@@ -55,6 +55,7 @@ struct ForwardPass {
   uint32_t logits_from = 0;  // logits and argmax for rows [logits_from, rows)
   bool batch_invariant = false;  // matrix-vector kernels at any row count (verify passes)
   const TapRequest* taps = nullptr;
+  bool argmax = true;            // false when the caller samples the logits rows itself
 };
 
 // Pieces every target's forward records the same way.

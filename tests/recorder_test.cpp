@@ -165,7 +165,9 @@ std::vector<float> run_layer(vk::SyncMode sync, bool reuse) {
   ops::matmul(oc, ops::Act(arena[n3], H), E, ops::Act(arena[logits], V), T);
   ops::argmax(oc, ops::Act(arena[logits], V), T, V, ops::IntVec{arena[out_ids]});
   rec.submit_and_wait();
-  if (sync == vk::SyncMode::Tracked) EXPECT_LT(rec.barriers(), rec.dispatches());
+  if (sync == vk::SyncMode::Tracked) {
+    EXPECT_LT(rec.barriers(), rec.dispatches());
+  }
   auto out = read_back<float>(arena[logits], T * V);
   for (int32_t id : read_back<int32_t>(arena[out_ids], T)) out.push_back(float(id));
   return out;

@@ -6,17 +6,6 @@
 
 namespace eaglevk::engine {
 
-double uniform(uint64_t seed, uint64_t counter) {
-  uint64_t z = seed * 0x9e3779b97f4a7c15ull + counter + 0x632be59bd9b4e019ull;
-  for (int round = 0; round < 2; ++round) {
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-  }
-  return double(z >> 11) * 0x1.0p-53;
-}
-
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position) {
   return ops::SampleParams{p.greedy() ? 0.0f : p.temperature, uint32_t(std::max(p.top_k, 0)), p.top_p, p.seed, position};
 }
@@ -48,15 +37,6 @@ std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const fl
   }
   for (auto& d : dist) d.second /= total;
   return dist;
-}
-
-int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t counter) {
-  if (p.greedy()) return top_logits(logits, 1)[0].first;
-  auto dist = filtered_distribution(logits, p);
-  double u = uniform(p.seed, counter), acc = 0;
-  for (auto& [id, prob] : dist)
-    if (u < (acc += prob)) return id;
-  return dist.back().first;
 }
 
 std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, uint32_t k) {

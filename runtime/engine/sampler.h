@@ -1,6 +1,6 @@
 #pragma once
-// Token choice from a logits row: greedy, or temperature / top-k / top-p sampling with a
-// counter-based random stream, so that (seed, position) alone decides every draw.
+// Sampling settings, their device form, and the host's definition of the filtered
+// distribution (HF's order) that the device sampler is tested against.
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -18,9 +18,6 @@ struct SamplingParams {
   bool greedy() const { return temperature <= 0; }
 };
 
-// A uniform double in [0, 1) from (seed, counter): splitmix64 over the pair.
-double uniform(uint64_t seed, uint64_t counter);
-
 // The device sampler's parameters for a logits row deciding the token at `position`.
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
 
@@ -28,9 +25,6 @@ ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
 // top-p (the smallest set of most likely tokens whose mass reaches p), renormalised.
 // Returns (id, probability) pairs of the kept tokens, most likely first.
 std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p);
-
-// Draws a token with the counter-th uniform of the seed's stream.
-int32_t sample_token(std::span<const float> logits, const SamplingParams& p, uint64_t counter);
 
 // The k largest logits, ties to the lower id, as (id, value).
 std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, uint32_t k);

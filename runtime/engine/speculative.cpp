@@ -245,7 +245,9 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
     }
     rec_.fill(vk::BufferRange(verify_drafts_, k * 4, 4), 0xffffffffu, "no draft");  // the bonus row
-    models::record_target_forward(oc, target_, tstate_, {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_});
+    // No argmax dispatch: the sampling op below decides every row (greedily at temperature 0).
+    models::record_target_forward(oc, target_, tstate_,
+                                  {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/false});
     // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
     ops::IntVec drafts{verify_drafts_};
     ops::DraftDistribution verify;

@@ -35,11 +35,12 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   rec_.copy(vk::BufferRange(upload_, uint64_t(state_.max_rows) * 4, rows * 4),
             vk::BufferRange(state_.positions, 0, rows * 4), "positions");
   ops::OpContext oc{gpu_, rec_};
-  models::ForwardPass pass{rows, req.start + rows, req.logits_from, req.batch_invariant, req.taps};
+  const bool sampled = req.sampling && !req.sampling->greedy();
+  models::ForwardPass pass{rows, req.start + rows, req.logits_from, req.batch_invariant, req.taps, !sampled};
   models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
-  if (n_logits && req.sampling && !req.sampling->greedy())
+  if (n_logits && sampled)
     ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
                 ops::IntVec{state_.accept}, device_params(*req.sampling, req.start + req.logits_from + 1));
   if (n_logits) {

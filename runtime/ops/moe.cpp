@@ -42,7 +42,6 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
         expert_stride, ids_offset;
   } push{};
   const uint32_t out_rows = (rows + slots - 1) / slots;
-  vk::Arg out = accumulate ? y.updates(out_rows, w.rows) : y.writes(out_rows, w.rows);
   auto record = [&](vk::BufferRange weights, uint32_t n0, uint32_t n, uint32_t base, uint32_t count) {
     Act yc = y.cols(n0);
     push = {w.cols, n, rows, x.offset, x.stride, yc.offset, yc.stride, accumulate ? 1u : 0u, slots, slot, base, count,
@@ -51,7 +50,6 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
     oc.rec.dispatch(kernel, {x.reads(rows, w.cols), vk::reads(weights), o, vk::reads(ids.range)}, push,
                     (n + shape.outs - 1) / shape.outs, rows, 1, name);
   };
-  (void)out;
   uint64_t all_bytes = uint64_t(w.experts) * w.rows * w.cols * weight_type_bytes(w.type);
   if ((all_bytes + 3) / 4 * 4 <= ctx.max_binding_range) {
     record(w.data.sub(0, std::min<uint64_t>((all_bytes + 3) / 4 * 4, w.data.bytes)), 0, w.rows, 0, w.experts);

@@ -86,7 +86,7 @@ const codeLines = [
   "$ ls -la /usr/share | grep -E '^d' > out.txt 2>&1 && echo done",
   "    \t  mixed_indent = True\n\t\tdeeper()\n",
   "matrix[i][j] += alpha * (A[i][k] @ B[k][j]) / np.sqrt(d_k)",
-  "// TODO(ceo): fix this!!!\n/* block\n * comment */",
+  "// NOTE(dev): check this!!!\n/* block\n * comment */",
   "__init__ __slots__ _private __dunder__ snake_case camelCase PascalCase SCREAMING_CASE",
   "a_b-c.d/e\\f|g~h^i&j*k%l@m#n",
 ];
