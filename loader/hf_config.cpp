@@ -219,6 +219,18 @@ LlamaConfig parse_llama_config(const json& config, std::string_view source,
   return c;
 }
 
+void apply_generation_config(LlamaConfig& c, const json& gen, std::string_view source_view) {
+  const std::string source(source_view);
+  if (!gen.is_object()) fail("{}: not a JSON object", source);
+  if (auto bos = optional_int(gen, "bos_token_id", source)) c.bos_token_id = *bos;
+  // Generation stops on the generation config's ids first; keep config.json's extras too so a
+  // stale generation config cannot make a model run past its end-of-turn token.
+  std::vector<int> eos = int_or_int_list(gen, "eos_token_id", source);
+  for (int id : c.eos_token_ids)
+    if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
+  c.eos_token_ids = std::move(eos);
+}
+
 LlamaConfig load_llama_config(const fs::path& dir, const std::vector<std::string>& accepted_architectures) {
   const fs::path config_path = dir / "config.json";
   std::error_code ec;
@@ -226,18 +238,7 @@ LlamaConfig load_llama_config(const fs::path& dir, const std::vector<std::string
   LlamaConfig c = parse_llama_config(read_file(config_path), config_path.string(), accepted_architectures);
 
   const fs::path gen_path = dir / "generation_config.json";
-  if (fs::is_regular_file(gen_path, ec)) {
-    const json gen = read_file(gen_path);
-    const std::string source = gen_path.string();
-    if (!gen.is_object()) fail("{}: not a JSON object", source);
-    if (auto bos = optional_int(gen, "bos_token_id", source)) c.bos_token_id = *bos;
-    // Generation stops on the generation config's ids first; keep config.json's extras too so a
-    // stale generation config cannot make a model run past its end-of-turn token.
-    std::vector<int> eos = int_or_int_list(gen, "eos_token_id", source);
-    for (int id : c.eos_token_ids)
-      if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
-    c.eos_token_ids = std::move(eos);
-  }
+  if (fs::is_regular_file(gen_path, ec)) apply_generation_config(c, read_file(gen_path), gen_path.string());
   return c;
 }
 

@@ -46,6 +46,9 @@ struct LlamaConfig {
 LlamaConfig load_llama_config(const std::filesystem::path& dir,
                               const std::vector<std::string>& accepted_architectures = {"LlamaForCausalLM"});
 
+// generation_config.json's bos_token_id wins; its eos ids come first, then config.json's extras.
+void apply_generation_config(LlamaConfig& config, const nlohmann::json& generation, std::string_view source);
+
 // The same from an already-parsed config.json; `source` names it in errors. No generation config.
 LlamaConfig parse_llama_config(const nlohmann::json& config, std::string_view source,
                                const std::vector<std::string>& accepted_architectures = {"LlamaForCausalLM"});

@@ -31,12 +31,14 @@ namespace {
 struct DTypeInfo {
   DType dtype;
   std::string_view name;
-  size_t size;
+  size_t size;  // 0: a ggml block type, never valid in a safetensors header
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "F32", 4}, {DType::F16, "F16", 2}, {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8},
-    {DType::I32, "I32", 4}, {DType::I16, "I16", 2}, {DType::I8, "I8", 1},     {DType::U8, "U8", 1},
-    {DType::BOOL, "BOOL", 1}, {DType::F64, "F64", 8},
+    {DType::F32, "F32", 4},   {DType::F16, "F16", 2},   {DType::BF16, "BF16", 2}, {DType::I64, "I64", 8},
+    {DType::I32, "I32", 4},   {DType::I16, "I16", 2},   {DType::I8, "I8", 1},     {DType::U8, "U8", 1},
+    {DType::BOOL, "BOOL", 1}, {DType::F64, "F64", 8},   {DType::Q4_0, "Q4_0", 0}, {DType::Q4_1, "Q4_1", 0},
+    {DType::Q5_0, "Q5_0", 0}, {DType::Q5_1, "Q5_1", 0}, {DType::Q8_0, "Q8_0", 0}, {DType::Q4_K, "Q4_K", 0},
+    {DType::Q5_K, "Q5_K", 0}, {DType::Q6_K, "Q6_K", 0},
 };
 
 const DTypeInfo& info(DType dtype) {
@@ -195,7 +197,7 @@ std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
   for (const auto& entry : kDTypes)
-    if (entry.name == name) return entry.dtype;
+    if (entry.name == name && entry.size != 0) return entry.dtype;
   return std::nullopt;
 }
 

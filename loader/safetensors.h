@@ -15,12 +15,15 @@
 
 namespace eaglevk::loader {
 
-enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64 };
+// Element types of checkpoint tensors. The safetensors ones come first; the block-quantized
+// ggml formats (Q4_0 ... Q6_K) occur only in GGUF files, where loader/quant.h gives their
+// geometry (dtype_size() is 0 for them: a block type has no per-element size).
+enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
 
 size_t dtype_size(DType dtype);
 // The spelling the safetensors header uses ("F32", "BF16", "BOOL", ...).
 std::string_view dtype_name(DType dtype);
-// std::nullopt for a name that is not one of the above.
+// std::nullopt for a name that is not one of the safetensors types.
 std::optional<DType> parse_dtype(std::string_view name);
 
 // One tensor inside a mapping. `data` is not aligned in general (the header length decides the
@@ -32,6 +35,10 @@ struct TensorView {
   const std::byte* data = nullptr;
   size_t bytes = 0;
   std::string file;  // the file the tensor lives in, for error messages
+  // Non-zero when llama.cpp's converter reordered the rows of this q/k projection for its
+  // rope pairing (GGUF `llama` files): the head count it used. Uploads put the rows back in
+  // Hugging Face order (models/weight_loading.cpp).
+  uint32_t rope_permuted_heads = 0;
 
   int64_t numel() const;
   std::span<const std::byte> span() const { return {data, bytes}; }

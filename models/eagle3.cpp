@@ -36,13 +36,12 @@ void refuse_flag(const nlohmann::json& j, const char* key, const std::string& so
 
 }  // namespace
 
-Eagle3Config load_eagle3_config(const std::filesystem::path& dir) {
-  std::filesystem::path file = dir / "config.json";
-  if (!std::filesystem::exists(file)) fail("draft folder '{}' has no config.json", dir.string());
-  nlohmann::json j = jf::read_file(file);
-  const std::string source = file.string();
+Eagle3Config load_eagle3_config(const loader::ModelFiles& files) {
+  const nlohmann::json& j = files.config;
+  const std::string source = files.format == "gguf" ? files.source() : (files.folder / "config.json").string();
   Eagle3Config c;
-  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
+  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                             j["architectures"][0].is_string()
                          ? j["architectures"][0].get<std::string>()
                          : "";
   if (jf::has(j, "speculators_model_type")) {
@@ -57,11 +56,13 @@ Eagle3Config load_eagle3_config(const std::filesystem::path& dir) {
     c.norm_before_residual = jf::optional_bool(j, "norm_before_residual", source).value_or(false);
     c.target_hidden_size = jf::optional_int(j, "target_hidden_size", source).value_or(c.layer.hidden_size);
     for (const char* flag : {"norm_before_fc", "fc_norm", "norm_output"}) refuse_flag(j, flag, source);
-    // speculators ids follow vLLM: the residual stream entering layer j, as given.
-    if (jf::has(j, "eagle_aux_hidden_state_layer_ids"))
+    if (jf::has(j, "eagle_aux_hidden_state_layer_ids")) {
       c.aux_layers = read_ids(j["eagle_aux_hidden_state_layer_ids"], source, "eagle_aux_hidden_state_layer_ids");
+      c.aux_layers_rule = "speculators eagle_aux_hidden_state_layer_ids: the residual stream entering each layer (vLLM), as given";
+    }
   } else if (arch == "LlamaForCausalLMEagle3" || (arch == "LlamaForCausalLM" && jf::has(j, "draft_vocab_size"))) {
-    c.format = "eagle3";
+    const bool gguf = jf::has(j, "eaglevk_source_format");
+    c.format = gguf ? "gguf" : "eagle3";
     nlohmann::json layer = j;
     layer["architectures"] = {"LlamaForCausalLM"};
     c.layer = loader::parse_llama_config(layer, source, {"LlamaForCausalLM"});
@@ -69,12 +70,16 @@ Eagle3Config load_eagle3_config(const std::filesystem::path& dir) {
     c.draft_vocab_size = jf::optional_int(j, "draft_vocab_size", source).value_or(c.layer.vocab_size);
     c.norm_before_residual = jf::optional_bool(j, "norm_before_residual", source).value_or(false);
     c.target_hidden_size = jf::optional_int(j, "target_hidden_size", source).value_or(c.layer.hidden_size);
-    // NVIDIA ModelOpt / SGLang heads: ids count layer outputs when the first id is 1.
-    if (j.contains("eagle_config") && jf::has(j["eagle_config"], "eagle_aux_hidden_state_layer_ids")) {
+    if (jf::has(j, "eagle_aux_hidden_state_layer_ids")) {
+      c.aux_layers = read_ids(j["eagle_aux_hidden_state_layer_ids"], source, "eagle_aux_hidden_state_layer_ids");
+      c.aux_layers_rule = gguf ? "GGUF eagle3 tap layers: the residual stream entering each layer (llama.cpp), as given"
+                               : "eagle_aux_hidden_state_layer_ids: the residual stream entering each layer, as given";
+    } else if (j.contains("eagle_config") && jf::has(j["eagle_config"], "eagle_aux_hidden_state_layer_ids")) {
+      // NVIDIA ModelOpt heads name layer outputs; SGLang serves them one layer later.
       c.aux_layers = read_ids(j["eagle_config"]["eagle_aux_hidden_state_layer_ids"], source,
                               "eagle_config.eagle_aux_hidden_state_layer_ids");
-      if (!c.aux_layers.empty() && c.aux_layers[0] == 1)
-        for (uint32_t& id : c.aux_layers) ++id;
+      for (uint32_t& id : c.aux_layers) ++id;
+      c.aux_layers_rule = "eagle_config.eagle_aux_hidden_state_layer_ids name layer outputs (ModelOpt, SGLang): +1";
     }
   } else {
     fail("{}: not an EAGLE-3 draft (architecture '{}'; expected LlamaForCausalLMEagle3 or a speculators eagle3 "
@@ -106,12 +111,16 @@ std::string find_name(const loader::Checkpoint& ckpt, const std::string& suffix,
 
 }  // namespace
 
-Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir, const loader::LlamaConfig& target,
+Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& path, const loader::LlamaConfig& target,
                         const std::vector<uint32_t>& aux_override) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec) && !std::filesystem::exists(path / "config.json"))
+    fail("draft folder '{}' has no config.json", path.string());
+  const loader::ModelFiles files = loader::open_model_files(path);
   Eagle3Model m;
-  m.config = load_eagle3_config(dir);
+  m.config = load_eagle3_config(files);
   const Eagle3Config& c = m.config;
-  const std::string where = dir.string();
+  const std::string where = files.source();
   const int64_t H = c.layer.hidden_size, I = c.layer.intermediate_size, hd = c.layer.head_dim;
   const int64_t q_dim = c.layer.num_attention_heads * hd, kv_dim = c.layer.num_key_value_heads * hd;
   const int64_t Ht = c.target_hidden_size, Vd = c.draft_vocab_size, V = target.vocab_size;
@@ -134,7 +143,7 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir
   }
   if (m.aux_layers_default && m.aux_layers != default_aux_layers(L)) m.aux_layers_default = false;
 
-  loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
+  const loader::Checkpoint& ckpt = files.checkpoint;
   TensorUse use{ckpt, {}};
   vk::Uploader up(ctx);
   auto get = [&](const std::string& suffix, bool layer) -> const loader::TensorView& {
@@ -165,7 +174,11 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir
   m.gate_up = matrix({{"mlp.gate_proj.weight", {I, H}}, {"mlp.up_proj.weight", {I, H}}}, true, "draft gate_up");
   m.down = matrix({{"mlp.down_proj.weight", {H, I}}}, true, "draft down_proj");
   m.final_norm = upload_f32_vector(ctx, up, get("norm.weight", false), H);
-  m.lm_head = matrix({{"lm_head.weight", {Vd, H}}}, false, "draft lm_head");
+  if (!find_name(ckpt, "lm_head.weight", false).empty())
+    m.lm_head = matrix({{"lm_head.weight", {Vd, H}}}, false, "draft lm_head");
+  else if (c.format != "gguf" || Vd != V || H != target.hidden_size)
+    fail("draft {} has no lm_head of its own{}", where,
+         c.format == "gguf" ? " and cannot use the target's (its vocabulary or width differs)" : "");
   if (!find_name(ckpt, "embed_tokens.weight", false).empty())
     m.embed = matrix({{"embed_tokens.weight", {V, H}}}, false, "draft embed_tokens");
   else if (H != target.hidden_size)
@@ -176,6 +189,9 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir
     use.used.push_back(d2t_view->name);
     expect_shape(*d2t_view, {Vd});
     std::vector<int64_t> offsets = loader::to_i64(*d2t_view);
+    // GGUF (llama.cpp's converter) stores absolute target ids; safetensors stores offsets.
+    if (c.format == "gguf")
+      for (size_t i = 0; i < offsets.size(); ++i) offsets[i] -= int64_t(i);
     std::vector<int32_t> d2t(offsets.size());
     std::set<int64_t> seen;
     for (size_t i = 0; i < offsets.size(); ++i) {
@@ -195,7 +211,7 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir
     use.used.push_back("t2d");
     expect_shape(*t2d, {V});
   }
-  use.check_all_used({}, {"rotary_emb.inv_freq"});
+  use.check_all_used({}, {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   return m;
 }

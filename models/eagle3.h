@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "loader/hf_config.h"
+#include "loader/model_files.h"
 #include "models/llama3.h"
 #include "models/weight_loading.h"
 #include "runtime/ops/ops.h"
@@ -17,16 +18,27 @@
 namespace eaglevk::models {
 
 struct Eagle3Config {
-  std::string format;               // "eagle3" (original) or "speculators"
+  std::string format;               // "eagle3" (original), "speculators" or "gguf"
   loader::LlamaConfig layer;        // the decoder layer's sizes, norm eps and rope (the head's own)
   int draft_vocab_size = 0;         // Vd
   int target_vocab_size = 0;        // V the head was trained against
   int target_hidden_size = 0;       // Ht (equals layer.hidden_size unless the head says otherwise)
   bool norm_before_residual = false;
   std::vector<uint32_t> aux_layers;  // canonical tap ids (residual stream entering layer j); empty: default
+  std::string aux_layers_rule;       // how the configured ids were read (logged when they are used)
 };
 
-Eagle3Config load_eagle3_config(const std::filesystem::path& dir);
+// Tap ids by source format (engines disagree on what a configured id means):
+//   speculators `eagle_aux_hidden_state_layer_ids` and GGUF `eagle3.target_layers` /
+//   `extract_layers`: the residual stream entering layer i (vLLM, speculators, llama.cpp),
+//   used as given;
+//   original-layout configs with `eagle_config.eagle_aux_hidden_state_layer_ids` (NVIDIA
+//   ModelOpt exports, served by SGLang): the output of layer i, i.e. the stream entering
+//   layer i + 1, so each id gets + 1 (the Maverick head's [1, 23, 44] taps 2, 24, 45);
+//   a top-level `eagle_aux_hidden_state_layer_ids` in an original-layout config: as given;
+//   no ids: the family default (2, L/2, L-3).
+// `eaglevk eval --aux-shift-sweep` measures which shift a head was really trained with.
+Eagle3Config load_eagle3_config(const loader::ModelFiles& files);
 
 // The family default: (2, L/2, L-3).
 std::vector<uint32_t> default_aux_layers(uint32_t target_layers);
@@ -42,17 +54,23 @@ struct Eagle3Model {
   DeviceMatrix gate_up;        // [2 I, H]
   DeviceMatrix down;           // [H, I]
   vk::Buffer final_norm;       // [H] f32
-  DeviceMatrix lm_head;        // [Vd, H]
+  DeviceMatrix lm_head;        // [Vd, H]; empty when the head uses the target's (GGUF without output.weight)
   DeviceMatrix embed;          // [V, H] when the head ships its own; else empty (target's is used)
   vk::Buffer d2t;              // int32 [Vd] offsets: target id = draft id + d2t[draft id]; empty = identity
   std::vector<uint32_t> aux_layers;  // the tap ids in use, ascending
   bool aux_layers_default = true;
 };
 
-// Loads the head and checks it against the target: hidden sizes, vocabulary, tap ids.
-// `aux_override` (from --aux-layers) wins over the config and the default.
-Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& dir, const loader::LlamaConfig& target,
+// Loads the head (a folder or a GGUF file) and checks it against the target: hidden sizes,
+// vocabulary, tap ids. `aux_override` (from --aux-layers) wins over the config and the default.
+Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& path, const loader::LlamaConfig& target,
                         const std::vector<uint32_t>& aux_override = {});
+
+// The target weights a head may share: the token embedding (heads without their own) and the
+// lm_head (GGUF heads without output.weight).
+struct TargetWeights {
+  ops::WeightMatrix embed, lm_head;
+};
 
 // Device state of the draft for one sequence: its own KV cache, rope table and activations.
 struct Eagle3State {
@@ -87,7 +105,7 @@ struct DraftPass {
 };
 
 // Returns the row of the feature buffer that holds this pass's last pre-norm output.
-uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s,
-                               const ops::WeightMatrix& target_embed, const DraftPass& pass);
+uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s, const TargetWeights& target,
+                               const DraftPass& pass);
 
 }  // namespace eaglevk::models

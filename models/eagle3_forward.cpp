@@ -47,8 +47,8 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   return s;
 }
 
-uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s,
-                               const ops::WeightMatrix& target_embed, const DraftPass& pass) {
+uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s, const TargetWeights& target,
+                               const DraftPass& pass) {
   const loader::LlamaConfig& c = m.config.layer;
   const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size, Vd = m.config.draft_vocab_size;
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
@@ -62,18 +62,18 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
 
   // g: the feature rows this pass works on, updated in place into h and then u.
   ops::Act g = pass.from_taps ? ops::Act(a[s.feature], H) : ops::Act(a[s.feature], H).row(pass.feature_row);
-  if (pass.from_taps) ops::matmul(oc, pass.taps, m.fc.matrix(), g, T, false, path, "draft_fc");
+  if (pass.from_taps) linear(oc, pass.taps, m.fc, g, T, false, path, "draft_fc");
 
   // The two norm paths: independent dispatches into the two halves of one buffer; the
   // recorder puts the one barrier before the q/k/v matmul that reads both.
   ops::Act attn_in(a[s.attn_in], 2 * H), e(a[s.embedded], H);
-  ops::embed(oc, pass.ids, T, m.embed.buffer ? m.embed.matrix() : target_embed, e);
+  ops::embed(oc, pass.ids, T, m.embed.buffer ? m.embed.matrix() : target.embed, e);
   vk::BufferRange in_w(m.in_norm), hidden_w(m.hidden_norm), post_w(m.post_norm), final_w(m.final_norm);
   ops::rms_norm(oc, e, &in_w, attn_in, T, H, eps, "draft_input_norm");
   ops::rms_norm(oc, g, &hidden_w, attn_in.cols(H), T, H, eps, "draft_hidden_norm");
 
   ops::Act qkv(a[s.qkv], qkv_dim);
-  ops::matmul(oc, attn_in, m.qkv.matrix(), qkv, T, false, path, "draft_qkv");
+  linear(oc, attn_in, m.qkv, qkv, T, false, path, "draft_qkv");
   ops::rope(oc, qkv, T, nh + nkv, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
   ops::KvLayer kv = s.kv();
   ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.positions, kv);
@@ -81,19 +81,22 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
                  ops::AttentionParams{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))});
   // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
   ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;
-  ops::matmul(oc, ops::Act(a[s.attn], q_dim), m.o.matrix(), h, T, /*accumulate=*/true, path, "draft_o_proj");
+  linear(oc, ops::Act(a[s.attn], q_dim), m.o, h, T, /*accumulate=*/true, path, "draft_o_proj");
   ops::rms_norm(oc, h, &post_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "draft_post_norm");
   ops::Act gu(a[s.gate_up], 2 * I);
-  ops::matmul(oc, ops::Act(a[s.ffn_norm], H), m.gate_up.matrix(), gu, T, false, path, "draft_gate_up");
+  linear(oc, ops::Act(a[s.ffn_norm], H), m.gate_up, gu, T, false, path, "draft_gate_up");
   ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
-  ops::matmul(oc, ops::Act(a[s.act], I), m.down.matrix(), h, T, /*accumulate=*/true, path, "draft_down");
+  linear(oc, ops::Act(a[s.act], I), m.down, h, T, /*accumulate=*/true, path, "draft_down");
   if (m.config.norm_before_residual) ops::copy_rows(oc, h, g, T, H, "draft_feature");  // u feeds the next step
 
   // Logits of the last row only: it proposes the next token.
   ops::Act u_last = g.row(T - 1);
   ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), 1, H, eps, "draft_final_norm");
-  ops::matmul(oc, ops::Act(a[s.out_norm], H), m.lm_head.matrix(), ops::Act(a[s.logits], Vd), 1, false, path,
-              "draft_lm_head");
+  if (m.lm_head.buffer)
+    linear(oc, ops::Act(a[s.out_norm], H), m.lm_head, ops::Act(a[s.logits], Vd), 1, false, path, "draft_lm_head");
+  else
+    ops::matmul(oc, ops::Act(a[s.out_norm], H), target.lm_head, ops::Act(a[s.logits], Vd), 1, false, path,
+                "draft_lm_head");
   vk::BufferRange d2t(m.d2t);
   ops::argmax(oc, ops::Act(a[s.logits], Vd), 1, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
   return pass.from_taps ? T - 1 : pass.feature_row;

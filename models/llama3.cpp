@@ -10,12 +10,18 @@
 
 namespace eaglevk::models {
 
-Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir) {
+Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& path) {
+  return load_llama3(ctx, loader::open_model_files(path));
+}
+
+Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama3Model m;
-  m.config = loader::load_llama_config(dir);
+  const std::string source = files.source();
+  m.config = loader::parse_llama_config(files.config, source);
+  if (files.generation_config) loader::apply_generation_config(m.config, *files.generation_config, source);
   const loader::LlamaConfig& c = m.config;
-  if (c.attention_bias || c.mlp_bias) fail("{}: attention_bias / mlp_bias are not supported", dir.string());
-  loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
+  if (c.attention_bias || c.mlp_bias) fail("{}: attention_bias / mlp_bias are not supported", source);
+  const loader::Checkpoint& ckpt = files.checkpoint;
   TensorUse use{ckpt, {}};
   vk::Uploader up(ctx);
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
@@ -42,9 +48,9 @@ Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir
   if (ckpt.find("lm_head.weight")) {
     m.lm_head = matrix({{"lm_head.weight", {V, H}}}, "lm_head");
   } else if (!c.tie_word_embeddings) {
-    fail("checkpoint {} has no lm_head.weight and tie_word_embeddings is false", dir.string());
+    fail("checkpoint {} has no lm_head.weight and tie_word_embeddings is false", source);
   }
-  use.check_all_used({}, {"rotary_emb.inv_freq"});
+  use.check_all_used({}, {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   for (const std::string& name : use.used) {
     m.weight_bytes += ckpt.get(name).bytes;
@@ -88,18 +94,18 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
     ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
-    ops::matmul(oc, ops::Act(a[s.attn_norm], H), L.qkv.matrix(), qkv, T, false, path, "qkv");
+    linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
     ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
     ops::KvLayer kv = s.kv_layer(l);
     ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pos, kv);
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
-    ops::matmul(oc, ops::Act(a[s.attn], q_dim), L.o.matrix(), x, T, /*accumulate=*/true, path, "o_proj");
+    linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::rms_norm(oc, x, &ffn_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "ffn_norm");
     ops::Act gu(a[s.gate_up], 2 * I);
-    ops::matmul(oc, ops::Act(a[s.ffn_norm], H), L.gate_up.matrix(), gu, T, false, path, "gate_up");
+    linear(oc, ops::Act(a[s.ffn_norm], H), L.gate_up, gu, T, false, path, "gate_up");
     ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
-    ops::matmul(oc, ops::Act(a[s.act], I), L.down.matrix(), x, T, /*accumulate=*/true, path, "down_proj");
+    linear(oc, ops::Act(a[s.act], I), L.down, x, T, /*accumulate=*/true, path, "down_proj");
   }
   tap(uint32_t(m.layers.size()));
   record_logits(oc, s, pass, x, m.norm, m.lm_head_matrix(), eps);

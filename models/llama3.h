@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "loader/hf_config.h"
+#include "loader/model_files.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
 #include "runtime/ops/ops.h"
@@ -32,7 +33,9 @@ struct Llama3Model {
   uint64_t parameters = 0;
 };
 
-Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& dir);
+// From a model folder or a GGUF file (loader/model_files.h).
+Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files);
+Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& path);
 
 // The sizes its state is planned from.
 TargetShape llama3_shape(const Llama3Model& m);

@@ -20,6 +20,7 @@ vk::Buffer upload_experts_transposed(const vk::Context& ctx, vk::Uploader& up, c
   expect_shape(t, {E, in, out});
   const size_t elem = loader::dtype_size(t.dtype);
   weight_type_of(t);
+  if (elem == 0) fail("tensor '{}': fused Hugging Face expert tensors must be F32, F16 or BF16", t.name);
   std::vector<std::byte> transposed(t.bytes);
   for (int64_t e = 0; e < E; ++e)
     for (int64_t i = 0; i < in; ++i)
@@ -31,15 +32,42 @@ vk::Buffer upload_experts_transposed(const vk::Context& ctx, vk::Uploader& up, c
   return b;
 }
 
+// GGUF keeps each expert matrix [E, out, in] already, gate and up apart: interleave them per
+// expert (gate rows, then up rows) straight from the mapping, any block type.
+vk::Buffer upload_experts_gate_up(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& gate,
+                                  const loader::TensorView& upw, int64_t E, int64_t I, int64_t H, const std::string& name) {
+  expect_shape(gate, {E, I, H});
+  expect_shape(upw, {E, I, H});
+  if (gate.dtype != upw.dtype)
+    fail("'{}' and '{}' are stored in different types ({} and {}); eaglevk fuses them and needs one type", gate.name,
+         upw.name, loader::dtype_name(gate.dtype), loader::dtype_name(upw.dtype));
+  const uint64_t per = gate.bytes / uint64_t(E);
+  vk::Buffer b(ctx, (2 * gate.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
+  for (int64_t e = 0; e < E; ++e) {
+    up.put(vk::BufferRange(b, 2 * e * per, per), gate.data + e * per, per);
+    up.put(vk::BufferRange(b, (2 * e + 1) * per, per), upw.data + e * per, per);
+  }
+  return b;
+}
+
+vk::Buffer upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
+                                    int64_t out, int64_t in, const std::string& name) {
+  expect_shape(t, {E, out, in});
+  vk::Buffer b(ctx, (t.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
+  up.put(vk::BufferRange(b, 0, t.bytes), t.data, t.bytes);
+  return b;
+}
+
 }  // namespace
 
-Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir) {
+Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama4Model m;
-  m.config = load_llama4_config(dir);
+  m.config = load_llama4_config(files);
   const Llama4Config& c = m.config;
   const loader::LlamaConfig& b = c.base;
-  if (b.attention_bias) fail("{}: attention_bias is not supported", dir.string());
-  loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
+  const std::string source = files.source();
+  if (b.attention_bias) fail("{}: attention_bias is not supported", source);
+  const loader::Checkpoint& ckpt = files.checkpoint;
   TensorUse use{ckpt, {}};
   vk::Uploader up(ctx);
   const int64_t H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp, V = b.vocab_size,
@@ -65,17 +93,27 @@ Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir
       if (ckpt.find(f + "experts.0.gate_proj.weight"))
         fail("{}: per-expert 2-D expert tensors ({}experts.0.gate_proj.weight) are not supported; eaglevk reads "
              "the fused experts.gate_up_proj / experts.down_proj layout",
-             dir.string(), f);
+             source, f);
       layer.router = matrix({{f + "router.weight", {E, H}}}, p + "router");
       layer.shared_gate_up = matrix({{f + "shared_expert.gate_proj.weight", {I, H}}, {f + "shared_expert.up_proj.weight", {I, H}}},
                                     p + "shared_gate_up");
       layer.shared_down = matrix({{f + "shared_expert.down_proj.weight", {H, I}}}, p + "shared_down");
-      const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
-      const loader::TensorView& dn = use.get(f + "experts.down_proj");
-      layer.expert_type = weight_type_of(gu);
-      if (weight_type_of(dn) != layer.expert_type) fail("{}: expert tensors of layer {} differ in dtype", dir.string(), l);
-      layer.experts_gate_up = upload_experts_transposed(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
-      layer.experts_down = upload_experts_transposed(ctx, up, dn, E, I, H, p + "experts_down");
+      if (ckpt.find(f + "experts.gate_proj.weight")) {  // GGUF: [E, out, in] per matrix
+        const loader::TensorView& g = use.get(f + "experts.gate_proj.weight");
+        const loader::TensorView& u = use.get(f + "experts.up_proj.weight");
+        const loader::TensorView& dn = use.get(f + "experts.down_proj.weight");
+        layer.gate_up_type = weight_type_of(g);
+        layer.down_type = weight_type_of(dn);
+        layer.experts_gate_up = upload_experts_gate_up(ctx, up, g, u, E, I, H, p + "experts_gate_up");
+        layer.experts_down = upload_experts_as_stored(ctx, up, dn, E, H, I, p + "experts_down");
+      } else {
+        const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
+        const loader::TensorView& dn = use.get(f + "experts.down_proj");
+        layer.gate_up_type = weight_type_of(gu);
+        layer.down_type = weight_type_of(dn);
+        layer.experts_gate_up = upload_experts_transposed(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
+        layer.experts_down = upload_experts_transposed(ctx, up, dn, E, I, H, p + "experts_down");
+      }
     } else {
       layer.gate_up = matrix({{f + "gate_proj.weight", {Im, H}}, {f + "up_proj.weight", {Im, H}}}, p + "gate_up");
       layer.down = matrix({{f + "down_proj.weight", {H, Im}}}, p + "down_proj");
@@ -86,9 +124,9 @@ Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir
   if (ckpt.find(P + "lm_head.weight"))
     m.lm_head = matrix({{P + "lm_head.weight", {V, H}}}, "lm_head");
   else if (!b.tie_word_embeddings)
-    fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", dir.string(), P);
+    fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", source, P);
   // The vision tower and projector are knowingly skipped: eaglevk runs the text model.
-  use.check_all_used({"vision_model.", "multi_modal_projector."}, {"rotary_emb.inv_freq"});
+  use.check_all_used({"vision_model.", "multi_modal_projector."}, {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   for (const std::string& name : use.used) {
     m.weight_bytes += ckpt.get(name).bytes;
@@ -139,7 +177,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
     ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
-    ops::matmul(oc, ops::Act(a[s.attn_norm], H), L.qkv.matrix(), qkv, T, false, path, "qkv");
+    linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
                                 1.0f / std::sqrt(float(hd))};
     if (c.rope_layer[l]) {
@@ -153,30 +191,30 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     ops::KvLayer kv = s.kv_layer(l);
     ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pos, kv);
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
-    ops::matmul(oc, ops::Act(a[s.attn], q_dim), L.o.matrix(), x, T, /*accumulate=*/true, path, "o_proj");
+    linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
     if (c.moe_layer[l]) {
       // Shared expert, always added.
       ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
-      ops::matmul(oc, n2, L.shared_gate_up.matrix(), gu, T, false, path, "shared_gate_up");
+      linear(oc, n2, L.shared_gate_up, gu, T, false, path, "shared_gate_up");
       ops::swiglu(oc, gu, gu.cols(I), act, T, I);
-      ops::matmul(oc, act, L.shared_down.matrix(), x, T, true, path, "shared_down");
+      linear(oc, act, L.shared_down, x, T, true, path, "shared_down");
       // Routed experts: top-k by router logit, sigmoid score on the expert input.
       ops::Act router(a[s.router], E), xin(a[s.expert_in], H), egu(a[s.expert_gate_up], 2 * I),
           eact(a[s.expert_act], I);
-      ops::matmul(oc, n2, L.router.matrix(), router, T, false, path, "router");
+      linear(oc, n2, L.router, router, T, false, path, "router");
       ops::IntVec ids{s.expert_ids};
       ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
-      ops::ExpertWeights wgu{vk::BufferRange(L.experts_gate_up), L.expert_type, E, 2 * I, H};
-      ops::ExpertWeights wdn{vk::BufferRange(L.experts_down), L.expert_type, E, H, I};
+      ops::ExpertWeights wgu{vk::BufferRange(L.experts_gate_up), L.gate_up_type, E, 2 * I, H};
+      ops::ExpertWeights wdn{vk::BufferRange(L.experts_down), L.down_type, E, H, I};
       ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up");
       ops::swiglu(oc, egu, egu.cols(I), eact, T * K, I);
       for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");
     } else {
       ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
-      ops::matmul(oc, n2, L.gate_up.matrix(), gu, T, false, path, "gate_up");
+      linear(oc, n2, L.gate_up, gu, T, false, path, "gate_up");
       ops::swiglu(oc, gu, gu.cols(Im), act, T, Im);
-      ops::matmul(oc, act, L.down.matrix(), x, T, true, path, "down_proj");
+      linear(oc, act, L.down, x, T, true, path, "down_proj");
     }
   }
   tap(uint32_t(m.layers.size()));

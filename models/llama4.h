@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loader/hf_config.h"
+#include "loader/model_files.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
 
@@ -28,7 +29,7 @@ struct Llama4Config {
   std::string prefix;             // "language_model." in the multimodal checkpoint
 };
 
-Llama4Config load_llama4_config(const std::filesystem::path& dir);
+Llama4Config load_llama4_config(const loader::ModelFiles& files);
 
 struct Llama4Layer {
   vk::Buffer attn_norm;        // [H] f32
@@ -42,9 +43,9 @@ struct Llama4Layer {
   DeviceMatrix router;         // [E, H]
   DeviceMatrix shared_gate_up; // [2 I, H]
   DeviceMatrix shared_down;    // [H, I]
-  vk::Buffer experts_gate_up;  // [E, 2 I, H]: HF's [E, H, 2I] transposed at load, gate rows first
-  vk::Buffer experts_down;     // [E, H, I]: HF's [E, I, H] transposed
-  ops::WeightType expert_type = ops::WeightType::BF16;
+  vk::Buffer experts_gate_up;  // [E, 2 I, H]: per expert its gate rows, then its up rows
+  vk::Buffer experts_down;     // [E, H, I]
+  ops::WeightType gate_up_type = ops::WeightType::BF16, down_type = ops::WeightType::BF16;
 };
 
 struct Llama4Model {
@@ -57,7 +58,7 @@ struct Llama4Model {
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
 };
 
-Llama4Model load_llama4(const vk::Context& ctx, const std::filesystem::path& dir);
+Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files);
 TargetShape llama4_shape(const Llama4Model& m);
 void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass);
 

@@ -22,9 +22,9 @@ std::vector<bool> flags_from_list(const nlohmann::json& list, int layers, const 
 
 }  // namespace
 
-Llama4Config load_llama4_config(const std::filesystem::path& dir) {
-  const std::string source = (dir / "config.json").string();
-  nlohmann::json j = jf::read_file(dir / "config.json");
+Llama4Config load_llama4_config(const loader::ModelFiles& files) {
+  const std::string source = files.format == "gguf" ? files.source() : (files.folder / "config.json").string();
+  const nlohmann::json& j = files.config;
   std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
                          ? j["architectures"][0].get<std::string>()
                          : "";
@@ -44,12 +44,10 @@ Llama4Config load_llama4_config(const std::filesystem::path& dir) {
   c.base = loader::parse_llama_config(text, text_source, {"LlamaForCausalLM"});
   c.base.architecture = arch;
   // generation_config.json's eos ids come first, as for Llama-3.
-  if (std::filesystem::exists(dir / "generation_config.json")) {
-    nlohmann::json g = jf::read_file(dir / "generation_config.json");
-    std::vector<int> eos = jf::int_or_int_list(g, "eos_token_id", (dir / "generation_config.json").string());
-    for (int id : c.base.eos_token_ids)
-      if (std::find(eos.begin(), eos.end(), id) == eos.end()) eos.push_back(id);
-    c.base.eos_token_ids = eos;
+  if (files.generation_config) {
+    int bos = c.base.bos_token_id;
+    loader::apply_generation_config(c.base, *files.generation_config, (files.folder / "generation_config.json").string());
+    c.base.bos_token_id = bos;
   }
   const int L = c.base.num_hidden_layers;
   c.intermediate_size_mlp = jf::optional_int(text, "intermediate_size_mlp", text_source).value_or(16384);

@@ -15,6 +15,10 @@ ops::WeightMatrix TargetModel::embed() const {
   return std::visit([](const auto& m) { return m.embed.matrix(); }, family);
 }
 
+ops::WeightMatrix TargetModel::lm_head() const {
+  return std::visit([](const auto& m) { return m.lm_head_matrix(); }, family);
+}
+
 TargetShape TargetModel::shape() const {
   if (auto* m = std::get_if<Llama3Model>(&family)) return llama3_shape(*m);
   return llama4_shape(std::get<Llama4Model>(family));
@@ -30,19 +34,24 @@ uint64_t TargetModel::parameters() const {
 
 std::string TargetModel::architecture() const { return config().architecture; }
 
-TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) fail("model folder '{}' does not exist", dir.string());
-  nlohmann::json j = loader::json_field::read_file(dir / "config.json");
+TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& path) {
+  return load_target(ctx, loader::open_model_files(path));
+}
+
+TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files) {
+  const nlohmann::json& j = files.config;
   std::string arch;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
   if (arch == "Llama4ForConditionalGeneration" || arch == "Llama4ForCausalLM")
-    return TargetModel{load_llama4(ctx, dir)};
-  if (arch == "LlamaForCausalLM") return TargetModel{load_llama3(ctx, dir)};
-  fail("{}/config.json: architecture '{}' is not supported (LlamaForCausalLM, Llama4ForConditionalGeneration, "
+    return TargetModel{load_llama4(ctx, files)};
+  if (arch == "LlamaForCausalLM") return TargetModel{load_llama3(ctx, files)};
+  if (arch == "LlamaForCausalLMEagle3")
+    fail("{} is an EAGLE-3 draft head, not a target model (pass it with -d)", files.source());
+  fail("{}: architecture '{}' is not supported (LlamaForCausalLM, Llama4ForConditionalGeneration, "
        "Llama4ForCausalLM)",
-       dir.string(), arch);
+       files.source(), arch);
 }
 
 TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,

@@ -16,15 +16,17 @@ struct TargetModel {
 
   const loader::LlamaConfig& config() const;  // the fields every family shares
   ops::WeightMatrix embed() const;
+  ops::WeightMatrix lm_head() const;
   TargetShape shape() const;
   uint64_t weight_bytes() const;
   uint64_t parameters() const;
   std::string architecture() const;
 };
 
-// Reads config.json's architecture: LlamaForCausalLM, Llama4ForConditionalGeneration,
-// Llama4ForCausalLM; anything else is an error naming it.
-TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& dir);
+// A model folder (config.json's architecture: LlamaForCausalLM, Llama4ForConditionalGeneration,
+// Llama4ForCausalLM) or a GGUF file (`llama`, `llama4`); anything else is an error naming it.
+TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& path);
+TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files);
 
 TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,
                               bool arena_reuse);

@@ -16,34 +16,102 @@ void expect_shape(const loader::TensorView& t, std::initializer_list<int64_t> sh
 }
 
 ops::WeightType weight_type_of(const loader::TensorView& t) {
+  using loader::DType;
+  using ops::WeightType;
   switch (t.dtype) {
-    case loader::DType::F32: return ops::WeightType::F32;
-    case loader::DType::F16: return ops::WeightType::F16;
-    case loader::DType::BF16: return ops::WeightType::BF16;
-    default: fail("tensor '{}' in {} has dtype {}; weights must be F32, F16 or BF16", t.name, t.file, loader::dtype_name(t.dtype));
+    case DType::F32: return WeightType::F32;
+    case DType::F16: return WeightType::F16;
+    case DType::BF16: return WeightType::BF16;
+    case DType::Q4_0: return WeightType::Q4_0;
+    case DType::Q4_1: return WeightType::Q4_1;
+    case DType::Q5_0: return WeightType::Q5_0;
+    case DType::Q5_1: return WeightType::Q5_1;
+    case DType::Q8_0: return WeightType::Q8_0;
+    case DType::Q4_K: return WeightType::Q4_K;
+    case DType::Q5_K: return WeightType::Q5_K;
+    case DType::Q6_K: return WeightType::Q6_K;
+    default:
+      fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+           "Q4_K, Q5_K, Q6_K",
+           t.name, t.file, loader::dtype_name(t.dtype));
   }
 }
+
+ops::WeightMatrix DeviceMatrix::part(size_t i) const {
+  const Part& p = parts.at(i);
+  return {vk::BufferRange(buffer, p.offset, (p.bytes + 3) / 4 * 4), p.type, p.rows, cols};
+}
+
+ops::WeightMatrix DeviceMatrix::matrix() const {
+  if (parts.size() != 1) fail("weight '{}' is stored in {} parts of different types; use linear()", buffer.name, parts.size());
+  return part(0);
+}
+
+void linear(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act y, uint32_t rows, bool accumulate,
+            ops::MatmulPath path, const char* name) {
+  for (size_t i = 0; i < w.parts.size(); ++i)
+    ops::matmul(oc, x, w.part(i), y.cols(w.parts[i].first_row), rows, accumulate, path, name);
+}
+
+namespace {
+
+// Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.
+void put_rows(vk::Uploader& up, vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
+  const uint32_t heads = t.rope_permuted_heads;
+  if (heads == 0) {
+    up.put(vk::BufferRange(dst, offset, t.bytes), t.data, t.bytes);
+    return;
+  }
+  const int64_t rows = t.shape[0];
+  if (rows % (2 * heads) != 0) fail("tensor '{}' has {} rows, not a whole number of {} heads", t.name, rows, heads);
+  const uint64_t row_bytes = t.bytes / uint64_t(rows);
+  const int64_t hd = rows / heads, half = hd / 2;
+  // llama.cpp stores row h*hd + 2i + a for Hugging Face row h*hd + a*half + i.
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t h = r / hd, a = (r % hd) / half, i = (r % hd) % half;
+    int64_t src = h * hd + 2 * i + a;
+    up.put(vk::BufferRange(dst, offset + uint64_t(r) * row_bytes, row_bytes), t.data + uint64_t(src) * row_bytes,
+           row_bytes);
+  }
+}
+
+// Offsets of separately bound parts: 256 bytes is the largest minStorageBufferOffsetAlignment
+// the Vulkan spec allows.
+constexpr uint64_t kPartAlignment = 256;
+
+}  // namespace
 
 DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::vector<const loader::TensorView*>& blocks,
                            const std::string& name) {
   const loader::TensorView& first = *blocks.front();
   if (first.shape.size() != 2) fail("tensor '{}' must be 2-D", first.name);
-  ops::WeightType type = weight_type_of(first);
-  int64_t cols = first.shape[1], rows = 0;
+  const int64_t cols = first.shape[1];
+  DeviceMatrix m;
+  uint64_t end = 0;
+  int64_t rows = 0;
   for (const loader::TensorView* b : blocks) {
     if (b->shape.size() != 2 || b->shape[1] != cols) fail("tensor '{}' must be [*, {}] to fuse into {}", b->name, cols, name);
-    if (weight_type_of(*b) != type) fail("tensors fused into {} have different dtypes ('{}')", name, b->name);
+    ops::WeightType type = weight_type_of(*b);
+    if (cols % ops::weight_type_block_elements(type) != 0)
+      fail("tensor '{}' has rows of {} elements, not whole {} blocks", b->name, cols, ops::weight_type_name(type));
+    if (m.parts.empty() || m.parts.back().type != type) {
+      end = (end + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
+      m.parts.push_back({type, uint32_t(rows), 0, end, 0});
+    }
+    DeviceMatrix::Part& p = m.parts.back();
+    p.rows += uint32_t(b->shape[0]);
+    p.bytes += b->bytes;
+    end += b->bytes;
     rows += b->shape[0];
   }
-  DeviceMatrix m;
-  uint64_t bytes = uint64_t(rows) * cols * ops::weight_type_bytes(type);
-  m.buffer = vk::Buffer(ctx, (bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
+  m.buffer = vk::Buffer(ctx, (end + 3) / 4 * 4, vk::MemoryKind::Device, name);
   uint64_t offset = 0;
+  size_t part = 0;
   for (const loader::TensorView* b : blocks) {
-    up.put(vk::BufferRange(m.buffer, offset, b->bytes), b->data, b->bytes);
+    if (part + 1 < m.parts.size() && offset == m.parts[part].offset + m.parts[part].bytes) offset = m.parts[++part].offset;
+    put_rows(up, m.buffer, offset, *b);
     offset += b->bytes;
   }
-  m.type = type;
   m.rows = uint32_t(rows);
   m.cols = uint32_t(cols);
   return m;

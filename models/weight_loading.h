@@ -1,12 +1,14 @@
 #pragma once
 // Moving checkpoint tensors onto the device: shape checks that name the tensor, dtype to
-// weight type, row-concatenation of several tensors into one fused matrix (q|k|v, gate|up).
+// weight type, row-concatenation of several tensors into one fused matrix (q|k|v, gate|up),
+// and the matmul over such a matrix.
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "loader/safetensors.h"
+#include "runtime/ops/ops.h"
 #include "runtime/ops/tensor.h"
 #include "runtime/vk/buffer.h"
 #include "runtime/vk/uploader.h"
@@ -16,16 +18,33 @@ namespace eaglevk::models {
 void expect_shape(const loader::TensorView& t, std::initializer_list<int64_t> shape);
 ops::WeightType weight_type_of(const loader::TensorView& t);
 
-// A weight matrix with the buffer that holds it. The view is made on demand because a
-// BufferRange points at its Buffer, which moves with the model.
+// A weight matrix with the buffer that holds it. The views are made on demand because a
+// BufferRange points at its Buffer, which moves with the model. A fused matrix whose parts
+// were stored in different types (llama.cpp's Q4_K_M keeps attn_v in Q6_K beside Q4_K q and k)
+// keeps one part per run of equal type; each part starts on a binding-aligned offset.
 struct DeviceMatrix {
+  struct Part {
+    ops::WeightType type = ops::WeightType::F32;
+    uint32_t first_row = 0, rows = 0;
+    uint64_t offset = 0, bytes = 0;  // in `buffer`
+  };
   vk::Buffer buffer;
-  ops::WeightType type = ops::WeightType::F32;
+  std::vector<Part> parts;
   uint32_t rows = 0, cols = 0;
-  ops::WeightMatrix matrix() const { return {vk::BufferRange(buffer), type, rows, cols}; }
+  ops::WeightMatrix part(size_t i) const;
+  // The whole matrix as one operand; an error for a matrix of several parts.
+  ops::WeightMatrix matrix() const;
+  ops::WeightType type() const { return parts.empty() ? ops::WeightType::F32 : parts.front().type; }
 };
 
-// Stacks the row blocks (all [rows_i, cols], one dtype) into one [sum rows_i, cols] matrix.
+// y[:, parts] (+)= x W^T for a matrix of any number of parts: one matmul per part, each into
+// its own columns of y.
+void linear(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act y, uint32_t rows, bool accumulate,
+            ops::MatmulPath path, const char* name);
+
+// Stacks the row blocks (all [rows_i, cols]) into one [sum rows_i, cols] matrix. Blocks whose
+// rows llama.cpp reordered for its rope (TensorView::rope_permuted_heads) are put back in
+// Hugging Face order row by row; no tensor is copied on the host.
 DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::vector<const loader::TensorView*>& blocks,
                            const std::string& name);
 // Named tensors with their expected [rows, cols], stacked into one matrix (see upload_matrix).

@@ -1,10 +1,18 @@
-// Shared helpers: weight element loads for the three weight precisions. A shader that reads
-// weights defines WEIGHT_BINDING before including this file, and the variant table defines
-// one of W_F32, W_F16, W_BF16. f16 and bf16 are read as packed uint pairs so that no 16-bit
-// storage feature is needed and odd row lengths work.
+// Shared helpers: weight element loads for the three float weight precisions. A shader that
+// reads weights defines WEIGHT_BINDING before including this file, and the variant table
+// defines one of W_F32, W_F16, W_BF16, or a block format W_Q4_0 ... W_Q6_K (then W_QUANT is
+// defined and quant.glsl supplies the decoding). f16 and bf16 are read as packed uint pairs so
+// that no 16-bit storage feature is needed and odd row lengths work.
 #extension GL_EXT_control_flow_attributes : enable
 
-#if defined(WEIGHT_BINDING) && defined(W_F32)
+#if defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_Q8_0) || \
+    defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+#define W_QUANT
+#endif
+
+#if defined(WEIGHT_BINDING) && defined(W_QUANT)
+#include "quant.glsl"
+#elif defined(WEIGHT_BINDING) && defined(W_F32)
 layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { float weights[]; };
 float wload(uint i) { return weights[i]; }
 vec2 wload2(uint i) { return vec2(weights[i], weights[i + 1]); }  // i even

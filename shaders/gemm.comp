@@ -1,13 +1,18 @@
 #version 450
 // Tiled GEMM for prefill: y[m, n] (+)= sum_k x[m, k] * W[n, k]. Each workgroup computes a
 // TILE_M x TILE_N block from shared-memory tiles of x and W; each thread a 4x4 sub-block.
+// Block-quantized weights (W_QUANT) are decoded into the W tile a group per thread.
 #define WEIGHT_BINDING 1
 #include "common.glsl"
 layout(local_size_x = 16, local_size_y = 16) in;
 
 #define TILE_M 64
 #define TILE_N 64
+#if defined(W_QUANT)
+#define TILE_K QGROUP  // K is a whole number of blocks: no partial tiles along k
+#else
 #define TILE_K 16
+#endif
 
 layout(binding = 0, std430) readonly buffer X { float x[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -34,6 +39,24 @@ void main() {
   [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
 
   for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
+#if defined(W_QUANT)
+    // 256 threads load 64x32 of x, eight elements each; the first 64 decode one 32-element
+    // group of a W row each.
+    [[unroll]] for (uint l = 0; l < 8; ++l) {
+      uint e = tid + l * 256u;
+      uint row = e / TILE_K, kk = e % TILE_K, m = m0 + row;
+      xs[kk][row] = m < p.M ? x[p.x_offset + m * p.x_stride + k0 + kk] : 0.0;
+    }
+    if (tid < TILE_N) {
+      uint n = n0 + tid;
+      QGroup q = q_load(min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+        float w[8];
+        q_decode8(q, c, w);
+        [[unroll]] for (uint i = 0; i < 8; ++i) ws[8u * c + i][tid] = n < p.N ? w[i] : 0.0;
+      }
+    }
+#else
     // 256 threads load 64x16 of x and 64x16 of W: four elements each.
     [[unroll]] for (uint l = 0; l < 4; ++l) {
       uint e = tid + l * 256u;
@@ -42,6 +65,7 @@ void main() {
       xs[kk][row] = (m < p.M && k < p.K) ? x[p.x_offset + m * p.x_stride + k] : 0.0;
       ws[kk][row] = (n < p.N && k < p.K) ? wload(n * p.K + k) : 0.0;
     }
+#endif
     barrier();
     [[unroll]] for (uint kk = 0; kk < TILE_K; ++kk) {
       float a[4], b[4];

@@ -4,7 +4,7 @@
 // subgroup reduction (plus a fixed-order sum over subgroups when the workgroup has several)
 // finishes each dot product. The order in which a row's products are added never depends on
 // how many rows share the dispatch, so a verify pass of k+1 rows gives each row the bits a
-// single-row decode step gives it.
+// single-row decode step gives it. Block-quantized weights (W_QUANT) are decoded in place.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define WEIGHT_BINDING 1
 #include "common.glsl"
@@ -39,6 +39,26 @@ void main() {
   [[unroll]] for (uint o = 0; o < MAX_OUTS; ++o)
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
   uint outs = min(OUTS, p.N - n0);
+#if defined(W_QUANT)
+  // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block),
+  // decodes each group's scales once and its elements eight at a time.
+  uint row_bytes = q_row_bytes(p.K);
+  for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+      if (o >= outs) break;
+      QGroup q = q_load((n0 + o) * row_bytes, g);
+      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+        float w[8];
+        q_decode8(q, c, w);
+        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+          if (r >= p.rows) break;
+          uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+          [[unroll]] for (uint i = 0; i < 8; ++i) acc[o][r] = fma(x[xi + i], w[i], acc[o][r]);
+        }
+      }
+    }
+  }
+#else
   if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {
       vec2 xv[MATVEC_MAX_ROWS];
@@ -68,6 +88,7 @@ void main() {
       }
     }
   }
+#endif
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
       if (r >= p.rows) break;

@@ -29,7 +29,7 @@ layout(push_constant) uniform Push {
   uint slot;           // which slot this dispatch handles
   uint expert_base;
   uint expert_count;
-  uint expert_stride;  // elements between consecutive experts' weights
+  uint expert_stride;  // bytes between consecutive experts' weights
   uint ids_offset;
 } p;
 
@@ -41,9 +41,29 @@ void main() {
   if (r >= p.rows || n0 >= p.N || r % p.slots != p.slot) return;
   int e = ids[p.ids_offset + r] - int(p.expert_base);
   if (e < 0 || e >= int(p.expert_count)) return;
-  uint wbase = uint(e) * p.expert_stride;
   uint outs = min(OUTS, p.N - n0);
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+#if defined(W_QUANT)
+  // As in matvec.comp: a thread takes whole 32-element groups.
+  uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);
+  for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+      if (o >= outs) break;
+      QGroup q = q_load(wbase + (n0 + o) * row_bytes, g);
+      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+        float w[8];
+        q_decode8(q, c, w);
+        uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+        [[unroll]] for (uint i = 0; i < 8; ++i) acc[o] = fma(x[xi + i], w[i], acc[o]);
+      }
+    }
+  }
+#else
+#if defined(W_F32)
+  uint wbase = uint(e) * (p.expert_stride / 4u);  // in elements
+#else
+  uint wbase = uint(e) * (p.expert_stride / 2u);
+#endif
   for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
     float xv = x[p.x_offset + r * p.x_stride + k];
     [[unroll]] for (uint o = 0; o < OUTS; ++o) {
@@ -51,6 +71,7 @@ void main() {
       acc[o] = fma(xv, wload(wbase + (n0 + o) * p.K + k), acc[o]);
     }
   }
+#endif
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     float s = subgroupAdd(acc[o]);
     if (ONE_SUBGROUP) {

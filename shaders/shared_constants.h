@@ -7,4 +7,21 @@
 // Largest head_dim the attention kernel keeps in shared memory.
 #define ATTENTION_MAX_HEAD_DIM 256
 
+// Quantized weight blocks as llama.cpp's ggml lays them out: elements per block and bytes per
+// block. A row of a quantized matrix is a whole number of blocks.
+#define QK4_0_ELEMS 32
+#define QK4_0_BYTES 18   // f16 d, 16 bytes of nibbles
+#define QK4_1_ELEMS 32
+#define QK4_1_BYTES 20   // f16 d, f16 m, 16 bytes of nibbles
+#define QK5_0_ELEMS 32
+#define QK5_0_BYTES 22   // f16 d, 4 bytes of high bits, 16 bytes of nibbles
+#define QK5_1_ELEMS 32
+#define QK5_1_BYTES 24   // f16 d, f16 m, 4 bytes of high bits, 16 bytes of nibbles
+#define QK8_0_ELEMS 32
+#define QK8_0_BYTES 34   // f16 d, 32 int8
+#define QK_K_ELEMS 256   // the K-quants' super-block
+#define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
+#define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
+#define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d
+
 #endif

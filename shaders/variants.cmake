@@ -1,7 +1,8 @@
 # Every compiled shader variant: eaglevk_shader(NAME FILE DEFINES...).
 # Weight precision is a build-time define (it changes the buffer's element type); sizes and
-# switches are specialization constants; per-call values are push constants.
-foreach(wtype f32 f16 bf16)
+# switches are specialization constants; per-call values are push constants. The suffixes are
+# ops::weight_type_name(): the float types, then ggml's block formats (decoded in quant.glsl).
+foreach(wtype f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q4_k q5_k q6_k)
   string(TOUPPER ${wtype} WT)
   eaglevk_shader(embed_${wtype} embed.comp W_${WT})
   eaglevk_shader(matvec_${wtype} matvec.comp W_${WT})

@@ -67,7 +67,7 @@ struct Eagle3Draft : GpuTest {
     pass.positions = ops::IntVec{ds.positions};
     pass.kv_len = n;
     pass.out_token = ops::IntVec{out_token};
-    models::record_eagle3_forward(oc, *draft, ds, target->embed(), pass);
+    models::record_eagle3_forward(oc, *draft, ds, {target->embed(), target->lm_head()}, pass);
     rec.submit_and_wait();
 
     DraftRun r;

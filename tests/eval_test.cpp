@@ -1,7 +1,7 @@
 // `eaglevk eval` end to end on a 20-line JSONL mixing prompt, messages and MT-bench style
 // turns lines (from the tiny pairs' golden prompts): totals equal the sum of per-prompt
 // figures, plain decoding matches at temperature 0, acceptance equals `run` for the same
-// prompt; malformed datasets are reported by line.
+// prompt; malformed datasets are reported by line; --aux-shift-sweep ranks the tap shifts.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +120,84 @@ TEST(Eval, MalformedDatasets) {
   EXPECT_EQ(e.code, 1);
   EXPECT_NE(e.err.find("yields no prompt"), std::string::npos) << e.err;
   fs::remove(bad);
+}
+
+// --aux-shift-sweep on pair A (taps [2, 4, 5] of 8 layers, the ids the head was trained on): the
+// configured ids win, their row is a plain eval's numbers, the other rows tap one layer
+// shallower and one deeper, and greedy output is the same in every row.
+TEST(Eval, AuxShiftSweepFindsTheConfiguredTaps) {
+  const std::string pid = std::to_string(::getpid());
+  fs::path subset = fs::temp_directory_path() / ("eaglevk-eval-sweep-" + pid + ".jsonl");
+  fs::path sweep_json = fs::temp_directory_path() / ("eaglevk-eval-sweep-" + pid + ".json");
+  fs::path plain_json = fs::temp_directory_path() / ("eaglevk-eval-plain-" + pid + ".json");
+  {
+    // Two prompt lines and one chat line of the mix: enough rounds to rank the shifts.
+    std::ifstream lines(dataset());
+    std::ofstream out(subset);
+    size_t n = 0;
+    for (std::string line; std::getline(lines, line); ++n)
+      if (n == 0 || n == 5 || n == 10) out << line << "\n";
+  }
+  const std::string common = fmt::format("eval -d {} --dataset {} -k 3 -n 16", asset("tiny-llama3-eagle3"), subset.string());
+  Result s = run_cli(fmt::format("{} --aux-shift-sweep --json {}", common, sweep_json.string()));
+  ASSERT_EQ(s.code, 0) << s.out << s.err;
+  EXPECT_NE(s.out.find("configured ids 2,4,5 of 8 layers"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("best: shift +0"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("pass --aux-layers 2,4,5"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("greedy outputs identical in every row: yes"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("mean acceptance length:"), std::string::npos) << s.out;
+  EXPECT_NE(s.err.find("aux shift -1: draft taps layers 1,3,4"), std::string::npos) << s.err;
+  EXPECT_EQ(s.err.find("validation error"), std::string::npos) << s.err;
+
+  Result p = run_cli(fmt::format("{} --json {}", common, plain_json.string()));
+  ASSERT_EQ(p.code, 0) << p.err;
+  std::ifstream sin(sweep_json), pin(plain_json);
+  const nlohmann::json sj = nlohmann::json::parse(sin), pj = nlohmann::json::parse(pin);
+  const nlohmann::json& rows = sj["aux_shift_sweep"];
+  ASSERT_EQ(rows.size(), 3u) << sj.dump(2);
+  const std::vector<std::vector<uint32_t>> ids = {{1, 3, 4}, {2, 4, 5}, {3, 5, 6}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rows[i]["shift"].get<int>(), int(i) - 1);
+    EXPECT_FALSE(rows[i]["skipped"].get<bool>());
+    EXPECT_EQ(rows[i]["aux_layers"].get<std::vector<uint32_t>>(), ids[i]);
+    EXPECT_EQ(rows[i]["best"].get<bool>(), i == 1);
+    // Same outputs, so the same number of generated tokens in every row.
+    EXPECT_EQ(rows[i]["output_tokens"], pj["totals"]["output_tokens"]);
+  }
+  const nlohmann::json& zero = rows[1];
+  for (const char* key : {"num_drafts", "num_draft_tokens", "num_accepted_tokens", "mean_acceptance_length",
+                          "acceptance_per_position"}) {
+    EXPECT_EQ(zero[key], pj["totals"][key]) << key;
+    EXPECT_EQ(sj["totals"][key], pj["totals"][key]) << key;
+  }
+  for (size_t i : {0u, 2u})
+    EXPECT_LT(rows[i]["mean_acceptance_length"].get<double>(), zero["mean_acceptance_length"].get<double>()) << i;
+
+  // Ids at the edges of 0..L: both shifted rows are skipped, saying why.
+  Result edge = run_cli(fmt::format("eval -d {} --dataset {} -n 4 --limit 1 --aux-layers 0,4,8 --aux-shift-sweep --json {}",
+                                    asset("tiny-llama3-eagle3"), subset.string(), sweep_json.string()));
+  ASSERT_EQ(edge.code, 0) << edge.err;
+  EXPECT_NE(edge.out.find("skipped: layer 0-1 leaves the range 0..8"), std::string::npos) << edge.out;
+  EXPECT_NE(edge.out.find("skipped: layer 8+1 leaves the range 0..8"), std::string::npos) << edge.out;
+  EXPECT_NE(edge.out.find("pass --aux-layers 0,4,8"), std::string::npos) << edge.out;
+  std::ifstream ein(sweep_json);
+  const nlohmann::json ej = nlohmann::json::parse(ein);
+  EXPECT_TRUE(ej["aux_shift_sweep"][0]["skipped"].get<bool>());
+  EXPECT_FALSE(ej["aux_shift_sweep"][1]["skipped"].get<bool>());
+  EXPECT_TRUE(ej["aux_shift_sweep"][2]["skipped"].get<bool>());
+  for (const fs::path& f : {subset, sweep_json, plain_json}) fs::remove(f);
+}
+
+TEST(Eval, AuxShiftSweepNeedsADraft) {
+  Result r = run_cli(fmt::format("eval --dataset {} --aux-shift-sweep", dataset()));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--aux-shift-sweep needs a draft (-d)"), std::string::npos) << r.err;
+  // Without the sweep the message is the general one.
+  Result plain = run_cli(fmt::format("eval --dataset {}", dataset()));
+  EXPECT_EQ(plain.code, 1);
+  EXPECT_NE(plain.err.find("eval needs a draft (-d)"), std::string::npos) << plain.err;
+  Result help = run_cli("eval --help");
+  EXPECT_NE(help.out.find("--aux-shift-sweep"), std::string::npos) << help.out;
 }
 
 TEST(Dataset, ParsesTheThreeLineForms) {

@@ -16,6 +16,7 @@
 #include "runtime/engine/generate.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
+#include "support/golden_check.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -55,50 +56,7 @@ TEST(Llama4Golden, ConfigAndWeights) {
 }
 
 TEST_P(ModelGolden, PromptLogitsArgmaxAndGreedyTokens) {
-  engine::TargetRunner runner(gpu(), *model, 512, 64);
-  size_t full_matches = 0, verified_tokens = 0, argmax_equal = 0, argmax_total = 0;
-  float worst_logit_error = 0;
-  for (const GoldenPrompt& p : golden->prompts) {
-    engine::GenerationOptions o;
-    o.n_predict = 64;
-    o.ignore_eos = true;
-    o.top_logits = 5;
-    o.prompt_argmax = true;
-    engine::GenerationResult r = engine::generate(runner, p.prompt_ids, o);
-
-    ASSERT_EQ(r.prompt_top_logits.size(), 5u);
-    for (size_t i = 0; i < 5; ++i) {
-      // Ids agree unless two golden logits are within the tolerance of each other.
-      bool near_tie = (i > 0 && p.top5_logits[i - 1] - p.top5_logits[i] < kLogitTolerance) ||
-                      (i < 4 && p.top5_logits[i] - p.top5_logits[i + 1] < kLogitTolerance);
-      if (!near_tie) {
-        EXPECT_EQ(r.prompt_top_logits[i].first, p.top5_ids[i]) << "prompt " << p.id << " rank " << i;
-      }
-      float err = std::fabs(r.prompt_top_logits[i].second - p.top5_logits[i]);
-      worst_logit_error = std::max(worst_logit_error, err);
-      EXPECT_LE(err, kLogitTolerance) << "prompt " << p.id << " rank " << i;
-    }
-    ASSERT_EQ(r.prompt_argmax.size(), p.prompt_argmax_ids.size());
-    for (size_t i = 0; i < r.prompt_argmax.size(); ++i) argmax_equal += r.prompt_argmax[i] == p.prompt_argmax_ids[i];
-    argmax_total += r.prompt_argmax.size();
-
-    ASSERT_EQ(r.tokens.size(), 64u);
-    size_t step = 0;
-    while (step < 64 && r.tokens[step] == p.greedy_ids[step]) ++step;
-    verified_tokens += step;
-    if (step == 64) {
-      ++full_matches;
-    } else {
-      EXPECT_LT(p.greedy_margins[step], kLogitTolerance)
-          << "prompt " << p.id << " left the golden greedy path at step " << step << " where the golden top-2 margin is "
-          << p.greedy_margins[step];
-    }
-  }
-  // Prefill argmax: a mismatch can only come from a near-tie at that position.
-  EXPECT_GE(double(argmax_equal) / argmax_total, 0.99) << argmax_equal << " of " << argmax_total;
-  fmt::print("{}: {} of {} prompts match all 64 greedy tokens; {} tokens verified; prefill argmax {}/{}; "
-             "worst top-5 logit error {:.2e}\n",
-             GetParam(), full_matches, golden->prompts.size(), verified_tokens, argmax_equal, argmax_total, worst_logit_error);
+  expect_matches_golden(*model, *golden, kLogitTolerance, GetParam());
 }
 
 }  // namespace

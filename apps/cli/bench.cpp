@@ -124,12 +124,12 @@ int bench_command(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
-  sub->add_option("-m,--model", args->model, "model folder (default: the bundled tiny model)");
+  sub->add_option("-m,--model", args->model, "model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
   sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
-  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft: adds speculative decoding and its speed-up");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });

@@ -1,19 +1,23 @@
 // `eaglevk eval`: speculative decoding over a JSONL dataset, for people who measure drafters.
 // Prints the vLLM acceptance block over the whole dataset; --json writes totals and
 // per-prompt statistics; --baseline also decodes plainly and reports the speed-up and
-// whether every output matched.
+// whether every output matched; --aux-shift-sweep repeats the evaluation with the draft's tap
+// ids shifted by -1 and +1 to tell which layer convention the head was trained with.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/model_files.h"
 #include "runtime/engine/dataset.h"
@@ -24,9 +28,9 @@ namespace eaglevk::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, draft, dataset, json_out, device;
+  std::string model, draft, dataset, json_out, device, aux_layers;
   uint32_t k = 3, n_predict = 128, limit = 0, ctx = 2048;
-  bool chat = false, baseline = false, strict = false, draft_sampling = false;
+  bool chat = false, baseline = false, strict = false, draft_sampling = false, aux_sweep = false;
   float temp = 0;
   uint64_t seed = 0;
 };
@@ -63,47 +67,46 @@ struct Progress {
   }
 };
 
-int eval_command(const EvalArgs& a) {
-  if (a.draft.empty()) fail("eval needs a draft (-d)");
-  engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
-  for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
-  size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
+// One pass over the dataset with one draft.
+struct EvalPass {
+  std::vector<PromptResult> results;
+  std::vector<std::vector<int32_t>> outputs;  // every generation's tokens, in order
+  engine::SpecStats total;
+  double spec_seconds = 0, plain_seconds = 0;
+  size_t spec_tokens = 0, matched = 0;
+};
 
-  std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
-  auto gpu = open_gpu(a.device);
-  LoadedModel m = load_model(gpu->ctx, dir);
-  models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config());
-  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
-  engine::SpeculativeDecoder spec(*gpu, m.model, draft, context, a.k);
+// What every pass shares: the dataset, the target and the generation settings.
+struct EvalSetup {
+  const EvalArgs& args;
+  const engine::Dataset& data;
+  size_t count = 0;
+  ops::Gpu& gpu;
+  const LoadedModel& m;
+  uint32_t context = 0;
+  engine::GenerationOptions options;
+};
+
+EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain) {
+  const EvalArgs& a = e.args;
+  const LoadedModel& m = e.m;
+  engine::SpeculativeDecoder spec(e.gpu, m.model, draft, e.context, a.k);
   spec.set_draft_sampling(a.draft_sampling);
-  std::unique_ptr<engine::TargetRunner> plain;
-  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
-
-  engine::GenerationOptions o;
-  o.n_predict = a.n_predict;
-  o.eos_ids = m.model.config().eos_token_ids;
-  for (int32_t id : m.tokenizer.eos_ids())
-    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
-  o.sampling = {a.temp, 0, 1.0f, a.seed};
 
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages, size_t line) {
     if (!m.chat) fail("{}:{}: the model has no chat template for this line", a.dataset, line);
     return m.tokenizer.encode(m.chat->render(messages, true), false);
   };
 
-  std::vector<PromptResult> results;
-  Progress progress{count};
-  engine::SpecStats total;
-  double spec_seconds = 0, plain_seconds = 0;
-  size_t spec_tokens = 0, matched = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const engine::DatasetItem& item = data.items[i];
+  EvalPass pass;
+  Progress progress{e.count};
+  for (size_t i = 0; i < e.count; ++i) {
+    const engine::DatasetItem& item = e.data.items[i];
     PromptResult r;
     r.index = i;
     r.line = item.line;
     // One generation per prompt; MT-bench turns are several, each asked after the model's
     // own answer to the one before, in one conversation.
-    std::vector<std::vector<int32_t>> prompts;
     std::vector<loader::ChatMessage> conversation;
     size_t generations = item.kind == engine::DatasetItem::Kind::Turns ? item.turns.size() : 1;
     for (size_t g = 0; g < generations; ++g) {
@@ -118,76 +121,169 @@ int eval_command(const EvalArgs& a) {
           ids = chat_ids(conversation, item.line);
           break;
       }
-      if (ids.size() >= context)
+      if (ids.size() >= e.context)
         fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-             context);
+             e.context);
       engine::SpecStats stats;
-      auto out = spec.generate(ids, o, stats);
+      auto out = spec.generate(ids, e.options, stats);
       r.stats.merge(stats);
       r.output_tokens += out.tokens.size();
       r.seconds += out.prefill_seconds + out.decode_seconds;
       if (plain) {
-        auto base = engine::generate(*plain, ids, o);
+        auto base = engine::generate(*plain, ids, e.options);
         r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
         r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
       }
       if (item.kind == engine::DatasetItem::Kind::Turns)
         conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
+      pass.outputs.push_back(std::move(out.tokens));
     }
-    total.merge(r.stats);
-    spec_seconds += r.seconds;
-    plain_seconds += r.baseline_seconds;
-    spec_tokens += r.output_tokens;
-    matched += r.matches_baseline;
-    results.push_back(r);
+    pass.total.merge(r.stats);
+    pass.spec_seconds += r.seconds;
+    pass.plain_seconds += r.baseline_seconds;
+    pass.spec_tokens += r.output_tokens;
+    pass.matched += r.matches_baseline;
+    pass.results.push_back(r);
     progress.update(i + 1, r);
   }
+  return pass;
+}
 
-  fmt::print("{}", total.block());
+// --aux-shift-sweep: the configured ids first (that pass also gives the usual report), then
+// the draft reloaded with its ids one layer shallower and one deeper. The target stays loaded;
+// one draft is on the device at a time.
+std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, const std::vector<uint32_t>& base, const EvalPass& first,
+                                   bool& outputs_agree) {
+  const uint32_t layers = uint32_t(e.m.model.config().num_hidden_layers);
+  std::vector<AuxSweepRow> rows;
+  outputs_agree = true;
+  for (int shift : kAuxShifts) {
+    AuxSweepRow row;
+    row.shift = shift;
+    if (shift == 0) {
+      row.ids = base;
+      row.stats = first.total;
+      row.output_tokens = first.spec_tokens;
+      row.seconds = first.spec_seconds;
+      rows.push_back(row);
+      continue;
+    }
+    std::optional<std::vector<uint32_t>> ids = shift_aux_layers(base, shift, layers, row.skipped);
+    if (!ids) {
+      fmt::print(stderr, "eaglevk: aux shift {:+d} skipped: {}\n", shift, row.skipped);
+      rows.push_back(row);
+      continue;
+    }
+    row.ids = *ids;
+    fmt::print(stderr, "eaglevk: aux shift {:+d}: draft taps layers {}\n", shift, format_ids(row.ids));
+    models::Eagle3Model draft = models::load_eagle3(e.gpu.ctx, e.args.draft, e.m.model.config(), row.ids);
+    EvalPass pass = evaluate(e, draft, nullptr);
+    row.stats = pass.total;
+    row.output_tokens = pass.spec_tokens;
+    row.seconds = pass.spec_seconds;
+    outputs_agree = outputs_agree && pass.outputs == first.outputs;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+void write_json(const EvalArgs& a, const std::filesystem::path& dir, size_t count, const engine::Dataset& data,
+                const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
+  nlohmann::json j;
+  j["dataset"] = a.dataset;
+  j["model"] = dir.string();
+  j["draft"] = a.draft;
+  j["k"] = a.k;
+  j["prompts"] = count;
+  j["skipped_lines"] = data.problems.size();
+  j["totals"] = {{"output_tokens", p.spec_tokens},
+                 {"num_drafts", p.total.num_drafts},
+                 {"num_draft_tokens", p.total.num_draft_tokens},
+                 {"num_accepted_tokens", p.total.num_accepted_tokens},
+                 {"mean_acceptance_length", p.total.mean_acceptance_length()},
+                 {"acceptance_per_position", p.total.acceptance_per_position()},
+                 {"seconds", p.spec_seconds}};
+  if (baseline) {
+    j["baseline"] = {{"seconds", p.plain_seconds}, {"speedup", p.plain_seconds / p.spec_seconds},
+                     {"all_outputs_match", p.matched == count}, {"matching_prompts", p.matched}};
+  }
+  nlohmann::json per = nlohmann::json::array();
+  for (const PromptResult& r : p.results) {
+    nlohmann::json e = {{"index", r.index},
+                        {"line", r.line},
+                        {"output_tokens", r.output_tokens},
+                        {"num_drafts", r.stats.num_drafts},
+                        {"num_draft_tokens", r.stats.num_draft_tokens},
+                        {"num_accepted_tokens", r.stats.num_accepted_tokens},
+                        {"acceptance_length", r.stats.mean_acceptance_length()},
+                        {"seconds", r.seconds}};
+    if (baseline) {
+      e["baseline_seconds"] = r.baseline_seconds;
+      e["matches_baseline"] = r.matches_baseline;
+    }
+    per.push_back(e);
+  }
+  j["per_prompt"] = per;
+  if (!sweep.empty()) j["aux_shift_sweep"] = aux_sweep_json(sweep);
+  std::ofstream out(a.json_out);
+  if (!out) fail("cannot write '{}'", a.json_out);
+  out << j.dump(2) << "\n";
+}
+
+int eval_command(const EvalArgs& a) {
+  if (a.aux_sweep && a.draft.empty())
+    fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
+  if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
+  if (a.draft.empty()) fail("eval needs a draft (-d)");
+  engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
+  for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
+  size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
+
+  std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
+  auto gpu = open_gpu(a.device);
+  LoadedModel m = load_model(gpu->ctx, dir);
+  std::vector<uint32_t> aux;
+  if (!a.aux_layers.empty())
+    for (int32_t id : parse_id_list(a.aux_layers)) {
+      if (id < 0) fail("--aux-layers: {} is not a layer id", id);
+      aux.push_back(uint32_t(id));
+    }
+  std::optional<models::Eagle3Model> draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
+  const std::vector<uint32_t> configured = draft->aux_layers;
+  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
+  std::unique_ptr<engine::TargetRunner> plain;
+  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
+
+  EvalSetup setup{a, data, count, *gpu, m, context, {}};
+  engine::GenerationOptions& o = setup.options;
+  o.n_predict = a.n_predict;
+  o.eos_ids = m.model.config().eos_token_ids;
+  for (int32_t id : m.tokenizer.eos_ids())
+    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
+  o.sampling = {a.temp, 0, 1.0f, a.seed};
+
+  if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));
+  const EvalPass p = evaluate(setup, *draft, plain.get());
+  std::vector<AuxSweepRow> sweep;
+  bool sweep_outputs_agree = true;
+  if (a.aux_sweep) {
+    draft.reset();  // one head on the device at a time: the sweep loads its own
+    sweep = aux_sweep(setup, configured, p, sweep_outputs_agree);
+    fmt::print("{}", aux_sweep_report(sweep, configured, uint32_t(m.model.config().num_hidden_layers)));
+    // Greedy speculative decoding is lossless whatever the taps, so only acceptance may differ.
+    if (a.temp == 0)
+      fmt::print("greedy outputs identical in every row: {}\n", sweep_outputs_agree ? "yes" : "NO (a bug: please report)");
+    fmt::print("\nthe configured ids (shift +0) in detail:\n");
+  }
+
+  fmt::print("{}", p.total.block());
   if (plain)
     fmt::print("baseline: {:.1f} tokens/s plain, {:.1f} tokens/s speculative, speed-up {:.2f}x; outputs match: {}/{}\n",
-               spec_tokens / plain_seconds, spec_tokens / spec_seconds, plain_seconds / spec_seconds, matched, count);
-  if (!a.json_out.empty()) {
-    nlohmann::json j;
-    j["dataset"] = a.dataset;
-    j["model"] = dir.string();
-    j["draft"] = a.draft;
-    j["k"] = a.k;
-    j["prompts"] = count;
-    j["skipped_lines"] = data.problems.size();
-    j["totals"] = {{"output_tokens", spec_tokens},
-                   {"num_drafts", total.num_drafts},
-                   {"num_draft_tokens", total.num_draft_tokens},
-                   {"num_accepted_tokens", total.num_accepted_tokens},
-                   {"mean_acceptance_length", total.mean_acceptance_length()},
-                   {"acceptance_per_position", total.acceptance_per_position()},
-                   {"seconds", spec_seconds}};
-    if (plain) {
-      j["baseline"] = {{"seconds", plain_seconds}, {"speedup", plain_seconds / spec_seconds},
-                       {"all_outputs_match", matched == count}, {"matching_prompts", matched}};
-    }
-    nlohmann::json per = nlohmann::json::array();
-    for (const PromptResult& r : results) {
-      nlohmann::json e = {{"index", r.index},
-                          {"line", r.line},
-                          {"output_tokens", r.output_tokens},
-                          {"num_drafts", r.stats.num_drafts},
-                          {"num_draft_tokens", r.stats.num_draft_tokens},
-                          {"num_accepted_tokens", r.stats.num_accepted_tokens},
-                          {"acceptance_length", r.stats.mean_acceptance_length()},
-                          {"seconds", r.seconds}};
-      if (plain) {
-        e["baseline_seconds"] = r.baseline_seconds;
-        e["matches_baseline"] = r.matches_baseline;
-      }
-      per.push_back(e);
-    }
-    j["per_prompt"] = per;
-    std::ofstream out(a.json_out);
-    if (!out) fail("cannot write '{}'", a.json_out);
-    out << j.dump(2) << "\n";
-  }
-  return plain && matched != count ? 2 : 0;
+               p.spec_tokens / p.plain_seconds, p.spec_tokens / p.spec_seconds, p.plain_seconds / p.spec_seconds,
+               p.matched, count);
+  if (!a.json_out.empty()) write_json(a, dir, count, data, p, plain != nullptr, sweep);
+  if (plain && p.matched != count) return 2;
+  return a.temp == 0 && !sweep_outputs_agree ? 2 : 0;
 }
 
 }  // namespace
@@ -195,8 +291,14 @@ int eval_command(const EvalArgs& a) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Measure a drafter's acceptance over a JSONL dataset");
+  sub->footer(
+      "--aux-shift-sweep runs the whole evaluation three times, with the draft's tap layer ids (from its config or\n"
+      "--aux-layers) shifted by -1, 0 and +1, and prints a table of acceptance per shift, the best shift and the\n"
+      "--aux-layers to pass. Engines disagree whether tap id i means the residual stream entering layer i (vLLM,\n"
+      "llama.cpp, eaglevk) or the output of layer i (SGLang for ModelOpt heads); the head accepts most under the\n"
+      "convention it was trained with. At --temp 0 the outputs are the same in every row.");
   sub->add_option("-m,--model", args->model, "target model folder (default: the bundled tiny model)");
-  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder")->required();
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder (required)");
   sub->add_option("--dataset", args->dataset, "JSONL: lines with prompt, turns or messages")->required();
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
@@ -208,7 +310,11 @@ void add_eval_command(CLI::App& app) {
   sub->add_flag("--draft-sampling", args->draft_sampling, "draw drafts from the draft's distribution (T > 0)");
   sub->add_flag("--baseline", args->baseline, "also decode plainly: speed-up and output equality");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
-  sub->add_option("--json", args->json_out, "write totals and per-prompt statistics to this file");
+  sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
+  sub->add_flag("--aux-shift-sweep", args->aux_sweep,
+                "evaluate with the tap ids shifted by -1, 0, +1 and report the best (see below)");
+  sub->add_option("--json", args->json_out,
+                  "write totals and per-prompt statistics to this file (with the sweep: \"aux_shift_sweep\" rows)");
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return eval_command(*args); });
 }

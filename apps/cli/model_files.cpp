@@ -3,7 +3,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/core.h>
+
 #include <eaglevk/error.h>
+
+#include "loader/model_files.h"
 
 namespace eaglevk::cli {
 
@@ -26,17 +30,12 @@ std::unique_ptr<ops::Gpu> open_gpu(const std::string& device) {
   return std::make_unique<ops::Gpu>(options);
 }
 
-LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& dir) {
-  if (!std::filesystem::is_directory(dir)) fail("model folder '{}' does not exist", dir.string());
-  LoadedModel m{dir, models::load_target(ctx, dir), loader::Tokenizer::load(dir), std::nullopt};
-  if (std::filesystem::exists(dir / "tokenizer_config.json")) {
-    try {
-      m.chat = loader::ChatTemplate::load(dir);
-    } catch (const Error&) {
-      // No usable template: only --chat needs one, and it reports the error then.
-    }
-  }
-  return m;
+LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path) {
+  loader::ModelFiles files = loader::open_model_files(path);
+  loader::Tokenizer tokenizer = loader::load_tokenizer(files);
+  std::optional<loader::ChatTemplate> chat = loader::load_chat_template(files, tokenizer);
+  for (const std::string& note : files.notes) fmt::print(stderr, "eaglevk: {}: {}\n", path.filename().string(), note);
+  return LoadedModel{path, models::load_target(ctx, files), std::move(tokenizer), std::move(chat), files.notes};
 }
 
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {
@@ -44,8 +43,8 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source
   if (source.chat) {
     if (!m.chat) {
       // Load again to surface the real reason (missing file, unsupported template).
-      loader::ChatTemplate::load(m.dir);
-      fail("model folder '{}' has no chat template", m.dir.string());
+      if (std::filesystem::is_directory(m.dir)) loader::ChatTemplate::load(m.dir);
+      fail("model '{}' has no usable chat template", m.dir.string());
     }
     std::vector<loader::ChatMessage> messages;
     if (!source.system.empty()) messages.push_back({"system", source.system});
@@ -54,6 +53,14 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source
     return m.tokenizer.encode(m.chat->render(messages, true), false);
   }
   return m.tokenizer.encode(source.text, true);
+}
+
+void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden) {
+  if (draft.aux_layers_default) return;
+  std::vector<uint32_t> d = models::default_aux_layers(uint32_t(target_layers));
+  fmt::print(stderr, "eaglevk: draft taps layers {},{},{} ({}; the default would be {},{},{})\n", draft.aux_layers[0],
+             draft.aux_layers[1], draft.aux_layers[2], overridden ? "--aux-layers" : draft.config.aux_layers_rule, d[0],
+             d[1], d[2]);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& csv) {

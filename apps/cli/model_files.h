@@ -8,6 +8,7 @@
 
 #include "loader/chat_template.h"
 #include "loader/tokenizer.h"
+#include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/ops/gpu.h"
 
@@ -17,15 +18,17 @@ namespace eaglevk::cli {
 std::filesystem::path bundled_model_dir();
 
 struct LoadedModel {
-  std::filesystem::path dir;
+  std::filesystem::path dir;  // the model folder or GGUF file
   models::TargetModel model;
   loader::Tokenizer tokenizer;
-  std::optional<loader::ChatTemplate> chat;  // absent when the folder has no template
-  std::string name() const { return dir.filename().string(); }
+  std::optional<loader::ChatTemplate> chat;  // absent when the model has no usable template
+  std::vector<std::string> notes;            // values the loader defaulted or recovered (GGUF)
+  std::string name() const { return std::filesystem::is_directory(dir) ? dir.filename().string() : dir.stem().string(); }
 };
 
 std::unique_ptr<ops::Gpu> open_gpu(const std::string& device);
-LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& dir);
+// A model folder or a GGUF file.
+LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path);
 
 // Prompt ids: raw text with BOS, or a chat turn rendered with the template.
 struct PromptSource {
@@ -35,6 +38,9 @@ struct PromptSource {
   std::vector<int32_t> ids;  // --prompt-ids: used as given
 };
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source);
+
+// Logs the draft's tap layers and the rule they came from, when they are not the default.
+void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);
 
 std::vector<int32_t> parse_id_list(const std::string& csv);
 std::string read_text_file(const std::filesystem::path& path);

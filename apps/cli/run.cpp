@@ -76,11 +76,7 @@ int run_command(const RunArgs& a) {
     if (!a.aux_layers.empty())
       for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
     draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux));
-    if (!draft->aux_layers_default)
-      fmt::print(stderr, "eaglevk: draft taps layers {},{},{} (the default would be {},{},{})\n", draft->aux_layers[0],
-                 draft->aux_layers[1], draft->aux_layers[2], models::default_aux_layers(m.model.config().num_hidden_layers)[0],
-                 models::default_aux_layers(m.model.config().num_hidden_layers)[1],
-                 models::default_aux_layers(m.model.config().num_hidden_layers)[2]);
+    print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
   }
   std::vector<int32_t> prompt = prompt_ids(m, source);
   uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
@@ -157,7 +153,7 @@ int run_command(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt (the bundled tiny model without -m)");
-  sub->add_option("-m,--model", args->model, "Hugging Face model folder (config.json, model.safetensors, tokenizer.json)");
+  sub->add_option("-m,--model", args->model, "model: a Hugging Face folder (config.json, safetensors, tokenizer.json) or a GGUF file");
   sub->add_option("-p,--prompt", args->prompt, "prompt text");
   sub->add_option("-f,--file", args->file, "read the prompt from a file");
   sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
@@ -170,7 +166,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
   sub->add_option("--ctx", args->ctx, "context length in tokens")->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
-  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder: speculative decoding");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round (with -d)")->capture_default_str();
   sub->add_flag("--draft-sampling", args->draft_sampling,
                 "with -d at --temp > 0: draw drafts from the draft's distribution (accept min(1, p/q))");

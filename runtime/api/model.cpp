@@ -4,6 +4,7 @@
 
 #include <eaglevk/eaglevk.hpp>
 
+#include "loader/model_files.h"
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/api/errors.h"
@@ -32,6 +33,16 @@ void require_checkpoint(const fs::path& dir) {
     fail_as(ErrorKind::Io, "folder '{}' has neither model.safetensors nor model.safetensors.index.json", dir.string());
 }
 
+// A model folder (config.json, safetensors, and for a target tokenizer.json) or a GGUF file.
+void require_model(const fs::path& path, const char* what, bool target) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return;  // a GGUF file: its loader says what is wrong with it
+  require_dir(path, what);
+  require_file(path / "config.json");
+  if (target) require_file(path / "tokenizer.json");
+  require_checkpoint(path);
+}
+
 }  // namespace
 
 Device::~Device() = default;
@@ -54,15 +65,8 @@ uint32_t Model::max_context() const { return uint32_t(target->config().max_posit
 
 std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& target_dir, const fs::path& draft_dir) {
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
-  require_dir(target_dir, "model");
-  require_file(target_dir / "config.json");
-  require_file(target_dir / "tokenizer.json");
-  require_checkpoint(target_dir);
-  if (!draft_dir.empty()) {
-    require_dir(draft_dir, "draft");
-    require_file(draft_dir / "config.json");
-    require_checkpoint(draft_dir);
-  }
+  require_model(target_dir, "model", true);
+  if (!draft_dir.empty()) require_model(draft_dir, "draft", false);
 
   auto m = std::make_shared<Model>();
   m->device = runtime.device;
@@ -73,19 +77,13 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& 
     std::lock_guard lock(runtime.device->queue_mutex);
     const vk::Context& ctx = runtime.device->gpu->ctx;
     within(ErrorKind::Model, [&] {
-      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, target_dir));
+      loader::ModelFiles files = loader::open_model_files(target_dir);
+      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
+      m->tokenizer = loader::load_tokenizer(files);
+      m->chat = loader::load_chat_template(files, m->tokenizer);
       if (!draft_dir.empty())
         m->draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(ctx, draft_dir, m->target->config()));
     });
-  }
-  within(ErrorKind::Model, [&] { m->tokenizer = loader::Tokenizer::load(target_dir); });
-  std::error_code ec;
-  if (fs::exists(target_dir / "tokenizer_config.json", ec)) {
-    try {
-      m->chat = loader::ChatTemplate::load(target_dir);
-    } catch (const Error&) {
-      // Only apply_chat_template needs it, and it reports the reason then.
-    }
   }
   m->eos_ids = m->target->config().eos_token_ids;
   for (int32_t id : m->tokenizer.eos_ids())
@@ -109,8 +107,8 @@ std::string apply_chat_template(const Model& m, std::span<const loader::ChatMess
                                 bool add_generation_prompt) {
   if (!m.chat) {
     // Load again to surface the real reason (no file, no template, an unsupported one).
-    within(ErrorKind::Model, [&] { loader::ChatTemplate::load(m.target_dir); });
-    fail_as(ErrorKind::Model, "model folder '{}' has no chat template", m.target_dir.string());
+    if (fs::is_directory(m.target_dir)) within(ErrorKind::Model, [&] { loader::ChatTemplate::load(m.target_dir); });
+    fail_as(ErrorKind::Model, "model '{}' has no usable chat template", m.target_dir.string());
   }
   return within(ErrorKind::InvalidArgument, [&] { return m.chat->render(messages, add_generation_prompt); });
 }

@@ -103,7 +103,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
       pass.positions = ops::IntVec{dstate_.positions, 0};
       pass.kv_len = begin + draft_rows;
       pass.out_token = ops::IntVec{draft_tokens_, 0};
-      models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
+      models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
     const uint32_t n_logits = rows - logits_from;
     if (last && !o.sampling.greedy())
@@ -228,7 +228,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
       pass.positions = ops::IntVec{dstate_.positions, 0};
       pass.kv_len = P;
       pass.out_token = ops::IntVec{draft_tokens_, 0};
-      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), pass);
+      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
       draw_draft(0);
       for (uint32_t i = 1; i < k; ++i) {
         models::DraftPass step;
@@ -238,7 +238,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
         step.feature_row = feature_row;
         step.kv_len = P + i;
         step.out_token = ops::IntVec{draft_tokens_, i};
-        models::record_eagle3_forward(oc, draft_, dstate_, target_.embed(), step);
+        models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, step);
         draw_draft(i);
       }
       rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");

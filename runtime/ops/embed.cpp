@@ -8,6 +8,7 @@ namespace eaglevk::ops {
 
 void embed(OpContext& oc, IntVec ids, uint32_t tokens, const WeightMatrix& table, Act out) {
   if (tokens == 0) return;
+  check_whole_blocks(table.type, table.cols, "embed");
   const vk::Context& ctx = oc.gpu.ctx;
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(fmt::format("embed_{}", weight_type_name(table.type)), {/*WG=*/64});

@@ -30,6 +30,7 @@ MatvecShape matvec_shape(const vk::Context& ctx) {
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
             const char* name) {
   if (rows == 0) return;
+  check_whole_blocks(w.type, w.cols, name);
   const vk::Context& ctx = oc.gpu.ctx;
   bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
   const MatvecShape shape = matvec_shape(ctx);

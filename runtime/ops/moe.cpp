@@ -9,7 +9,7 @@
 namespace eaglevk::ops {
 
 WeightMatrix ExpertWeights::expert(uint32_t e) const {
-  uint64_t bytes = uint64_t(rows) * cols * weight_type_bytes(type);
+  uint64_t bytes = uint64_t(rows) * weight_row_bytes(type, cols);
   return WeightMatrix{data.sub(e * bytes, std::min<uint64_t>((bytes + 3) / 4 * 4, data.bytes - e * bytes)), type, rows,
                       cols};
 }
@@ -41,16 +41,20 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
     uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_count,
         expert_stride, ids_offset;
   } push{};
+  check_whole_blocks(w.type, w.cols, name);
   const uint32_t out_rows = (rows + slots - 1) / slots;
+  const uint64_t expert_bytes = uint64_t(w.rows) * weight_row_bytes(w.type, w.cols);
   auto record = [&](vk::BufferRange weights, uint32_t n0, uint32_t n, uint32_t base, uint32_t count) {
     Act yc = y.cols(n0);
+    // The stride is only used between experts bound together, so it fits the 32-bit binding.
+    uint32_t stride = count > 1 ? uint32_t(expert_bytes) : 0u;
     push = {w.cols, n, rows, x.offset, x.stride, yc.offset, yc.stride, accumulate ? 1u : 0u, slots, slot, base, count,
-            w.rows * w.cols, ids.offset};
+            stride, ids.offset};
     vk::Arg o = accumulate ? yc.updates(out_rows, n) : yc.writes(out_rows, n);
     oc.rec.dispatch(kernel, {x.reads(rows, w.cols), vk::reads(weights), o, vk::reads(ids.range)}, push,
                     (n + shape.outs - 1) / shape.outs, rows, 1, name);
   };
-  uint64_t all_bytes = uint64_t(w.experts) * w.rows * w.cols * weight_type_bytes(w.type);
+  uint64_t all_bytes = uint64_t(w.experts) * expert_bytes;
   if ((all_bytes + 3) / 4 * 4 <= ctx.max_binding_range) {
     record(w.data.sub(0, std::min<uint64_t>((all_bytes + 3) / 4 * 4, w.data.bytes)), 0, w.rows, 0, w.experts);
     return;

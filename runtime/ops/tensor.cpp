@@ -4,18 +4,50 @@
 
 #include <eaglevk/error.h>
 
+#include "shaders/shared_constants.h"
+
 namespace eaglevk::ops {
 
-const char* weight_type_name(WeightType t) {
-  switch (t) {
-    case WeightType::F32: return "f32";
-    case WeightType::F16: return "f16";
-    case WeightType::BF16: return "bf16";
-  }
-  return "?";
+namespace {
+struct WeightTypeInfo {
+  WeightType type;
+  const char* name;
+  uint32_t block_elements, block_bytes;
+};
+constexpr WeightTypeInfo kWeightTypes[] = {
+    {WeightType::F32, "f32", 1, 4},
+    {WeightType::F16, "f16", 1, 2},
+    {WeightType::BF16, "bf16", 1, 2},
+    {WeightType::Q4_0, "q4_0", QK4_0_ELEMS, QK4_0_BYTES},
+    {WeightType::Q4_1, "q4_1", QK4_1_ELEMS, QK4_1_BYTES},
+    {WeightType::Q5_0, "q5_0", QK5_0_ELEMS, QK5_0_BYTES},
+    {WeightType::Q5_1, "q5_1", QK5_1_ELEMS, QK5_1_BYTES},
+    {WeightType::Q8_0, "q8_0", QK8_0_ELEMS, QK8_0_BYTES},
+    {WeightType::Q4_K, "q4_k", QK_K_ELEMS, QK4_K_BYTES},
+    {WeightType::Q5_K, "q5_k", QK_K_ELEMS, QK5_K_BYTES},
+    {WeightType::Q6_K, "q6_k", QK_K_ELEMS, QK6_K_BYTES},
+};
+const WeightTypeInfo& info(WeightType t) {
+  for (const auto& e : kWeightTypes)
+    if (e.type == t) return e;
+  fail("invalid WeightType {}", int(t));
+}
+}  // namespace
+
+const char* weight_type_name(WeightType t) { return info(t).name; }
+bool weight_type_quantized(WeightType t) { return info(t).block_elements > 1; }
+uint32_t weight_type_block_elements(WeightType t) { return info(t).block_elements; }
+uint32_t weight_type_block_bytes(WeightType t) { return info(t).block_bytes; }
+uint64_t weight_row_bytes(WeightType t, uint64_t cols) {
+  return cols / info(t).block_elements * info(t).block_bytes;
 }
 
-uint32_t weight_type_bytes(WeightType t) { return t == WeightType::F32 ? 4 : 2; }
+void check_whole_blocks(WeightType t, uint32_t cols, const char* op) {
+  uint32_t block = info(t).block_elements;
+  if (cols % block != 0)
+    fail("{}: {} weight rows of {} columns are not a whole number of {}-element blocks", op, info(t).name, cols,
+         block);
+}
 
 namespace {
 vk::Access row_access(const Act& a, uint32_t rows, uint32_t width, bool read, bool write) {

@@ -1,6 +1,6 @@
 #pragma once
 // How ops see their operands: f32 activation rows inside a buffer range, and weight matrices
-// in one of three precisions.
+// in a float precision or one of llama.cpp's quantized block formats.
 #include <cstdint>
 
 #include "runtime/vk/buffer.h"
@@ -8,9 +8,19 @@
 
 namespace eaglevk::ops {
 
-enum class WeightType { F32, F16, BF16 };
-const char* weight_type_name(WeightType t);
-uint32_t weight_type_bytes(WeightType t);
+// Float element types, then ggml's block formats (layouts in shaders/shared_constants.h). A
+// quantized matrix keeps its blocks as stored in the file; kernels decode them on the fly.
+enum class WeightType { F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K };
+const char* weight_type_name(WeightType t);  // "f32", "q4_k", ...: also the shader variant suffix
+bool weight_type_quantized(WeightType t);
+// Elements per block (1 for the float types) and bytes per block (the element size for them).
+uint32_t weight_type_block_elements(WeightType t);
+uint32_t weight_type_block_bytes(WeightType t);
+// Bytes of a row of `cols` elements; cols must be a multiple of the block (checked by loaders).
+uint64_t weight_row_bytes(WeightType t, uint64_t cols);
+// Fails with a message naming `op` unless a row of `cols` elements is a whole number of blocks
+// (the kernels decode whole blocks and assume rows start on block boundaries).
+void check_whole_blocks(WeightType t, uint32_t cols, const char* op);
 
 // f32 rows: element (r, c) sits at offset + r * stride + c of the bound range.
 struct Act {
@@ -38,7 +48,7 @@ struct WeightMatrix {
   uint32_t rows = 0;
   uint32_t cols = 0;
 
-  uint64_t row_bytes() const { return uint64_t(cols) * weight_type_bytes(type); }
+  uint64_t row_bytes() const { return weight_row_bytes(type, cols); }
   // Row chunks of at most `max_rows` rows; f16/bf16 rows are read as uint pairs, so a chunk
   // boundary must fall on a whole word and the binding offset alignment.
   uint32_t chunk_rows(uint64_t max_binding, uint64_t offset_alignment) const;

@@ -25,7 +25,9 @@ struct Golden {
   std::vector<GoldenPrompt> prompts;
 };
 
-Golden load_golden(const std::string& model_dir);
+Golden load_golden(const std::string& model_dir);  // model_dir/golden.json
+// Any file of golden.json's target shape (the GGUF float goldens: no `spec` per prompt).
+Golden load_golden_file(const std::string& path);
 std::string asset(const std::string& relative);  // EAGLEVK_ASSETS / relative
 
 }  // namespace eaglevk::testing

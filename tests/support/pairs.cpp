@@ -35,6 +35,25 @@ Pair& pair(const std::string& name) {
   return *slot;
 }
 
+engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k) {
+  engine::SpeculativeDecoder spec(gpu(), p.target, draft, 512, k, 64);
+  engine::SpecStats total;
+  for (size_t i = 0; i < p.golden.prompts.size(); ++i) {
+    engine::GenerationOptions o;
+    o.n_predict = 64;
+    o.ignore_eos = true;
+    engine::SpecStats stats;
+    auto r = spec.generate(p.golden.prompts[i].prompt_ids, o, stats);
+    EXPECT_EQ(r.tokens, p.plain_tokens(i)) << "k " << k << " prompt " << i;
+    total.merge(stats);
+    // AL = 1 + sum of the per-position rates, by definition.
+    double sum = 1;
+    for (double v : stats.acceptance_per_position()) sum += v;
+    EXPECT_NEAR(stats.mean_acceptance_length(), sum, 1e-9);
+  }
+  return total;
+}
+
 // Greedy speculative output equals plain greedy output token for token on every golden
 // prompt, and the acceptance counters agree with golden.json within 5%.
 void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, const std::vector<uint32_t>& aux,
@@ -46,21 +65,7 @@ void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, con
     draft = &overridden;
   }
   for (uint32_t k : ks) {
-    engine::SpeculativeDecoder spec(gpu(), p.target, *draft, 512, k, 64);
-    engine::SpecStats total;
-    for (size_t i = 0; i < p.golden.prompts.size(); ++i) {
-      engine::GenerationOptions o;
-      o.n_predict = 64;
-      o.ignore_eos = true;
-      engine::SpecStats stats;
-      auto r = spec.generate(p.golden.prompts[i].prompt_ids, o, stats);
-      EXPECT_EQ(r.tokens, p.plain_tokens(i)) << "k " << k << " prompt " << i;
-      total.merge(stats);
-      // AL = 1 + sum of the per-position rates, by definition.
-      double sum = 1;
-      for (double v : stats.acceptance_per_position()) sum += v;
-      EXPECT_NEAR(stats.mean_acceptance_length(), sum, 1e-9);
-    }
+    engine::SpecStats total = expect_lossless(p, *draft, k);
     std::string key = std::to_string(k);
     fmt::print("{} aux {},{},{} k={}: drafts {} accepted {} AL {:.3f}", p.target_dir.substr(p.target_dir.rfind('/') + 1),
                draft->aux_layers[0], draft->aux_layers[1], draft->aux_layers[2], k, total.num_drafts,

@@ -8,6 +8,7 @@
 
 #include "models/eagle3.h"
 #include "models/target.h"
+#include "runtime/engine/spec_stats.h"
 #include "support/golden.h"
 
 namespace eaglevk::testing {
@@ -25,6 +26,10 @@ struct Pair {
 };
 
 Pair& pair(const std::string& name);  // "A" or "B"
+
+// Greedy speculative output at k equals p.plain_tokens on every golden prompt (gtest failures
+// otherwise); returns the acceptance counters over all prompts.
+engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k);
 
 // For each k: greedy speculative output equals plain greedy output on every golden prompt,
 // AL = 1 + sum of per-position rates, and (compare_golden) acceptance within 5% of

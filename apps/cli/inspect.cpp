@@ -1,0 +1,147 @@
+// `eaglevk inspect FILE|DIR`: what a checkpoint holds, without a GPU: architecture and sizes,
+// parameters, tensor types with their bytes, the bytes the weights take on the device, tap
+// layers and d2t for a draft, and every value the loader defaulted or recovered.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <eaglevk/error.h>
+
+#include "apps/cli/commands.h"
+#include "loader/model_files.h"
+#include "loader/quant.h"
+#include "models/eagle3.h"
+
+namespace eaglevk::cli {
+namespace {
+
+struct InspectArgs {
+  std::string path;
+  bool json = false;
+};
+
+struct TypeTotals {
+  uint64_t tensors = 0, parameters = 0, bytes = 0;
+};
+
+// Bytes a tensor takes on the device: weights stay as stored, 1-D tensors (norms) become f32,
+// the rope factors and d2t are not weights.
+uint64_t device_bytes(const loader::TensorView& t) {
+  if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq")) return 0;
+  if (t.shape.size() == 1 && t.name != "d2t" && t.name != "t2d") return uint64_t(t.numel()) * 4;
+  if (t.name == "d2t") return uint64_t(t.numel()) * 4;
+  if (t.name == "t2d") return 0;
+  return t.bytes;
+}
+
+int inspect_command(const InspectArgs& a) {
+  loader::ModelFiles files = loader::open_model_files(a.path);
+  const nlohmann::json& c = files.config;
+  std::string arch = c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()
+                         ? c["architectures"][0].get<std::string>()
+                         : (c.contains("speculators_model_type") ? "Eagle3Speculator" : "?");
+  std::map<std::string, TypeTotals> types;
+  uint64_t parameters = 0, stored = 0, on_device = 0;
+  for (const auto& [name, t] : files.checkpoint.tensors) {
+    TypeTotals& tt = types[std::string(loader::dtype_name(t.dtype))];
+    ++tt.tensors;
+    tt.parameters += uint64_t(t.numel());
+    tt.bytes += t.bytes;
+    parameters += uint64_t(t.numel());
+    stored += t.bytes;
+    on_device += device_bytes(t);
+  }
+  nlohmann::json out;
+  out["path"] = a.path;
+  out["format"] = files.format;
+  out["architecture"] = arch;
+  if (files.gguf) {
+    out["gguf_architecture"] = files.gguf->get_string("general.architecture").value_or("");
+    if (auto name = files.gguf->get_string("general.name")) out["name"] = *name;
+    if (auto ft = files.gguf->get_int("general.file_type")) out["gguf_file_type"] = *ft;
+  }
+  const nlohmann::json& sizes = c.contains("text_config") ? c["text_config"]
+                                : c.contains("transformer_layer_config") ? c["transformer_layer_config"]
+                                                                         : c;
+  for (const char* key : {"hidden_size", "intermediate_size", "intermediate_size_mlp", "num_hidden_layers",
+                          "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
+                          "max_position_embeddings", "num_local_experts", "num_experts_per_tok", "rope_theta",
+                          "rope_scaling", "attention_chunk_size", "floor_scale"})
+    if (sizes.contains(key) && !sizes[key].is_null()) out["config"][key] = sizes[key];
+  out["parameters"] = parameters;
+  out["bytes_in_file"] = stored;
+  out["bytes_on_device"] = on_device;
+  for (const auto& [type, tt] : types)
+    out["tensor_types"][type] = {{"tensors", tt.tensors}, {"parameters", tt.parameters}, {"bytes", tt.bytes}};
+  const bool draft = arch == "LlamaForCausalLMEagle3" || c.contains("speculators_model_type") ||
+                     (arch == "LlamaForCausalLM" && c.contains("draft_vocab_size"));
+  if (draft) {
+    models::Eagle3Config dc = models::load_eagle3_config(files);
+    out["draft"] = {{"format", dc.format},
+                    {"draft_vocab_size", dc.draft_vocab_size},
+                    {"target_vocab_size", dc.target_vocab_size},
+                    {"target_hidden_size", dc.target_hidden_size},
+                    {"norm_before_residual", dc.norm_before_residual},
+                    {"aux_layers", dc.aux_layers},
+                    {"aux_layers_rule", dc.aux_layers.empty() ? "none given: the family default (2, L/2, L-3)"
+                                                              : dc.aux_layers_rule}};
+    if (const loader::TensorView* d2t = files.checkpoint.find("d2t")) {
+      std::vector<int64_t> v = loader::to_i64(*d2t);
+      // Target ids: GGUF stores them, safetensors stores offsets from the draft id.
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (size_t i = 0; i < v.size(); ++i) {
+        int64_t id = dc.format == "gguf" ? v[i] : int64_t(i) + v[i];
+        lo = std::min(lo, id);
+        hi = std::max(hi, id);
+      }
+      out["draft"]["d2t"] = {{"entries", v.size()},
+                             {"stored_as", dc.format == "gguf" ? "absolute target ids" : "offsets"},
+                             {"target_id_range", {lo, hi}}};
+    }
+  }
+  out["notes"] = files.notes;
+  if (a.json) {
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{}: {} ({}{})\n", a.path, arch, files.format,
+             files.gguf ? ", GGUF architecture " + out["gguf_architecture"].get<std::string>() : "");
+  for (auto& [key, value] : out["config"].items()) fmt::print("  {:<26} {}\n", key, value.dump());
+  fmt::print("  {:<26} {:.2f} M\n", "parameters", double(parameters) / 1e6);
+  fmt::print("  {:<26} {:.2f} MiB in the file, {:.2f} MiB on the device\n", "weights", double(stored) / (1 << 20),
+             double(on_device) / (1 << 20));
+  fmt::print("  tensor types:\n");
+  for (const auto& [type, tt] : types)
+    fmt::print("    {:<6} {:>5} tensors {:>14} parameters {:>10.2f} MiB\n", type, tt.tensors, tt.parameters,
+               double(tt.bytes) / (1 << 20));
+  if (out.contains("draft")) {
+    const auto& d = out["draft"];
+    fmt::print("  draft head ({}): draft vocabulary {} of {}, target hidden {}, norm_before_residual {}\n",
+               d["format"].get<std::string>(), d["draft_vocab_size"].get<int>(), d["target_vocab_size"].get<int>(),
+               d["target_hidden_size"].get<int>(), d["norm_before_residual"].get<bool>());
+    fmt::print("  tap layers {} ({})\n", d["aux_layers"].dump(), d["aux_layers_rule"].get<std::string>());
+    if (d.contains("d2t"))
+      fmt::print("  d2t: {} entries ({}), target ids {}..{}\n", d["d2t"]["entries"].get<size_t>(),
+                 d["d2t"]["stored_as"].get<std::string>(), d["d2t"]["target_id_range"][0].get<int64_t>(),
+                 d["d2t"]["target_id_range"][1].get<int64_t>());
+  }
+  for (const std::string& note : files.notes) fmt::print("  note: {}\n", note);
+  return 0;
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand("inspect", "Describe a model folder or GGUF file (no GPU needed)");
+  sub->add_option("path", args->path, "model folder, draft folder or .gguf file")->required();
+  sub->add_flag("--json", args->json, "print one JSON object");
+  register_runner(sub, [args] { return inspect_command(*args); });
+}
+
+}  // namespace eaglevk::cli

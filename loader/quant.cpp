@@ -1,0 +1,586 @@
+#include "loader/quant.h"
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+
+#include <eaglevk/error.h>
+
+#include "shaders/shared_constants.h"
+
+// Everything here works on single blocks through byte pointers; the arithmetic is written in
+// float, in the same order as ggml's reference code, because the point of this file is to
+// produce (and read) exactly the bytes and floats llama.cpp does. Changing an expression's
+// association (say `(w * l) * l` into `w * (l * l)`) can change a rounding and break the
+// byte-for-byte tests, so such expressions carry a note. For the same reason this file must not
+// be compiled with floating-point contraction into FMA (e.g. -march=native with GCC's default
+// -ffp-contract=fast): `dl * q - ml` would then round once instead of twice.
+
+namespace eaglevk::loader {
+
+static_assert(std::endian::native == std::endian::little, "block formats are read as little-endian");
+
+namespace {
+
+struct BlockFormat {
+  DType dtype;
+  uint32_t elements;
+  uint32_t bytes;
+};
+constexpr BlockFormat kBlockFormats[] = {
+    {DType::Q4_0, QK4_0_ELEMS, QK4_0_BYTES}, {DType::Q4_1, QK4_1_ELEMS, QK4_1_BYTES},
+    {DType::Q5_0, QK5_0_ELEMS, QK5_0_BYTES}, {DType::Q5_1, QK5_1_ELEMS, QK5_1_BYTES},
+    {DType::Q8_0, QK8_0_ELEMS, QK8_0_BYTES}, {DType::Q4_K, QK_K_ELEMS, QK4_K_BYTES},
+    {DType::Q5_K, QK_K_ELEMS, QK5_K_BYTES},  {DType::Q6_K, QK_K_ELEMS, QK6_K_BYTES},
+};
+
+const BlockFormat* find_format(DType dtype) {
+  for (const auto& format : kBlockFormats)
+    if (format.dtype == dtype) return &format;
+  return nullptr;
+}
+
+float load_half(const uint8_t* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return f16_to_f32(bits);
+}
+
+void store_half(uint8_t* p, float value) {
+  const uint16_t bits = f32_to_f16(value);
+  std::memcpy(p, &bits, 2);
+}
+
+// Round half to even, like ggml's nearest_int (which adds 1.5 * 2^23 and reads the mantissa).
+// That trick is only defined for |x| < 2^22; beyond it (an infinite or huge candidate scale) we
+// saturate instead, and every caller clamps the result to its quant range anyway.
+int nearest_int(float x) {
+  if (!(std::fabs(x) < 4194304.0f)) return std::isnan(x) ? 0 : (x > 0 ? 4194304 : -4194304);
+  return static_cast<int>(std::nearbyint(x));
+}
+
+// ---- The 32-element formats ----------------------------------------------------------------
+// Q4_x/Q5_x keep element j (j < 16) in the low nibble of qs[j] and element j + 16 in its high
+// nibble; Q5_x keep bit 4 of element e in bit e of the little-endian u32 qh.
+
+// The element of largest magnitude, with its sign (the first one on ties).
+float signed_absmax(const float* x, int n) {
+  float amax = 0.0f, max = 0.0f;
+  for (int j = 0; j < n; ++j) {
+    if (amax < std::fabs(x[j])) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  return max;
+}
+
+void min_max(const float* x, int n, float& min, float& max) {
+  min = FLT_MAX;
+  max = -FLT_MAX;
+  for (int j = 0; j < n; ++j) {
+    if (x[j] < min) min = x[j];
+    if (x[j] > max) max = x[j];
+  }
+}
+
+void dequant_q4_0(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
+    y[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+  }
+}
+
+void dequant_q4_1(const uint8_t* b, float* y) {
+  const float d = load_half(b), m = load_half(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
+    y[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+  }
+}
+
+// The 5-bit values of a Q5 block (0..31).
+void unpack_q5(const uint8_t* qh_bytes, const uint8_t* qs, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0xF) | int((qh >> j) & 1) << 4;
+    q[j + 16] = (qs[j] >> 4) | int((qh >> (j + 16)) & 1) << 4;
+  }
+}
+
+void pack_q5(const int* q, uint8_t* qh_bytes, uint8_t* qs) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = uint8_t((q[j] & 0xF) | (q[j + 16] & 0xF) << 4);
+    qh |= uint32_t((q[j] >> 4) & 1) << j;
+    qh |= uint32_t((q[j + 16] >> 4) & 1) << (j + 16);
+  }
+  std::memcpy(qh_bytes, &qh, 4);
+}
+
+void dequant_q5_0(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  int q[32];
+  unpack_q5(b + 2, b + 6, q);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j] - 16) * d;
+}
+
+void dequant_q5_1(const uint8_t* b, float* y) {
+  const float d = load_half(b), m = load_half(b + 2);
+  int q[32];
+  unpack_q5(b + 4, b + 8, q);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(q[j]) * d + m;
+}
+
+void dequant_q8_0(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+}
+
+// Symmetric 4-bit: the largest-magnitude element maps to -8 exactly, so its sign picks which end
+// of [-8, 7] gets the extra level. ggml rounds by adding 8.5 and truncating (x * id >= -8 keeps
+// the sum non-negative), then clips 16 to 15.
+void quant_q4_0(const float* x, uint8_t* b) {
+  const float d = signed_absmax(x, 32) / -8.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_half(b, d);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+    const int hi = std::min(15, static_cast<int>(x[j + 16] * id + 8.5f));
+    b[2 + j] = uint8_t(lo | hi << 4);
+  }
+}
+
+// Affine 4-bit over [min, max]; the offset is the block minimum itself.
+void quant_q4_1(const float* x, uint8_t* b) {
+  float min, max;
+  min_max(x, 32, min, max);
+  const float d = (max - min) / 15.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_half(b, d);
+  store_half(b + 2, min);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = std::min(15, static_cast<int>((x[j] - min) * id + 0.5f));
+    const int hi = std::min(15, static_cast<int>((x[j + 16] - min) * id + 0.5f));
+    b[4 + j] = uint8_t(lo | hi << 4);
+  }
+}
+
+void quant_q5_0(const float* x, uint8_t* b) {
+  const float d = signed_absmax(x, 32) / -16.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_half(b, d);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+  pack_q5(q, b + 2, b + 6);
+}
+
+// Like Q4_1; ggml does not clip here (the top element lands on 31 + a rounding error < 0.5).
+void quant_q5_1(const float* x, uint8_t* b) {
+  float min, max;
+  min_max(x, 32, min, max);
+  const float d = (max - min) / 31.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_half(b, d);
+  store_half(b + 2, min);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>((x[j] - min) * id + 0.5f);
+  pack_q5(q, b + 4, b + 8);
+}
+
+// Symmetric 8-bit, max |x| -> 127, rounding half away from zero (roundf), as ggml does.
+void quant_q8_0(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_half(b, d);
+  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::round(x[j] * id)));
+}
+
+// ---- K-quants: 256-element super-blocks -----------------------------------------------------
+
+// Q4_K/Q5_K: 8 six-bit sub-block scales and 8 six-bit mins in 12 bytes. Sub-blocks 0-3 keep
+// their scale in the low 6 bits of byte j and their min in byte j + 4. Sub-blocks 4-7 keep the
+// low nibbles of scale and min in byte j + 4 (scale low, min high) and their top two bits in the
+// spare top bits of byte j - 4 (scale) and byte j (min).
+void unpack_scale_min(const uint8_t* s, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = s[j] & 63;
+    min = s[j + 4] & 63;
+  } else {
+    scale = (s[j + 4] & 0xF) | (s[j - 4] >> 6) << 4;
+    min = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+  }
+}
+
+void pack_scale_min(uint8_t* s, int j, int scale, int min) {  // s starts zeroed
+  if (j < 4) {
+    s[j] |= uint8_t(scale);
+    s[j + 4] |= uint8_t(min);
+  } else {
+    s[j + 4] |= uint8_t((scale & 0xF) | (min & 0xF) << 4);
+    s[j - 4] |= uint8_t((scale >> 4) << 6);
+    s[j] |= uint8_t((min >> 4) << 6);
+  }
+}
+
+// x = (d * sc) * q - dmin * m, each product rounded to float as ggml's dequantize_row_q4_K does.
+// Element e lives in sub-block e / 32; pairs of sub-blocks share 32 bytes of qs, the even one in
+// the low nibbles.
+void dequant_q4_k(const uint8_t* b, float* y) {
+  const float d = load_half(b), dmin = load_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qs = b + 16;
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, m;
+    unpack_scale_min(scales, sub, sc, m);
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    const uint8_t* q = qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    for (int l = 0; l < 32; ++l) y[32 * sub + l] = dl * static_cast<float>((q[l] >> shift) & 0xF) - ml;
+  }
+}
+
+// As Q4_K plus a fifth bit: bit `sub` of qh[l] belongs to element 32 * sub + l.
+void dequant_q5_k(const uint8_t* b, float* y) {
+  const float d = load_half(b), dmin = load_half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + 48;
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, m;
+    unpack_scale_min(scales, sub, sc, m);
+    const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
+    const uint8_t* q = qs + 32 * (sub / 2);
+    const int shift = 4 * (sub % 2);
+    for (int l = 0; l < 32; ++l) {
+      const int value = ((q[l] >> shift) & 0xF) | ((qh[l] >> sub) & 1) << 4;
+      y[32 * sub + l] = dl * static_cast<float>(value) - ml;
+    }
+  }
+}
+
+// Q6_K: two halves of 128. In half h, element 32 * k + l (k = 0..3, l = 0..31) takes its low
+// nibble from ql[64h + l + 32 * (k % 2)] (low nibble for k < 2, high for k >= 2) and its top two
+// bits from bits 2k, 2k+1 of qh[32h + l]; element e uses the int8 scale e / 16.
+// x = (d * sc) * (q - 32).
+void dequant_q6_k(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = load_half(b + 208);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int low = (ql[64 * h + l + 32 * (k % 2)] >> (4 * (k / 2))) & 0xF;
+    const int high = (qh[32 * h + l] >> (2 * k)) & 3;
+    y[e] = d * static_cast<float>(scales[e / 16]) * static_cast<float>((low | high << 4) - 32);
+  }
+}
+
+// An asymmetric fit of n values to x ~ scale * L - min_out, L in [0, nmax], min_out >= 0, by
+// weighted least squares (ggml's make_qkx2_quants without its mean-absolute-error option).
+// Starting from the plain min/max grid it tries nsteps + 1 grid spacings around nmax / (max -
+// min); for each it rounds, solves the 2x2 normal equations for scale and min and keeps the fit
+// with the smallest weighted squared error. The first-level fit keeps min at 0 when the data do
+// not reach below zero, so a positive block never gets a negative offset.
+float fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin, float rdelta, int nsteps,
+                    uint8_t* L, float& min_out) {
+  float min = x[0], max = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    min = std::min(min, x[i]);
+    max = std::max(max, x[i]);
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::fill(L, L + n, 0);
+    min_out = -min;
+    return 0.0f;
+  }
+  float iscale = static_cast<float>(nmax) / (max - min);
+  float scale = 1.0f / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    L[i] = uint8_t(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
+    const float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    best_error += w[i] * (diff * diff);
+  }
+  uint8_t candidate[QK_K_ELEMS];
+  for (int step = 0; step <= nsteps; ++step) {
+    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
+      candidate[i] = uint8_t(l);
+      const float fl = static_cast<float>(l);
+      sum_l += w[i] * fl;
+      sum_l2 += w[i] * fl * fl;   // (w * l) * l, as ggml
+      sum_xl += w[i] * fl * x[i]; // (w * l) * x
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0) {  // an offset above zero is not representable (min_out >= 0): refit through 0
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float error = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * static_cast<float>(candidate[i]) + this_min - x[i];
+      error += w[i] * (diff * diff);
+    }
+    if (error < best_error) {
+      std::copy(candidate, candidate + n, L);
+      best_error = error;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  min_out = -min;
+  return scale;
+}
+
+// A symmetric fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax - 1], weighted by x^2 (ggml's
+// make_qx_quants with rmse_type 1 and no importance weights). The scale is signed: the largest
+// magnitude maps to -nmax, the end of the range with the extra level. It tries the grid spacings
+// (nmax + 0.1 k) / max for k = -9..9 and keeps the one whose least-squares scale explains most of
+// the weighted energy (largest sumlx^2 / suml2).
+float fit_symmetric(const float* x, int n, int nmax, uint8_t* L) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {  // an all-zero group
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  auto project = [&](float iscale, float& sumlx, float& suml2, bool store) {
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+      if (store) L[i] = uint8_t(l + nmax);
+      const float w = x[i] * x[i], fl = static_cast<float>(l);
+      sumlx += w * x[i] * fl;  // ((w * x) * l), as ggml
+      suml2 += w * fl * fl;
+    }
+  };
+  float sumlx, suml2;
+  project(static_cast<float>(-nmax) / max, sumlx, suml2, true);
+  float scale = suml2 != 0 ? sumlx / suml2 : 0.0f;
+  float best = scale * sumlx;
+  for (int k = -9; k <= 9; ++k) {
+    if (k == 0) continue;
+    const float iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(k)) / max;
+    project(iscale, sumlx, suml2, false);
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      project(iscale, sumlx, suml2, true);
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// Q4_K and Q5_K share everything but the quant width and the search grid (ggml's reference
+// quantizers: weights |x| + rms of the sub-block; grid -1 + 0.1 k, k = 0..20, for 4 bits and
+// -0.5 + 0.1 k, k = 0..15, for 5 bits). Sub-block scales and mins are then quantized to 6 bits
+// against the block's largest ones, and the values re-rounded with the scales as stored.
+void quant_k_scaled(const float* x, int nmax, float rmin, int nsteps, uint8_t* b, uint8_t* L) {
+  float scales[8], mins[8];
+  float max_scale = 0, max_min = 0;
+  for (int sub = 0; sub < 8; ++sub) {
+    const float* xs = x + 32 * sub;
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32.0f);
+    float w[32];
+    for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
+    scales[sub] = fit_scale_min(xs, w, 32, nmax, rmin, 0.1f, nsteps, L + 32 * sub, mins[sub]);
+    max_scale = std::max(max_scale, scales[sub]);
+    max_min = std::max(max_min, mins[sub]);
+  }
+  const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+  uint8_t* packed = b + 4;
+  std::memset(packed, 0, 12);
+  for (int sub = 0; sub < 8; ++sub) {
+    // ggml stores nearest_int into a uint8_t before clipping to 63; keep that wrap-around.
+    const int ls = std::min<int>(63, uint8_t(nearest_int(inv_scale * scales[sub])));
+    const int lm = std::min<int>(63, uint8_t(nearest_int(inv_min * mins[sub])));
+    pack_scale_min(packed, sub, ls, lm);
+  }
+  store_half(b, max_scale / 63.0f);
+  store_half(b + 2, max_min / 63.0f);
+  const float d = load_half(b), dmin = load_half(b + 2);
+  for (int sub = 0; sub < 8; ++sub) {
+    int sc, m;
+    unpack_scale_min(packed, sub, sc, m);
+    const float dl = d * static_cast<float>(sc);
+    if (dl == 0) continue;  // keep the fit's own quants; they decode to -dmin * m either way
+    const float ml = dmin * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l)
+      L[32 * sub + l] = uint8_t(std::clamp(nearest_int((x[32 * sub + l] + ml) / dl), 0, nmax));
+  }
+}
+
+void quant_q4_k(const float* x, uint8_t* b) {
+  uint8_t L[QK_K_ELEMS];
+  quant_k_scaled(x, 15, -1.0f, 20, b, L);
+  uint8_t* qs = b + 16;
+  for (int pair = 0; pair < 4; ++pair)
+    for (int l = 0; l < 32; ++l) qs[32 * pair + l] = uint8_t(L[64 * pair + l] | L[64 * pair + 32 + l] << 4);
+}
+
+void quant_q5_k(const float* x, uint8_t* b) {
+  uint8_t L[QK_K_ELEMS];
+  quant_k_scaled(x, 31, -0.5f, 15, b, L);
+  uint8_t* qh = b + 16;
+  uint8_t* qs = b + 48;
+  std::memset(qh, 0, 32 + 128);
+  for (int sub = 0; sub < 8; ++sub) {  // the inverse of dequant_q5_k's addressing
+    for (int l = 0; l < 32; ++l) {
+      const int q = L[32 * sub + l];
+      qs[32 * (sub / 2) + l] |= uint8_t((q & 0xF) << (4 * (sub % 2)));
+      qh[l] |= uint8_t((q >> 4) << sub);
+    }
+  }
+}
+
+// Q6_K (ggml's reference): a symmetric 6-bit fit per 16 values, then the 16 signed scales
+// quantized to int8 so that the largest-magnitude one becomes -128 (later ones saturate at 127),
+// and the values re-rounded with the stored scales.
+void quant_q6_k(const float* x, uint8_t* b) {
+  uint8_t L[QK_K_ELEMS];
+  float scales[16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int sub = 0; sub < 16; ++sub) {
+    scales[sub] = fit_symmetric(x + 16 * sub, 16, 32, L + 16 * sub);
+    if (std::fabs(scales[sub]) > max_abs_scale) {
+      max_abs_scale = std::fabs(scales[sub]);
+      max_scale = scales[sub];
+    }
+  }
+  std::memset(b, 0, QK6_K_BYTES);
+  if (max_abs_scale < 1e-15f) return;  // an all-zero block: d = 0, everything zero
+  int8_t* stored_scales = reinterpret_cast<int8_t*>(b + 192);
+  const float iscale = -128.0f / max_scale;
+  store_half(b + 208, 1.0f / iscale);
+  for (int sub = 0; sub < 16; ++sub) stored_scales[sub] = int8_t(std::min(127, nearest_int(iscale * scales[sub])));
+  const float d = load_half(b + 208);
+  for (int sub = 0; sub < 16; ++sub) {
+    const float dl = d * static_cast<float>(stored_scales[sub]);
+    if (dl == 0) continue;
+    for (int l = 0; l < 16; ++l)
+      L[16 * sub + l] = uint8_t(std::clamp(nearest_int(x[16 * sub + l] / dl), -32, 31) + 32);
+  }
+  uint8_t* ql = b;
+  uint8_t* qh = b + 128;
+  for (int e = 0; e < 256; ++e) {  // the inverse of dequant_q6_k's addressing
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    ql[64 * h + l + 32 * (k % 2)] |= uint8_t((L[e] & 0xF) << (4 * (k / 2)));
+    qh[32 * h + l] |= uint8_t((L[e] >> 4) << (2 * k));
+  }
+}
+
+using DequantBlock = void (*)(const uint8_t*, float*);
+using QuantBlock = void (*)(const float*, uint8_t*);
+
+DequantBlock dequant_fn(DType dtype) {
+  switch (dtype) {
+    case DType::Q4_0: return dequant_q4_0;
+    case DType::Q4_1: return dequant_q4_1;
+    case DType::Q5_0: return dequant_q5_0;
+    case DType::Q5_1: return dequant_q5_1;
+    case DType::Q8_0: return dequant_q8_0;
+    case DType::Q4_K: return dequant_q4_k;
+    case DType::Q5_K: return dequant_q5_k;
+    case DType::Q6_K: return dequant_q6_k;
+    default: return nullptr;
+  }
+}
+
+QuantBlock quant_fn(DType dtype) {
+  switch (dtype) {
+    case DType::Q4_0: return quant_q4_0;
+    case DType::Q4_1: return quant_q4_1;
+    case DType::Q5_0: return quant_q5_0;
+    case DType::Q5_1: return quant_q5_1;
+    case DType::Q8_0: return quant_q8_0;
+    case DType::Q4_K: return quant_q4_k;
+    case DType::Q5_K: return quant_q5_k;
+    case DType::Q6_K: return quant_q6_k;
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
+bool is_quantized(DType dtype) { return find_format(dtype) != nullptr; }
+
+uint32_t block_elements(DType dtype) {
+  const BlockFormat* format = find_format(dtype);
+  return format ? format->elements : 1;
+}
+
+uint32_t block_bytes(DType dtype) {
+  const BlockFormat* format = find_format(dtype);
+  return format ? format->bytes : static_cast<uint32_t>(dtype_size(dtype));
+}
+
+std::optional<uint64_t> quantized_bytes(DType dtype, uint64_t row_length, uint64_t rows) {
+  const uint64_t elements = block_elements(dtype);
+  if (row_length % elements != 0) return std::nullopt;
+  uint64_t row_bytes, total;
+  if (__builtin_mul_overflow(row_length / elements, uint64_t(block_bytes(dtype)), &row_bytes) ||
+      __builtin_mul_overflow(row_bytes, rows, &total))
+    return std::nullopt;
+  return total;
+}
+
+void dequantize(DType dtype, const std::byte* blocks, std::span<float> out) {
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(blocks);
+  switch (dtype) {
+    case DType::F32: std::memcpy(out.data(), in, out.size() * 4); return;
+    case DType::F16:
+    case DType::BF16:
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, in + 2 * i, 2);
+        out[i] = dtype == DType::F16 ? f16_to_f32(bits) : bf16_to_f32(bits);
+      }
+      return;
+    default: break;
+  }
+  const BlockFormat* format = find_format(dtype);
+  if (!format) fail("dequantize: dtype {} is neither a float nor a block-quantized type", dtype_name(dtype));
+  if (out.size() % format->elements != 0)
+    fail("dequantize {}: {} elements is not a whole number of {}-element blocks", dtype_name(dtype), out.size(),
+         format->elements);
+  const DequantBlock decode = dequant_fn(dtype);
+  const size_t n_blocks = out.size() / format->elements;
+  for (size_t i = 0; i < n_blocks; ++i) decode(in + i * format->bytes, out.data() + i * format->elements);
+}
+
+void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out) {
+  const BlockFormat* format = find_format(dtype);
+  if (!format) fail("quantize: dtype {} is not a block-quantized type", dtype_name(dtype));
+  if (in.size() % format->elements != 0)
+    fail("quantize {}: {} elements is not a whole number of {}-element blocks", dtype_name(dtype), in.size(),
+         format->elements);
+  const QuantBlock encode = quant_fn(dtype);
+  const size_t n_blocks = in.size() / format->elements;
+  const size_t start = out.size();
+  out.resize(start + n_blocks * format->bytes);
+  uint8_t* dst = reinterpret_cast<uint8_t*>(out.data() + start);
+  for (size_t i = 0; i < n_blocks; ++i) encode(in.data() + i * format->elements, dst + i * format->bytes);
+}
+
+}  // namespace eaglevk::loader

@@ -1,0 +1,46 @@
+#pragma once
+// llama.cpp's (ggml's) block-quantized weight formats on the host: their geometry, a plain
+// dequantizer (the reference the GPU kernels are tested against, and what `to_f32` uses for
+// small tensors) and a quantizer that writes the same blocks (test data, and byte-for-byte
+// checks against llama-quantize's output where its algorithm is a fixed formula).
+//
+// Block layouts (little-endian, f16 = IEEE half); x = the dequantized value:
+//   Q4_0  32 elems, 18 B: d; qs[16]                 x[j] = d * (lo(qs[j]) - 8), x[j+16] = d * (hi(qs[j]) - 8)
+//   Q4_1  32 elems, 20 B: d, m; qs[16]              x = d * q + m
+//   Q5_0  32 elems, 22 B: d; qh[4]; qs[16]          q = nibble | bit(qh, j) << 4; x = d * (q - 16)
+//   Q5_1  32 elems, 24 B: d, m; qh[4]; qs[16]       x = d * q + m
+//   Q8_0  32 elems, 34 B: d; int8 qs[32]            x = d * q
+//   Q4_K 256 elems, 144 B: d, dmin; scales[12]; qs[128]   8 sub-blocks of 32 with 6-bit scale
+//                         and min: x = d * sc * q - dmin * m
+//   Q5_K 256 elems, 176 B: d, dmin; scales[12]; qh[32]; qs[128]
+//   Q6_K 256 elems, 210 B: ql[128]; qh[64]; int8 scales[16]; d    x = d * sc * (q - 32)
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "loader/safetensors.h"
+
+namespace eaglevk::loader {
+
+bool is_quantized(DType dtype);
+// Elements per block and bytes per block: (1, dtype_size) for the plain types.
+uint32_t block_elements(DType dtype);
+uint32_t block_bytes(DType dtype);
+
+// Bytes of a tensor whose innermost (contiguous) dimension is `row_length`; nullopt when
+// row_length is not a whole number of blocks or the size overflows 64 bits.
+std::optional<uint64_t> quantized_bytes(DType dtype, uint64_t row_length, uint64_t rows);
+
+// Decodes `out.size()` elements (a multiple of the block) from their blocks at `blocks`.
+// Works for the plain float types too (F32, F16, BF16).
+void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
+
+// Encodes `in` (a multiple of the block) into blocks, appended to `out`. Every type follows
+// ggml's reference quantizer (quantize_row_*_ref: what llama-quantize runs without an importance
+// matrix) and gives the same bytes; the K-quants choose sub-block scales by its weighted
+// least-squares search over candidate grid spacings.
+void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);
+
+}  // namespace eaglevk::loader

@@ -1,0 +1,198 @@
+// ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
+// when the variant defines one of W_Q4_0 ... W_Q6_K. Layouts: shared_constants.h and
+// loader/quant.h. The weights are bound as uint[] (no 16-bit storage feature needed): blocks of
+// 18, 22, 34 and 210 bytes start on 2-byte boundaries, so loads read the covering 32-bit words
+// and shift; Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as
+// uvec4. Every row is a whole number of blocks, so a block's words lie inside the binding.
+//
+// A thread decodes a group of QGROUP = 32 consecutive elements of a row: a whole block of the
+// 32-element formats, one sub-block of a K-quant super-block (256 elements). q_load reads the
+// group's bytes and decodes its scales once; q_decode8 turns eight of its elements into floats
+// with the arithmetic of ggml's dequantize_row_* (loader/quant.cpp, the tests' reference).
+#include "shared_constants.h"
+
+#define QGROUP 32
+
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { uint weights[]; };
+
+// Bytes [a, a + 2) and [a, a + 16) of the binding; a is even.
+uint load_u16(uint a) { return (weights[a >> 2] >> ((a & 2u) * 8u)) & 0xffffu; }
+float load_half(uint a) { return unpackHalf2x16(load_u16(a)).x; }
+uvec4 load_16(uint a) {
+  uint i = a >> 2;
+  uvec4 w = uvec4(weights[i], weights[i + 1u], weights[i + 2u], weights[i + 3u]);
+  if ((a & 2u) == 0u) return w;
+  return (w >> 16) | (uvec4(w.yzw, weights[i + 4u]) << 16);  // the fifth word only when needed
+}
+
+// Byte j of 16 bytes held in a uvec4, of 32 bytes held in two; j is constant after unrolling.
+uint byte16(uvec4 v, uint j) { return (v[j >> 2] >> (8u * (j & 3u))) & 0xffu; }
+uint byte32(uvec4 lo, uvec4 hi, uint j) { return byte16(j < 16u ? lo : hi, j & 15u); }
+int int8_at(uint b) { return int(b << 24) >> 24; }
+
+#if defined(W_Q4_0)
+#define QK QK4_0_ELEMS
+#define QB QK4_0_BYTES
+struct QGroup { uvec4 qs; float d; };
+QGroup q_load(uint row, uint g) {
+  uint a = row + g * QB;
+  return QGroup(load_16(a + 2u), load_half(a));
+}
+// Element e < 16 is the low nibble of qs[e], e + 16 its high nibble.
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    w[i] = float(int((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) - 8) * q.d;
+  }
+}
+
+#elif defined(W_Q4_1)
+#define QK QK4_1_ELEMS
+#define QB QK4_1_BYTES
+struct QGroup { uvec4 qs; float d, m; };
+QGroup q_load(uint row, uint g) {
+  uint i = (row + g * QB) >> 2;  // 20-byte blocks are word-aligned
+  vec2 dm = unpackHalf2x16(weights[i]);
+  return QGroup(uvec4(weights[i + 1u], weights[i + 2u], weights[i + 3u], weights[i + 4u]), dm.x, dm.y);
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    w[i] = float((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) * q.d + q.m;
+  }
+}
+
+#elif defined(W_Q5_0)
+#define QK QK5_0_ELEMS
+#define QB QK5_0_BYTES
+struct QGroup { uvec4 qs; uint qh; float d; };
+QGroup q_load(uint row, uint g) {
+  uint a = row + g * QB;
+  return QGroup(load_16(a + 6u), load_u16(a + 2u) | (load_u16(a + 4u) << 16), load_half(a));
+}
+// Bit e of qh is bit 4 of element e.
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    uint v = ((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) | (((q.qh >> e) & 1u) << 4);
+    w[i] = float(int(v) - 16) * q.d;
+  }
+}
+
+#elif defined(W_Q5_1)
+#define QK QK5_1_ELEMS
+#define QB QK5_1_BYTES
+struct QGroup { uvec4 qs; uint qh; float d, m; };
+QGroup q_load(uint row, uint g) {
+  uint i = (row + g * QB) >> 2;  // 24-byte blocks are word-aligned
+  vec2 dm = unpackHalf2x16(weights[i]);
+  return QGroup(uvec4(weights[i + 2u], weights[i + 3u], weights[i + 4u], weights[i + 5u]), weights[i + 1u], dm.x,
+                dm.y);
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    uint v = ((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) | (((q.qh >> e) & 1u) << 4);
+    w[i] = float(v) * q.d + q.m;
+  }
+}
+
+#elif defined(W_Q8_0)
+#define QK QK8_0_ELEMS
+#define QB QK8_0_BYTES
+struct QGroup { uvec4 lo, hi; float d; };
+QGroup q_load(uint row, uint g) {
+  uint a = row + g * QB;
+  return QGroup(load_16(a + 2u), load_16(a + 18u), load_half(a));
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = float(int8_at(byte32(q.lo, q.hi, 8u * c + i))) * q.d;
+}
+
+#elif defined(W_Q4_K) || defined(W_Q5_K)
+#define QK QK_K_ELEMS
+#if defined(W_Q4_K)
+#define QB QK4_K_BYTES
+#else
+#define QB QK5_K_BYTES
+#endif
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer16 { uvec4 weights16[]; };
+// Sub-block s = g % 8 of super-block g / 8. Bytes 0-15: d, dmin, 12 bytes of 6-bit scales and
+// mins. Q4_K: qs[128] from byte 16; Q5_K: qh[32] from byte 16, qs[128] from byte 48. Sub-blocks
+// 2j and 2j+1 are the low and high nibbles of qs[32j .. 32j + 31]; Q5_K's bit s of qh[l] is
+// bit 4 of element l of sub-block s.
+struct QGroup {
+  uvec4 qs0, qs1;
+#if defined(W_Q5_K)
+  uvec4 qh0, qh1;
+#endif
+  uint s;
+  float dsc, dm;  // d * scale and dmin * min of the sub-block
+};
+uint scale_byte(uvec4 head, uint j) { return (head[1u + (j >> 2)] >> (8u * (j & 3u))) & 0xffu; }
+QGroup q_load(uint row, uint g) {
+  uint i = (row + (g >> 3) * QB) >> 4, s = g & 7u;
+  uvec4 head = weights16[i];
+  vec2 d = vec2(unpackHalf2x16(head.x).x, unpackHalf2x16(head.x >> 16).x);
+  uint sc, m;  // ggml's get_scale_min_k4
+  if (s < 4u) {
+    sc = scale_byte(head, s) & 63u;
+    m = scale_byte(head, s + 4u) & 63u;
+  } else {
+    sc = (scale_byte(head, s + 4u) & 15u) | ((scale_byte(head, s - 4u) >> 6) << 4);
+    m = (scale_byte(head, s + 4u) >> 4) | ((scale_byte(head, s) >> 6) << 4);
+  }
+  QGroup q;
+#if defined(W_Q4_K)
+  uint qs = i + 1u + 2u * (s >> 1);
+#else
+  uint qs = i + 3u + 2u * (s >> 1);
+  q.qh0 = weights16[i + 1u];
+  q.qh1 = weights16[i + 2u];
+#endif
+  q.qs0 = weights16[qs];
+  q.qs1 = weights16[qs + 1u];
+  q.s = s;
+  q.dsc = d.x * float(sc);
+  q.dm = d.y * float(m);
+  return q;
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  uint shift = (q.s & 1u) * 4u;
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    uint v = (byte32(q.qs0, q.qs1, e) >> shift) & 15u;
+#if defined(W_Q5_K)
+    v |= ((byte32(q.qh0, q.qh1, e) >> q.s) & 1u) << 4;
+#endif
+    w[i] = q.dsc * float(v) - q.dm;
+  }
+}
+
+#elif defined(W_Q6_K)
+#define QK QK_K_ELEMS
+#define QB QK6_K_BYTES
+// ql[128], qh[64], int8 scales[16], d. Sub-block s = 4h + t of a super-block takes the low
+// (t < 2) or high nibbles of ql[64h + 32(t & 1) + l] and bits 2t, 2t+1 of qh[32h + l]; its
+// elements 0-15 and 16-31 have scales 8h + 2t and 8h + 2t + 1.
+struct QGroup { uvec4 ql0, ql1, qh0, qh1; uint t; float ds0, ds1; };
+QGroup q_load(uint row, uint g) {
+  uint a = row + (g >> 3) * QB, s = g & 7u, h = s >> 2, t = s & 3u;
+  uint ql = a + 64u * h + 32u * (t & 1u), qh = a + 128u + 32u * h;
+  uint sc = load_u16(a + 192u + 8u * h + 2u * t);
+  float d = load_half(a + 208u);
+  return QGroup(load_16(ql), load_16(ql + 16u), load_16(qh), load_16(qh + 16u), t,
+                d * float(int8_at(sc & 0xffu)), d * float(int8_at(sc >> 8)));
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  uint lshift = (q.t >> 1) * 4u, hshift = 2u * q.t;
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    uint v = ((byte32(q.ql0, q.ql1, e) >> lshift) & 15u) | (((byte32(q.qh0, q.qh1, e) >> hshift) & 3u) << 4);
+    w[i] = (c < 2u ? q.ds0 : q.ds1) * float(int(v) - 32);
+  }
+}
+#endif
+
+// Bytes of a row of K elements (K a multiple of QK).
+uint q_row_bytes(uint K) { return K / QK * QB; }

@@ -1,0 +1,98 @@
+// EAGLE-3 on GGUF pairs made by llama.cpp's tools (assets/gguf/): lossless against eaglevk's
+// own plain greedy output on the same target file, and acceptance against llama.cpp's own
+// EAGLE-3 on the same files (spec/*-ref.json: the golden accounting — whole prompt prefilled,
+// rounds of exactly k drafts until 64 tokens exist — which is what expect_lossless counts).
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "support/gpu_fixture.h"
+#include "support/pairs.h"
+
+namespace eaglevk::testing {
+namespace {
+
+std::string gguf(const std::string& pair, const std::string& stem) { return asset("gguf/" + pair + "/" + stem + ".gguf"); }
+
+// One GGUF target with its plain outputs, shared by the drafts tested against it.
+Pair& gguf_pair(const std::string& target_stem) {
+  gpu();
+  static std::map<std::string, std::unique_ptr<Pair>> pairs;
+  auto& slot = pairs[target_stem];
+  if (!slot) {
+    bool llama4 = target_stem.rfind("tiny-llama4", 0) == 0;
+    std::string dir = llama4 ? "tiny-llama4" : "tiny-llama3";
+    std::string target = gguf(dir, target_stem);
+    models::TargetModel t = models::load_target(gpu().ctx, target);
+    slot = std::make_unique<Pair>(Pair{target, "", std::move(t), {}, load_golden(asset(dir)), {}});
+  }
+  return *slot;
+}
+
+struct SpecCase {
+  const char* target;
+  const char* draft;
+};
+
+class GgufSpeculative : public GpuTest, public ::testing::WithParamInterface<SpecCase> {};
+
+// k = 3 against llama.cpp's figures: within ±3% of its mean acceptance length.
+TEST_P(GgufSpeculative, LosslessAndAcceptanceOfLlamaCpp) {
+  auto [target, draft_stem] = GetParam();
+  Pair& p = gguf_pair(target);
+  models::Eagle3Model draft = models::load_eagle3(gpu().ctx, gguf("tiny-llama3", draft_stem), p.target.config());
+  EXPECT_EQ(draft.aux_layers, (std::vector<uint32_t>{2, 4, 5}));  // eagle3.target_layers, as given
+  EXPECT_FALSE(draft.lm_head.parts.empty());
+  engine::SpecStats total = expect_lossless(p, draft, 3);
+
+  std::string peer_file = fmt::format("gguf/tiny-llama3/spec/{}--{}--k3-ref.json", target,
+                                      std::string(draft_stem).substr(std::string("tiny-llama3-").size()));
+  std::ifstream in(asset(peer_file));
+  ASSERT_TRUE(in) << peer_file;
+  nlohmann::json peer = nlohmann::json::parse(in)["total"];
+  double want = peer["mean_acceptance_length"];
+  fmt::print("{} + {} k=3: drafts {} accepted {} AL {:.4f}; llama.cpp: drafts {} accepted {} AL {:.4f}\n", target,
+             draft_stem, total.num_drafts, total.num_accepted_tokens, total.mean_acceptance_length(),
+             peer["num_drafts"].get<int>(), peer["num_accepted_tokens"].get<int>(), want);
+  EXPECT_NEAR(total.mean_acceptance_length(), want, 0.03 * want);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufSpeculative,
+                         ::testing::Values(SpecCase{"tiny-llama3-q8_0", "tiny-llama3-eagle3-f32"},
+                                           SpecCase{"tiny-llama3-q8_0", "tiny-llama3-eagle3-q8_0"},
+                                           SpecCase{"tiny-llama3-q4_k_m", "tiny-llama3-eagle3-f32"},
+                                           SpecCase{"tiny-llama3-q4_k_m", "tiny-llama3-eagle3-q8_0"}),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}", std::string(info.param.target).substr(12),
+                                              std::string(info.param.draft).substr(19));
+                         });
+
+TEST(GgufSpeculativeK, LosslessAtOtherK) {
+  Pair& p = gguf_pair("tiny-llama3-q4_k_m");
+  models::Eagle3Model draft =
+      models::load_eagle3(gpu().ctx, gguf("tiny-llama3", "tiny-llama3-eagle3-q8_0"), p.target.config());
+  for (uint32_t k : {1u, 5u}) {
+    engine::SpecStats total = expect_lossless(p, draft, k);
+    fmt::print("tiny-llama3-q4_k_m + eagle3-q8_0 k={}: AL {:.3f}\n", k, total.mean_acceptance_length());
+  }
+}
+
+// Pair B from GGUF: the MoE target (quantized, its config.json beside it) with the speculators
+// head converted by llama.cpp (own embeddings, no d2t, taps 1,3,6). llama.cpp itself cannot run
+// this pair (its llama4 graph exposes no layer inputs), so losslessness is the check, and the
+// acceptance must be that of the safetensors pair within 5% (golden.json's k = 3 figure).
+TEST(GgufSpeculativeB, Llama4PairLossless) {
+  Pair& p = gguf_pair("tiny-llama4-q4_k_m");
+  models::Eagle3Model draft =
+      models::load_eagle3(gpu().ctx, gguf("tiny-llama4", "tiny-llama4-eagle3-q8_0"), p.target.config());
+  EXPECT_EQ(draft.aux_layers, (std::vector<uint32_t>{1, 3, 6}));
+  EXPECT_TRUE(draft.embed.buffer);  // its own token_embd
+  engine::SpecStats total = expect_lossless(p, draft, 3);
+  double golden = p.golden.raw["acceptance"]["3"]["mean_acceptance_length"];
+  fmt::print("tiny-llama4-q4_k_m + eagle3-q8_0 k=3: AL {:.3f} (bf16 pair: {:.3f})\n", total.mean_acceptance_length(),
+             golden);
+  EXPECT_NEAR(total.mean_acceptance_length(), golden, 0.05 * golden);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

@@ -1,0 +1,540 @@
+#include "loader/quant.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "loader/gguf.h"
+#include "loader/safetensors.h"
+
+namespace fs = std::filesystem;
+using namespace eaglevk::loader;
+
+namespace {
+
+const fs::path kAssets = EAGLEVK_ASSETS;
+
+constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                                 DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Expects an eaglevk::Error whose message contains `word`.
+template <typename F>
+void expect_error(F&& f, const std::string& word) {
+  try {
+    f();
+    ADD_FAILURE() << "no eaglevk::Error thrown (expected one mentioning '" << word << "')";
+  } catch (const eaglevk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "message: " << e.what();
+  }
+}
+
+// Block bytes written field by field, little-endian.
+struct Block {
+  std::vector<std::byte> bytes;
+  void u8(int v) { bytes.push_back(std::byte(uint8_t(v))); }
+  void u16(uint16_t v) { u8(v & 0xff), u8(v >> 8); }
+  void u32(uint32_t v) { u16(uint16_t(v & 0xffff)), u16(uint16_t(v >> 16)); }
+};
+
+// Half-precision bit patterns of a few exactly representable values, spelled out by hand.
+constexpr uint16_t kHalf0_0625 = 0x2C00, kHalf0_125 = 0x3000, kHalf0_25 = 0x3400, kHalf0_5 = 0x3800;
+constexpr uint16_t kHalfMinus0_75 = 0xBA00, kHalfMinus1_5 = 0xBE00;
+
+std::vector<float> decode(DType dtype, const Block& block) {
+  EXPECT_EQ(block.bytes.size(), block_bytes(dtype)) << dtype_name(dtype);
+  std::vector<float> out(block_elements(dtype));
+  dequantize(dtype, block.bytes.data(), out);
+  return out;
+}
+
+void expect_floats_eq(const std::vector<float>& got, const std::vector<float>& want, DType dtype) {
+  ASSERT_EQ(got.size(), want.size());
+  int shown = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i] && shown++ < 5) ADD_FAILURE() << dtype_name(dtype) << " element " << i << ": " << got[i] << " != " << want[i];
+  }
+}
+
+// Nibbles of the 32-element formats: element j < 16 in the low half of qs[j], j + 16 in the high.
+int nibble(const uint8_t* qs, int e) { return e < 16 ? qs[e] & 15 : qs[e - 16] >> 4; }
+
+// The 6-bit scales and mins of Q4_K/Q5_K, packed from the layout: bytes 0-3 hold scales 0-3 and
+// bytes 4-7 mins 0-3 (6 bits each); bytes 8-11 hold the low nibbles of scale i+4 (low half) and
+// min i+4 (high half); the top two bits of scale i+4 and min i+4 go into bits 6-7 of bytes i and
+// i+4.
+void put_k_scales(Block& b, const int* sc, const int* m) {
+  for (int i = 0; i < 4; ++i) b.u8(sc[i] | (sc[i + 4] >> 4) << 6);
+  for (int i = 0; i < 4; ++i) b.u8(m[i] | (m[i + 4] >> 4) << 6);
+  for (int i = 0; i < 4; ++i) b.u8((sc[i + 4] & 15) | (m[i + 4] & 15) << 4);
+}
+
+const int kScales[8] = {1, 63, 17, 40, 5, 33, 62, 48};
+const int kMins[8] = {0, 7, 63, 21, 50, 1, 35, 16};
+
+// Normalized RMS error sqrt(sum (y - x)^2 / sum x^2), the worst over rows of `row_length`.
+double worst_row_error(std::span<const float> x, std::span<const float> y, size_t row_length) {
+  double worst = 0;
+  for (size_t r = 0; r < x.size() / row_length; ++r) {
+    double err = 0, ref = 0;
+    for (size_t i = r * row_length; i < (r + 1) * row_length; ++i) {
+      err += double(y[i] - x[i]) * double(y[i] - x[i]);
+      ref += double(x[i]) * double(x[i]);
+    }
+    worst = std::max(worst, ref > 0 ? std::sqrt(err / ref) : std::sqrt(err));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST(Quant, Geometry) {
+  EXPECT_EQ(block_elements(DType::Q4_0), 32u);
+  EXPECT_EQ(block_bytes(DType::Q4_0), 18u);
+  EXPECT_EQ(block_bytes(DType::Q4_1), 20u);
+  EXPECT_EQ(block_bytes(DType::Q5_0), 22u);
+  EXPECT_EQ(block_bytes(DType::Q5_1), 24u);
+  EXPECT_EQ(block_bytes(DType::Q8_0), 34u);
+  EXPECT_EQ(block_elements(DType::Q4_K), 256u);
+  EXPECT_EQ(block_bytes(DType::Q4_K), 144u);
+  EXPECT_EQ(block_bytes(DType::Q5_K), 176u);
+  EXPECT_EQ(block_bytes(DType::Q6_K), 210u);
+  EXPECT_EQ(block_elements(DType::BF16), 1u);
+  EXPECT_EQ(block_bytes(DType::BF16), 2u);
+  EXPECT_EQ(block_bytes(DType::F32), 4u);
+  for (DType t : kBlockTypes) EXPECT_TRUE(is_quantized(t)) << dtype_name(t);
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I64}) EXPECT_FALSE(is_quantized(t));
+
+  EXPECT_EQ(quantized_bytes(DType::Q4_K, 768, 13), 3u * 144 * 13);
+  EXPECT_EQ(quantized_bytes(DType::Q8_0, 64, 3), 2u * 34 * 3);
+  EXPECT_EQ(quantized_bytes(DType::F16, 7, 3), 42u);
+  EXPECT_FALSE(quantized_bytes(DType::Q4_K, 300, 1).has_value());
+  EXPECT_FALSE(quantized_bytes(DType::Q4_0, 48, 1).has_value());
+  EXPECT_FALSE(quantized_bytes(DType::Q8_0, 32, uint64_t(1) << 60).has_value());  // overflow
+}
+
+TEST(Quant, Errors) {
+  std::vector<float> out(33);
+  std::vector<std::byte> blocks(100);
+  expect_error([&] { dequantize(DType::Q4_0, blocks.data(), out); }, "whole number");
+  expect_error([&] { dequantize(DType::I64, blocks.data(), out); }, "I64");
+  std::vector<float> in(300, 1.0f);
+  std::vector<std::byte> q;
+  expect_error([&] { quantize(DType::Q4_K, in, q); }, "whole number");
+  expect_error([&] { quantize(DType::Q8_0, std::span(in).first(48), q); }, "whole number");
+  expect_error([&] { quantize(DType::F32, std::span(in).first(32), q); }, "not a block-quantized");
+  expect_error([&] { quantize(DType::BF16, std::span(in).first(32), q); }, "BF16");
+  EXPECT_TRUE(q.empty());
+}
+
+// ---- 1. Hand-built blocks ---------------------------------------------------------------------
+
+TEST(Quant, HandBuiltQ4_0) {
+  Block b;
+  b.u16(kHalf0_5);
+  uint8_t qs[16];
+  for (int j = 0; j < 16; ++j) b.u8(qs[j] = uint8_t(j | (15 - j) << 4));
+  std::vector<float> want(32);
+  for (int e = 0; e < 32; ++e) want[e] = 0.5f * float(nibble(qs, e) - 8);
+  expect_floats_eq(decode(DType::Q4_0, b), want, DType::Q4_0);
+  EXPECT_EQ(decode(DType::Q4_0, b)[16], 3.5f);  // high nibble of qs[0] = 15: (15 - 8) * 0.5
+}
+
+TEST(Quant, HandBuiltQ4_1) {
+  Block b;
+  b.u16(kHalf0_25), b.u16(kHalfMinus1_5);
+  uint8_t qs[16];
+  for (int j = 0; j < 16; ++j) b.u8(qs[j] = uint8_t(j | ((3 * j) % 16) << 4));
+  std::vector<float> want(32);
+  for (int e = 0; e < 32; ++e) want[e] = 0.25f * float(nibble(qs, e)) - 1.5f;
+  expect_floats_eq(decode(DType::Q4_1, b), want, DType::Q4_1);
+  EXPECT_EQ(decode(DType::Q4_1, b)[15], 2.25f);  // 15 * 0.25 - 1.5
+}
+
+TEST(Quant, HandBuiltQ5) {
+  const uint32_t qh = 0xA5C30F96u;
+  uint8_t qs[16];
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t(j | ((5 * j + 3) % 16) << 4);
+  auto q5 = [&](int e) { return nibble(qs, e) | int((qh >> e) & 1) << 4; };
+
+  Block b0;
+  b0.u16(kHalf0_5), b0.u32(qh);
+  for (uint8_t v : qs) b0.u8(v);
+  std::vector<float> want0(32);
+  for (int e = 0; e < 32; ++e) want0[e] = 0.5f * float(q5(e) - 16);
+  expect_floats_eq(decode(DType::Q5_0, b0), want0, DType::Q5_0);
+  EXPECT_EQ(decode(DType::Q5_0, b0)[31], 7.0f);  // qs[15] >> 4 = 78 % 16 = 14, qh bit 31 set: (30 - 16) * 0.5
+
+  Block b1;
+  b1.u16(kHalf0_125), b1.u16(kHalfMinus0_75), b1.u32(qh);
+  for (uint8_t v : qs) b1.u8(v);
+  std::vector<float> want1(32);
+  for (int e = 0; e < 32; ++e) want1[e] = 0.125f * float(q5(e)) - 0.75f;
+  expect_floats_eq(decode(DType::Q5_1, b1), want1, DType::Q5_1);
+}
+
+TEST(Quant, HandBuiltQ8_0) {
+  Block b;
+  b.u16(kHalf0_0625);
+  std::vector<float> want(32);
+  for (int j = 0; j < 32; ++j) {
+    const int q = 8 * j - 128;
+    b.u8(q & 0xff);
+    want[j] = 0.0625f * float(q);
+  }
+  expect_floats_eq(decode(DType::Q8_0, b), want, DType::Q8_0);
+  EXPECT_EQ(decode(DType::Q8_0, b)[0], -8.0f);
+}
+
+TEST(Quant, HandBuiltQ4_K) {
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (7 * e + 3) % 16;
+  Block b;
+  b.u16(kHalf0_5), b.u16(kHalf0_25);
+  put_k_scales(b, kScales, kMins);
+  // 4 groups of 32 bytes; group p holds sub-block 2p in its low nibbles and 2p + 1 in its high.
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) b.u8(q[64 * p + l] | q[64 * p + 32 + l] << 4);
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.5f * float(kScales[e / 32]) * float(q[e]) - 0.25f * float(kMins[e / 32]);
+  expect_floats_eq(decode(DType::Q4_K, b), want, DType::Q4_K);
+  EXPECT_EQ(decode(DType::Q4_K, b)[40], 344.75f);  // sub-block 1: 0.5 * 63 * 11 - 0.25 * 7
+  EXPECT_EQ(decode(DType::Q4_K, b)[200], 332.25f);  // sub-block 6 (scale 62, min 35 use the high bits), q = 11
+}
+
+TEST(Quant, HandBuiltQ5_K) {
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (13 * e + 5) % 32;
+  Block b;
+  b.u16(kHalf0_25), b.u16(kHalf0_5);
+  put_k_scales(b, kScales, kMins);
+  for (int l = 0; l < 32; ++l) {  // qh[l]: bit s = the fifth bit of element 32 s + l
+    int bits = 0;
+    for (int s = 0; s < 8; ++s) bits |= (q[32 * s + l] >> 4) << s;
+    b.u8(bits);
+  }
+  for (int p = 0; p < 4; ++p)
+    for (int l = 0; l < 32; ++l) b.u8((q[64 * p + l] & 15) | (q[64 * p + 32 + l] & 15) << 4);
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.25f * float(kScales[e / 32]) * float(q[e]) - 0.5f * float(kMins[e / 32]);
+  expect_floats_eq(decode(DType::Q5_K, b), want, DType::Q5_K);
+  EXPECT_EQ(decode(DType::Q5_K, b)[255], 280.0f);  // q = (13 * 255 + 5) % 32 = 24: 0.25 * 48 * 24 - 0.5 * 16
+}
+
+TEST(Quant, HandBuiltQ6_K) {
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (29 * e + 7) % 64;
+  const int scales[16] = {1, -3, 127, -128, 5, 9, -17, 33, 64, -64, 2, 0, 100, -1, 7, 11};
+  Block b;
+  // ql[128] and qh[64] for two halves of 128; in each half, l < 32 packs elements l, l+32, l+64,
+  // l+96: low nibbles of l and l+64 in ql[l], of l+32 and l+96 in ql[l+32], top bits in qh[l].
+  uint8_t ql[128], qh[64];
+  for (int h = 0; h < 2; ++h) {
+    const int* x = q + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      ql[64 * h + l] = uint8_t((x[l] & 15) | (x[l + 64] & 15) << 4);
+      ql[64 * h + l + 32] = uint8_t((x[l + 32] & 15) | (x[l + 96] & 15) << 4);
+      qh[32 * h + l] = uint8_t(x[l] >> 4 | (x[l + 32] >> 4) << 2 | (x[l + 64] >> 4) << 4 | (x[l + 96] >> 4) << 6);
+    }
+  }
+  for (uint8_t v : ql) b.u8(v);
+  for (uint8_t v : qh) b.u8(v);
+  for (int s : scales) b.u8(s & 0xff);
+  b.u16(kHalf0_0625);
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.0625f * float(scales[e / 16]) * float(q[e] - 32);
+  expect_floats_eq(decode(DType::Q6_K, b), want, DType::Q6_K);
+  EXPECT_EQ(decode(DType::Q6_K, b)[48], -184.0f);  // scale 3 = -128, q = 1399 % 64 = 55: 0.0625 * -128 * 23
+}
+
+// Zero input gives zero blocks that decode to zero, for every type (d = 0 paths).
+TEST(Quant, ZerosStayZero) {
+  std::vector<float> zeros(512, 0.0f), back(512, 1.0f);
+  for (DType t : kBlockTypes) {
+    std::vector<std::byte> q;
+    quantize(t, zeros, q);
+    dequantize(t, q.data(), back);
+    for (float v : back) ASSERT_EQ(v, 0.0f) << dtype_name(t);
+  }
+}
+
+// ---- 2. Round trips on random data ------------------------------------------------------------
+
+// Upper bounds of the worst row's normalized RMS error on Gaussian rows (with a few outliers),
+// each 1.2x to 1.3x what this quantizer measures on this data (printed by the test). The
+// corrupted decoder below must land well above them.
+struct RoundTripCase {
+  DType dtype;
+  double bound;
+};
+constexpr RoundTripCase kRoundTrip[] = {
+    {DType::Q4_0, 0.15},  {DType::Q4_1, 0.11}, {DType::Q5_0, 0.07},  {DType::Q5_1, 0.052},
+    {DType::Q8_0, 0.009}, {DType::Q4_K, 0.10}, {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029},
+};
+
+// The byte range of a block that holds quant nibbles (or int8 values), for the corrupted decoder.
+std::pair<size_t, size_t> quant_bytes(DType t) {
+  switch (t) {
+    case DType::Q4_0: return {2, 18};
+    case DType::Q4_1: return {4, 20};
+    case DType::Q5_0: return {6, 22};
+    case DType::Q5_1: return {8, 24};
+    case DType::Q8_0: return {2, 34};
+    case DType::Q4_K: return {16, 144};
+    case DType::Q5_K: return {48, 176};
+    case DType::Q6_K: return {0, 128};
+    default: return {0, 0};
+  }
+}
+
+TEST(Quant, RoundTripRandom) {
+  constexpr size_t kRows = 13, kRowLength = 768;  // an odd number of rows, 3 super-blocks per row
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(kRows * kRowLength);
+  for (size_t r = 0; r < kRows; ++r) {
+    const float scale = std::pow(10.0f, float(int(r % 5) - 2));  // 0.01 .. 100
+    const float shift = r % 3 == 1 ? 0.5f * scale : 0.0f;         // some rows off-centre
+    for (size_t i = 0; i < kRowLength; ++i) x[r * kRowLength + i] = scale * normal(rng) + shift;
+    x[r * kRowLength + (r * 37) % kRowLength] *= 6.0f;  // an outlier per row
+  }
+  for (const auto& c : kRoundTrip) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)));
+    std::vector<std::byte> q{std::byte{0x5a}};  // quantize appends: keep a byte in front
+    quantize(c.dtype, x, q);
+    ASSERT_EQ(q.size(), 1 + *quantized_bytes(c.dtype, kRowLength, kRows));
+    EXPECT_EQ(q[0], std::byte{0x5a});
+    std::vector<float> y(x.size());
+    dequantize(c.dtype, q.data() + 1, y);
+    const double error = worst_row_error(x, y, kRowLength);
+    fmt::print("  {:5} worst-row normalized RMS error {:.5f} (bound {})\n", dtype_name(c.dtype), error, c.bound);
+    EXPECT_LT(error, c.bound);
+    EXPECT_GT(error, c.bound / 4) << "bound is far too loose to catch anything";
+
+    // Negative control: swapping the two nibbles of every quant byte (the classic lo/hi mix-up)
+    // must blow through the bound.
+    std::vector<std::byte> bad(q.begin() + 1, q.end());
+    const auto [begin, end] = quant_bytes(c.dtype);
+    for (size_t blk = 0; blk < bad.size() / block_bytes(c.dtype); ++blk)
+      for (size_t k = begin; k < end; ++k) {
+        std::byte& v = bad[blk * block_bytes(c.dtype) + k];
+        v = (v >> 4) | (v << 4);
+      }
+    dequantize(c.dtype, bad.data(), y);
+    const double bad_error = worst_row_error(x, y, kRowLength);
+    fmt::print("        swapped nibbles: {:.3f}\n", bad_error);
+    EXPECT_GT(bad_error, 3 * c.bound);
+  }
+}
+
+// ---- 3. Byte for byte against llama-quantize ---------------------------------------------------
+
+namespace {
+
+// A reference source: HF tensors by GGUF name, with the rows of q/k put in llama.cpp's order
+// when its converter permuted them (GGUF `llama` and `eagle3`, not `llama4`): within each head,
+// row 2i + j comes from row j * head_dim / 2 + i.
+struct Source {
+  Checkpoint ckpt;
+  std::function<std::string(const std::string&)> hf_name;  // "" for tensors we do not compare
+  bool permuted_qk = false;
+  int64_t heads = 0, kv_heads = 0;
+
+  std::vector<float> values(const std::string& gguf_name) const {
+    const TensorView& t = ckpt.get(hf_name(gguf_name));
+    std::vector<float> x = to_f32(t);
+    const bool q = gguf_name.ends_with("attn_q.weight"), k = gguf_name.ends_with("attn_k.weight");
+    if (!permuted_qk || (!q && !k)) return x;
+    const int64_t rows = t.shape.at(0), cols = t.shape.at(1), n_head = q ? heads : kv_heads, hd = rows / n_head;
+    std::vector<float> y(x.size());
+    for (int64_t h = 0; h < n_head; ++h)
+      for (int64_t i = 0; i < hd / 2; ++i)
+        for (int64_t j = 0; j < 2; ++j)
+          std::copy_n(&x[(h * hd + j * (hd / 2) + i) * cols], cols, &y[(h * hd + 2 * i + j) * cols]);
+    return y;
+  }
+};
+
+// blk.N.<suffix> -> <prefix>N.<hf suffix> for the dense Llama tensors; "" for the rest.
+std::string map_llama(const std::string& name, const std::string& layer_prefix, const std::string& ffn) {
+  static const std::pair<const char*, const char*> kSuffixes[] = {
+      {"attn_q.weight", "self_attn.q_proj.weight"},  {"attn_k.weight", "self_attn.k_proj.weight"},
+      {"attn_v.weight", "self_attn.v_proj.weight"},  {"attn_output.weight", "self_attn.o_proj.weight"},
+      {"ffn_gate.weight", "gate_proj.weight"},        {"ffn_up.weight", "up_proj.weight"},
+      {"ffn_down.weight", "down_proj.weight"},        {"ffn_gate_shexp.weight", "shared_expert.gate_proj.weight"},
+      {"ffn_up_shexp.weight", "shared_expert.up_proj.weight"},
+      {"ffn_down_shexp.weight", "shared_expert.down_proj.weight"},
+  };
+  if (!name.starts_with("blk.")) return "";
+  const size_t dot = name.find('.', 4);
+  const std::string layer = name.substr(4, dot - 4), suffix = name.substr(dot + 1);
+  for (const auto& [gguf, hf] : kSuffixes)
+    if (suffix == gguf) return layer_prefix + layer + "." + (suffix.starts_with("ffn") ? ffn : "") + hf;
+  return "";
+}
+
+int64_t meta_int(const GgufFile& f, const std::string& key) {
+  auto v = f.header.get_int(key);
+  if (!v) ADD_FAILURE() << "missing key " << key;
+  return v.value_or(0);
+}
+
+struct FileReport {
+  size_t tensors = 0, blocks = 0, equal_blocks = 0;
+};
+
+// Quantizes the source of every block-quantized tensor of `file` that `src` maps and compares
+// bytes; also checks that our decoding of llama.cpp's blocks is close to the source.
+FileReport compare_file(const fs::path& path, const Source& src) {
+  GgufFile file = GgufFile::open(path);
+  FileReport report;
+  for (const GgufTensorInfo& info : file.header.tensors) {
+    if (!is_quantized(info.dtype) || src.hf_name(info.name).empty()) continue;
+    SCOPED_TRACE(fmt::format("{} {} ({})", path.filename().string(), info.name, dtype_name(info.dtype)));
+    const std::vector<float> x = src.values(info.name);
+    std::vector<std::byte> ours;
+    quantize(info.dtype, x, ours);
+    EXPECT_EQ(ours.size(), info.bytes);
+    if (ours.size() != info.bytes) continue;
+    const std::byte* theirs = file.data(info);
+    const size_t bb = block_bytes(info.dtype), n_blocks = ours.size() / bb;
+    size_t equal = 0, first_bad = n_blocks;
+    for (size_t i = 0; i < n_blocks; ++i) {
+      if (std::memcmp(ours.data() + i * bb, theirs + i * bb, bb) == 0)
+        ++equal;
+      else if (first_bad == n_blocks)
+        first_bad = i;
+    }
+    EXPECT_EQ(equal, n_blocks) << "first differing block " << first_bad;
+    ++report.tensors;
+    report.blocks += n_blocks;
+    report.equal_blocks += equal;
+
+    // Our decoder on their blocks: the error against the source is the type's usual one.
+    std::vector<float> y(x.size());
+    dequantize(info.dtype, theirs, y);
+    const double bound = info.dtype == DType::Q8_0 ? 0.01 : info.dtype == DType::Q6_K ? 0.03 : 0.12;
+    EXPECT_LT(worst_row_error(x, y, info.ne.at(0)), bound);
+  }
+  fmt::print("  {}: {} tensors, {}/{} blocks byte-equal\n", path.filename().string(), report.tensors,
+             report.equal_blocks, report.blocks);
+  return report;
+}
+
+Source llama3_target(const GgufFile& meta) {
+  Source s{Checkpoint::open(kAssets / "tiny-llama3" / "model.safetensors"), nullptr, true,
+           meta_int(meta, "llama.attention.head_count"), meta_int(meta, "llama.attention.head_count_kv")};
+  s.hf_name = [](const std::string& n) -> std::string {
+    if (n == "token_embd.weight") return "model.embed_tokens.weight";
+    if (n == "output.weight") return "lm_head.weight";
+    return map_llama(n, "model.layers.", "mlp.");
+  };
+  return s;
+}
+
+}  // namespace
+
+// The EAGLE-3 draft's Q8_0 file against our Q8_0 of its F32 file: GGUF to GGUF, every tensor.
+TEST(QuantFiles, Q8_0MatchesLlamaQuantizeOnF32Gguf) {
+  const fs::path dir = kAssets / "gguf" / "tiny-llama3";
+  GgufFile f32 = GgufFile::open(dir / "tiny-llama3-eagle3-f32.gguf");
+  GgufFile q8 = GgufFile::open(dir / "tiny-llama3-eagle3-q8_0.gguf");
+  size_t compared = 0;
+  for (const GgufTensorInfo& info : f32.header.tensors) {
+    if (info.dtype != DType::F32 || info.ne.size() != 2) continue;
+    SCOPED_TRACE(info.name);
+    const GgufTensorInfo* target = q8.header.find_tensor(info.name);
+    ASSERT_NE(target, nullptr);
+    ASSERT_EQ(target->dtype, DType::Q8_0);
+    std::vector<float> x(info.bytes / 4);
+    std::memcpy(x.data(), f32.data(info), info.bytes);
+    std::vector<std::byte> ours;
+    quantize(DType::Q8_0, x, ours);
+    ASSERT_EQ(ours.size(), target->bytes);
+    EXPECT_EQ(std::memcmp(ours.data(), q8.data(*target), ours.size()), 0);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 9u);  // q, k, v, o, gate, up, down, fc, output
+}
+
+// Every quantized tensor of the tiny-llama3 target files (Q8_0, Q6_K, Q4_K_M = Q4_K + Q6_K, Q4_0
+// with a Q6_K output) against our quantization of the bf16 checkpoint (which the F32 GGUF holds
+// exactly); q/k rows permuted as llama.cpp's converter does.
+TEST(QuantFiles, Llama3TargetMatchesLlamaQuantize) {
+  const fs::path dir = kAssets / "gguf" / "tiny-llama3";
+  GgufFile meta = GgufFile::open(dir / "tiny-llama3-q4_0.gguf");
+  const Source src = llama3_target(meta);
+  for (const char* file : {"tiny-llama3-q8_0.gguf", "tiny-llama3-q6_k.gguf", "tiny-llama3-q4_k_m.gguf",
+                           "tiny-llama3-q4_0.gguf"}) {
+    FileReport r = compare_file(dir / file, src);
+    EXPECT_EQ(r.tensors, 8u * 7 + 2) << file;  // 7 matrices per layer, token_embd, output
+  }
+}
+
+// Pair B: the dense and shared-expert tensors of the Llama-4 Q4_K_M file (the routed experts are
+// fused and transposed by the converter; not compared) and its EAGLE-3 draft's Q8_0 file against
+// the bf16 checkpoints. llama.cpp permutes q/k for the draft (arch `eagle3`) but not for `llama4`.
+TEST(QuantFiles, Llama4PairMatchesLlamaQuantize) {
+  const fs::path dir = kAssets / "gguf" / "tiny-llama4";
+  Source target{Checkpoint::open(kAssets / "tiny-llama4" / "model.safetensors"), nullptr, false, 0, 0};
+  target.hf_name = [](const std::string& n) -> std::string {
+    if (n == "token_embd.weight") return "language_model.model.embed_tokens.weight";
+    if (n == "output.weight") return "language_model.lm_head.weight";
+    return map_llama(n, "language_model.model.layers.", "feed_forward.");
+  };
+  FileReport r = compare_file(dir / "tiny-llama4-q4_k_m.gguf", target);
+  EXPECT_EQ(r.tensors, 58u);  // per layer q, k, v, o and 3 dense or 3 shared-expert FFN; embd, output
+
+  GgufFile draft_meta = GgufFile::open(dir / "tiny-llama4-eagle3-q8_0.gguf");
+  Source draft{Checkpoint::open(kAssets / "tiny-llama4-eagle3" / "model.safetensors"), nullptr, true,
+               meta_int(draft_meta, "eagle3.attention.head_count"), meta_int(draft_meta, "eagle3.attention.head_count_kv")};
+  draft.hf_name = [](const std::string& n) -> std::string {
+    if (n == "token_embd.weight") return "embed_tokens.weight";
+    if (n == "output.weight") return "lm_head.weight";
+    if (n == "fc.weight") return "fc.weight";
+    return map_llama(n, "layers.", "mlp.");
+  };
+  r = compare_file(dir / "tiny-llama4-eagle3-q8_0.gguf", draft);
+  EXPECT_EQ(r.tensors, 10u);
+}
+
+// ---- 4. F16 files -------------------------------------------------------------------------------
+
+// dequantize(F16) of the converter's F16 tensors is the bf16 source rounded to f16 (to nearest
+// even; only values below the f16 normal range change, by at most half an f16 subnormal step).
+TEST(QuantFiles, F16FileIsBf16SourceRounded) {
+  const fs::path path = kAssets / "gguf" / "tiny-llama3" / "tiny-llama3-f16.gguf";
+  GgufFile file = GgufFile::open(path);
+  const Source src = llama3_target(file);
+  size_t tensors = 0, changed = 0, too_far = 0, total = 0;
+  for (const GgufTensorInfo& info : file.header.tensors) {
+    if (info.dtype != DType::F16 || src.hf_name(info.name).empty()) continue;
+    SCOPED_TRACE(info.name);
+    const std::vector<float> x = src.values(info.name);
+    ASSERT_EQ(info.bytes, 2 * x.size());
+    std::vector<float> y(x.size());
+    dequantize(DType::F16, file.data(info), y);
+    int shown = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float rounded = f16_to_f32(f32_to_f16(x[i]));
+      if (y[i] != rounded && shown++ < 5) ADD_FAILURE() << "element " << i << ": " << y[i] << " != " << rounded;
+      too_far += std::fabs(y[i] - x[i]) > std::ldexp(1.0f, -25);
+      changed += y[i] != x[i];
+    }
+    total += x.size();
+    ++tensors;
+  }
+  EXPECT_EQ(tensors, 8u * 7 + 2);
+  EXPECT_EQ(too_far, 0u) << "elements further than half an f16 subnormal step from the bf16 source";
+  fmt::print("  {} F16 tensors, {} of {} elements differ from bf16 (f16 subnormals)\n", tensors, changed, total);
+  EXPECT_GT(changed, 0u);
+  EXPECT_LT(changed, total / 1000);
+}

@@ -1,0 +1,326 @@
+// Block-quantized weights (ggml's Q4_0 ... Q6_K) decoded inside the kernels: the matrix-vector
+// kernel, the tiled GEMM, the embedding gather and the MoE indexed matvec. Seeded random
+// weights are quantized with loader::quantize; the reference is loader::dequantize followed by
+// the plain double-precision loops of support/reference.h.
+//
+// Tolerance, matmuls: |got - want| <= 1e-4 + 1e-4 * |want|. The reference multiplies the same
+// decoded floats in double, so what remains is f32 accumulation over K <= 768 products of size
+// <= 1, and at most one rounding per decoded weight where a driver fuses d * q + m (the
+// reference rounds twice). NegativeControl shows that this catches a one-step error in one
+// block's scale. Embedding rows: 1e-6 + 1e-6 * |want| (one rounding of values <= 1).
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <random>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "loader/quant.h"
+#include "runtime/ops/ops.h"
+#include "support/gpu_fixture.h"
+#include "support/reference.h"
+
+namespace eaglevk::testing {
+namespace {
+
+using ops::WeightType;
+
+constexpr double kAtol = 1e-4, kRtol = 1e-4;
+constexpr double kEmbedTol = 1e-6;
+
+const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
+                                  WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+
+loader::DType dtype_of(WeightType t) {
+  switch (t) {
+    case WeightType::Q4_0: return loader::DType::Q4_0;
+    case WeightType::Q4_1: return loader::DType::Q4_1;
+    case WeightType::Q5_0: return loader::DType::Q5_0;
+    case WeightType::Q5_1: return loader::DType::Q5_1;
+    case WeightType::Q8_0: return loader::DType::Q8_0;
+    case WeightType::Q4_K: return loader::DType::Q4_K;
+    case WeightType::Q5_K: return loader::DType::Q5_K;
+    case WeightType::Q6_K: return loader::DType::Q6_K;
+    default: break;
+  }
+  ADD_FAILURE() << "not a block type";
+  return loader::DType::F32;
+}
+
+bool k_quant(WeightType t) { return ops::weight_type_block_elements(t) == 256; }
+// One block, and several blocks, of a row.
+uint32_t one_block(WeightType t) { return ops::weight_type_block_elements(t); }
+uint32_t several_blocks(WeightType t) { return k_quant(t) ? 768 : 96; }
+
+// A [rows, cols] matrix in a block format: the bytes as a GGUF file stores them and the floats
+// they decode to.
+struct QuantMatrix {
+  std::vector<std::byte> blocks;
+  std::vector<float> values;
+};
+
+std::vector<float> decode(WeightType t, const std::vector<std::byte>& blocks, size_t count) {
+  std::vector<float> out(count);
+  loader::dequantize(dtype_of(t), blocks.data(), out);
+  return out;
+}
+
+QuantMatrix quantized(WeightType t, uint32_t rows, uint32_t cols, uint32_t seed) {
+  QuantMatrix m;
+  loader::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
+  EXPECT_EQ(m.blocks.size(), rows * ops::weight_row_bytes(t, cols));
+  m.values = decode(t, m.blocks, size_t(rows) * cols);
+  return m;
+}
+
+// Lowers the binding limit for one test and restores it even when the test throws.
+struct BindingLimit {
+  uint64_t saved;
+  explicit BindingLimit(uint64_t bytes) : saved(gpu().ctx.max_binding_range) { gpu().ctx.max_binding_range = bytes; }
+  ~BindingLimit() { gpu().ctx.max_binding_range = saved; }
+};
+
+struct QuantTest : GpuTest {
+  vk::Recorder rec{gpu().ctx};
+  ops::OpContext oc{gpu(), rec};
+};
+
+ops::WeightMatrix upload(vk::Buffer& storage, const QuantMatrix& m, WeightType t, uint32_t rows, uint32_t cols) {
+  storage = device_buffer(m.blocks, "quantized weights");
+  return ops::WeightMatrix{vk::BufferRange(storage), t, rows, cols};
+}
+
+// ---- matmul: matrix-vector (decode, verify) and tiled GEMM (prefill) ------------------
+
+struct QuantMatmulCase {
+  WeightType type;
+  uint32_t rows, n, k;
+  ops::MatmulPath path;
+};
+
+class QuantMatmulTest : public QuantTest, public ::testing::WithParamInterface<QuantMatmulCase> {};
+
+TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
+  auto [type, rows, n, k, path] = GetParam();
+  auto x = random_floats(size_t(rows) * k, 1 + rows);
+  auto bias = random_floats(size_t(rows) * n, 3);
+  QuantMatrix w = quantized(type, n, k, 2 + n + k);
+  vk::Buffer wbuf;
+  auto weights = upload(wbuf, w, type, n, k);
+  vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
+  auto product = ref_matmul(x, w.values, rows, n, k);
+  for (bool accumulate : {false, true}) {
+    if (accumulate) vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
+    rec.submit_and_wait();
+    auto want = product;
+    if (accumulate)
+      for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
+    EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol)) << "accumulate " << accumulate;
+  }
+}
+
+std::vector<QuantMatmulCase> quant_matmul_cases() {
+  std::vector<QuantMatmulCase> cases;
+  for (WeightType t : kQuantTypes) {
+    // Matrix-vector: decode (1 row) and verify passes (3, 8 rows).
+    cases.push_back({t, 1, 13, one_block(t), ops::MatmulPath::Auto});
+    cases.push_back({t, 3, 17, several_blocks(t), ops::MatmulPath::Auto});
+    cases.push_back({t, 8, 61, several_blocks(t), ops::MatmulPath::Auto});
+    cases.push_back({t, 8, 13, one_block(t), ops::MatmulPath::Auto});
+    // Tiled GEMM: partial tiles in m and n.
+    cases.push_back({t, 9, 61, several_blocks(t), ops::MatmulPath::Auto});
+    cases.push_back({t, 33, 17, one_block(t), ops::MatmulPath::Auto});
+    cases.push_back({t, 70, 130, several_blocks(t), ops::MatmulPath::Auto});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest, ::testing::ValuesIn(quant_matmul_cases()), [](const auto& info) {
+  const QuantMatmulCase& c = info.param;
+  return fmt::format("{}_r{}_n{}_k{}", ops::weight_type_name(c.type), c.rows, c.n, c.k);
+});
+
+// A verify pass of up to 8 rows must give each row the bits a one-row decode step gives it.
+TEST_F(QuantTest, MatvecIsBatchInvariant) {
+  for (WeightType t : kQuantTypes) {
+    const uint32_t n = 61, k = several_blocks(t);
+    QuantMatrix w = quantized(t, n, k, 7);
+    vk::Buffer wbuf;
+    auto weights = upload(wbuf, w, t, n, k);
+    for (uint32_t rows : {3u, 8u}) {
+      auto x = random_floats(size_t(rows) * k, 8 + rows);
+      vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
+                 single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
+      for (uint32_t r = 0; r < rows; ++r)
+        ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
+                    ops::MatmulPath::Vector);
+      rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)))
+          << ops::weight_type_name(t) << " rows " << rows;
+    }
+  }
+}
+
+// Weights above the binding limit are bound in row chunks: a 32 KiB limit splits a 200-row
+// matrix (86 to 163 KB) into several, for matvec, GEMM and the embedding gather.
+TEST_F(QuantTest, SplitAboveTheBindingLimit) {
+  const uint32_t n = 200, k = 768;
+  BindingLimit limit(32 * 1024);
+  for (WeightType t : kQuantTypes) {
+    QuantMatrix w = quantized(t, n, k, 11);
+    vk::Buffer wbuf;
+    auto weights = upload(wbuf, w, t, n, k);
+    EXPECT_LT(weights.chunk_rows(gpu().ctx.max_binding_range, gpu().ctx.info.features.min_storage_buffer_offset_alignment),
+              n);
+    std::vector<int32_t> ids = {199, 0, 117, 64};
+    for (uint32_t rows : {3u, 9u}) {
+      auto x = random_floats(size_t(rows) * k, 12 + rows);
+      vk::Buffer xbuf = device_buffer(x, "x"), ybuf(gpu().ctx, rows * n * 4, vk::MemoryKind::Device, "y");
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows);
+      rec.submit_and_wait();
+      EXPECT_TRUE(all_close(read_back<float>(ybuf, rows * n), ref_matmul(x, w.values, rows, n, k), kAtol, kRtol))
+          << ops::weight_type_name(t) << " rows " << rows;
+    }
+    vk::Buffer idbuf = device_buffer(ids, "ids"), ebuf(gpu().ctx, ids.size() * k * 4, vk::MemoryKind::Device, "e");
+    rec.begin();
+    ops::embed(oc, ops::IntVec{idbuf}, uint32_t(ids.size()), weights, ops::Act(ebuf, k));
+    rec.submit_and_wait();
+    std::vector<double> want;
+    for (int32_t id : ids) want.insert(want.end(), w.values.begin() + size_t(id) * k, w.values.begin() + size_t(id + 1) * k);
+    EXPECT_TRUE(all_close(read_back<float>(ebuf, ids.size() * k), want, kEmbedTol, kEmbedTol))
+        << ops::weight_type_name(t) << " embed";
+  }
+}
+
+// ---- embedding ------------------------------------------------------------------------
+
+TEST_F(QuantTest, EmbeddingGathersRows) {
+  const uint32_t vocab = 97;
+  std::vector<int32_t> ids = {0, 96, 5, 5, 50, 17};
+  for (WeightType t : kQuantTypes) {
+    const uint32_t dim = several_blocks(t);
+    QuantMatrix table = quantized(t, vocab, dim, 21);
+    vk::Buffer tbuf;
+    auto weights = upload(tbuf, table, t, vocab, dim);
+    vk::Buffer idbuf = device_buffer(ids, "ids"), out(gpu().ctx, ids.size() * dim * 2 * 4, vk::MemoryKind::Device, "out");
+    rec.begin();
+    // Into the second half of [tokens, 2 * dim] rows, as the draft's concat buffer is written.
+    ops::embed(oc, ops::IntVec{idbuf}, uint32_t(ids.size()), weights, ops::Act(out, 2 * dim, dim));
+    rec.submit_and_wait();
+    auto got = read_back<float>(out, ids.size() * dim * 2);
+    std::vector<float> half;
+    std::vector<double> want;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      half.insert(half.end(), got.begin() + i * 2 * dim + dim, got.begin() + (i + 1) * 2 * dim);
+      want.insert(want.end(), table.values.begin() + size_t(ids[i]) * dim,
+                  table.values.begin() + size_t(ids[i] + 1) * dim);
+    }
+    EXPECT_TRUE(all_close(half, want, kEmbedTol, kEmbedTol)) << ops::weight_type_name(t);
+  }
+}
+
+// ---- MoE indexed matvec ---------------------------------------------------------------
+
+// Each row multiplied by its own expert's weights, for 1, 4 and 9 rows over 4 experts; then
+// again under a 20 KiB binding limit, which splits the experts into one dispatch per expert
+// (and, for the larger ones, row chunks inside an expert). 128 rows per expert keep every
+// expert's start aligned for its own binding.
+TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
+  const uint32_t experts = 4, n = 128;
+  for (WeightType t : kQuantTypes) {
+    const uint32_t k = k_quant(t) ? 512 : 96;
+    QuantMatrix w = quantized(t, experts * n, k, 31);
+    vk::Buffer wbuf = device_buffer(w.blocks, "experts");
+    ops::ExpertWeights ew{wbuf, t, experts, n, k};
+    for (uint32_t rows : {1u, 4u, 9u}) {
+      auto x = random_floats(size_t(rows) * k, 32 + rows);
+      std::vector<int32_t> ids(rows);
+      std::mt19937 rng(33 + rows);
+      for (auto& id : ids) id = int32_t(rng() % experts);
+      ids[0] = experts - 1;  // the last expert's rows sit at the end of the binding
+      std::vector<double> want(size_t(rows) * n);
+      for (uint32_t r = 0; r < rows; ++r) {
+        std::vector<float> xr(x.begin() + size_t(r) * k, x.begin() + size_t(r + 1) * k);
+        std::vector<float> we(w.values.begin() + size_t(ids[r]) * n * k, w.values.begin() + size_t(ids[r] + 1) * n * k);
+        auto yr = ref_matmul(xr, we, 1, n, k);
+        std::copy(yr.begin(), yr.end(), want.begin() + size_t(r) * n);
+      }
+      vk::Buffer xbuf = device_buffer(x, "x"), idbuf = device_buffer(ids, "ids"),
+                 ybuf(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "y");
+      for (uint64_t limit : {uint64_t(0), uint64_t(20 * 1024)}) {
+        std::optional<BindingLimit> lowered;
+        if (limit) {
+          lowered.emplace(limit);
+          EXPECT_GT(uint64_t(experts) * n * ops::weight_row_bytes(t, k), limit);
+        }
+        rec.begin();
+        ops::matmul_id(oc, ops::Act(xbuf, k), ew, ops::IntVec{idbuf}, ops::Act(ybuf, n), rows, 1, 0, false);
+        rec.submit_and_wait();
+        EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
+            << ops::weight_type_name(t) << " rows " << rows << " binding limit " << limit;
+      }
+    }
+  }
+}
+
+// ---- the tolerance catches decoding errors ---------------------------------------------
+
+// Row 0's first block with its scale one step off (the f16 d of the 32-element formats moved
+// by 16 units in the last place, about 1.6%; sub-block 0's 6-bit or 8-bit scale of the
+// K-quants moved by one): the reference computed from those bytes must fail the comparison.
+std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> blocks) {
+  auto flip = [&](size_t byte, uint8_t mask) { blocks[byte] ^= std::byte{mask}; };
+  switch (t) {
+    case WeightType::Q4_K:
+    case WeightType::Q5_K: flip(4, 0x01); break;    // scales[0]: sub-block 0's 6-bit scale
+    case WeightType::Q6_K: flip(192, 0x01); break;  // int8 scales[0]
+    default: flip(0, 0x10); break;                  // f16 d: mantissa bit 4
+  }
+  return blocks;
+}
+
+TEST_F(QuantTest, NegativeControlPerturbedScaleFails) {
+  const uint32_t rows = 3, n = 13;
+  for (WeightType t : kQuantTypes) {
+    const uint32_t k = one_block(t);
+    QuantMatrix w = quantized(t, n, k, 41);
+    vk::Buffer wbuf;
+    auto weights = upload(wbuf, w, t, n, k);
+    auto x = random_floats(size_t(rows) * k, 42);
+    vk::Buffer xbuf = device_buffer(x, "x"), ybuf(gpu().ctx, rows * n * 4, vk::MemoryKind::Device, "y");
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows);
+    rec.submit_and_wait();
+    auto got = read_back<float>(ybuf, rows * n);
+    ASSERT_TRUE(all_close(got, ref_matmul(x, w.values, rows, n, k), kAtol, kRtol)) << ops::weight_type_name(t);
+    auto wrong = decode(t, perturb_first_scale(t, w.blocks), size_t(n) * k);
+    ASSERT_NE(wrong, w.values) << ops::weight_type_name(t) << ": the perturbation changed nothing";
+    EXPECT_FALSE(all_close(got, ref_matmul(x, wrong, rows, n, k), kAtol, kRtol))
+        << ops::weight_type_name(t) << ": the tolerance does not catch a perturbed block scale";
+  }
+}
+
+// A quantized row must be a whole number of blocks: anything else is an error, not a crash.
+TEST_F(QuantTest, RejectsRowsOfPartialBlocks) {
+  vk::Buffer wbuf(gpu().ctx, 4096, vk::MemoryKind::Device, "w"), xbuf(gpu().ctx, 4096, vk::MemoryKind::Device, "x"),
+      idbuf = device_buffer(std::vector<int32_t>{0}, "ids");
+  ops::WeightMatrix bad{wbuf, WeightType::Q4_K, 4, 320};
+  ops::ExpertWeights bad_experts{wbuf, WeightType::Q8_0, 2, 4, 48};
+  rec.begin();
+  EXPECT_THROW(ops::matmul(oc, ops::Act(xbuf, 320), bad, ops::Act(xbuf, 4), 1), eaglevk::Error);
+  EXPECT_THROW(ops::embed(oc, ops::IntVec{idbuf}, 1, bad, ops::Act(xbuf, 320)), eaglevk::Error);
+  EXPECT_THROW(ops::matmul_id(oc, ops::Act(xbuf, 48), bad_experts, ops::IntVec{idbuf}, ops::Act(xbuf, 4), 1, 1, 0,
+                              false),
+               eaglevk::Error);
+  rec.submit_and_wait();
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
