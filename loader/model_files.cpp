@@ -324,9 +324,21 @@ ModelFiles open_gguf(const fs::path& path) {
   }
   ckpt.files.push_back(std::move(file.file));
 
-  const std::optional<json> side = side_config(m.folder);
+  std::optional<json> side = side_config(m.folder);
   const std::string embed_name = arch.name == "eagle3" ? "embed_tokens.weight" : "model.embed_tokens.weight";
   json c = llama_like_config(h, arch.name, ckpt, embed_name);
+  // A config.json beside the file fills in what the converter left out only when it describes
+  // this model: a draft GGUF kept in its target's folder must not take the target's schedule.
+  if (side) {
+    for (const char* key : {"hidden_size", "num_hidden_layers"}) {
+      if (side->contains(key) && (*side)[key] != c[key]) {
+        m.notes.push_back(fmt::format("the config.json beside the file is not used: its {} is {}, the file's {}", key,
+                                      (*side)[key].dump(), c[key].dump()));
+        side.reset();
+        break;
+      }
+    }
+  }
   set_rope_scaling(c, ckpt, side, h.label, m.notes);
   if (arch.name == "llama") {
     c["architectures"] = {"LlamaForCausalLM"};
