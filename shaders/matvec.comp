@@ -40,21 +40,23 @@ void main() {
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
   uint outs = min(OUTS, p.N - n0);
 #if defined(W_QUANT)
-  // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block),
-  // decodes each group's scales once and its elements eight at a time.
+  // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block) of
+  // the OUTS rows, decodes each group's scales once, then walks its elements eight at a time:
+  // the eight activations of each row are loaded once for all OUTS outputs.
   uint row_bytes = q_row_bytes(p.K);
   for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-      if (o >= outs) break;
-      QGroup q = q_load((n0 + o) * row_bytes, g);
-      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
-        float w[8];
-        q_decode8(q, c, w);
-        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-          if (r >= p.rows) break;
-          uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
-          [[unroll]] for (uint i = 0; i < 8; ++i) acc[o][r] = fma(x[xi + i], w[i], acc[o][r]);
-        }
+    QGroup q[MAX_OUTS];
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load((n0 + min(o, outs - 1u)) * row_bytes, g);
+    [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+      float w[MAX_OUTS][8];
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) q_decode8(q[o], c, w[o]);
+      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+        if (r >= p.rows) break;
+        uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+        float xv[8];
+        [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = x[xi + i];
+        [[unroll]] for (uint o = 0; o < OUTS; ++o)
+          [[unroll]] for (uint i = 0; i < 8; ++i) acc[o][r] = fma(xv[i], w[o][i], acc[o][r]);
       }
     }
   }

@@ -44,17 +44,20 @@ void main() {
   uint outs = min(OUTS, p.N - n0);
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
 #if defined(W_QUANT)
-  // As in matvec.comp: a thread takes whole 32-element groups.
+  // As in matvec.comp: a thread takes whole 32-element groups of the OUTS rows and loads each
+  // eight activations once for all of them.
   uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);
   for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-      if (o >= outs) break;
-      QGroup q = q_load(wbase + (n0 + o) * row_bytes, g);
-      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+    QGroup q[4];
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(wbase + (n0 + min(o, outs - 1u)) * row_bytes, g);
+    [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+      uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+      float xv[8];
+      [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = x[xi + i];
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         float w[8];
-        q_decode8(q, c, w);
-        uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
-        [[unroll]] for (uint i = 0; i < 8; ++i) acc[o] = fma(x[xi + i], w[i], acc[o]);
+        q_decode8(q[o], c, w);
+        [[unroll]] for (uint i = 0; i < 8; ++i) acc[o] = fma(xv[i], w[i], acc[o]);
       }
     }
   }

@@ -101,7 +101,11 @@ TEST_P(GgufQuantized, MatchesItsFloatGoldenAndReportsLlamaCpp) {
   const std::string stem = fmt::format("tiny-llama3-{}", GetParam());
   models::TargetModel model = models::load_target(gpu().ctx, gguf("tiny-llama3", stem));
   Golden golden = load_golden_file(asset("gguf/tiny-llama3/ref/" + stem + ".float-golden.json"));
-  GoldenSummary s = expect_matches_golden(model, golden, kLogitTolerance, stem + ".gguf");
+  // Every logit within the tolerance, so two of them may trade places where the golden's gap
+  // is under twice it: that is where a greedy divergence is a near-tie. (The float golden keeps
+  // its KV cache in f32, eaglevk in f16; q6_k prompt 14 leaves the golden path at step 54,
+  // where the golden's gap is 2.3e-3.)
+  GoldenSummary s = expect_matches_golden(model, golden, kLogitTolerance, stem + ".gguf", 2 * kLogitTolerance);
   // llama.cpp rounds activations to 8 bits for quantized matmuls: its logits sit up to ~0.03
   // from the float golden (assets/gguf/README.md), so the bound here is loose.
   auto [identical, worst] = report_peer_agreement(s, load_peer_ref("tiny-llama3", stem), stem + ".gguf");

@@ -1,5 +1,6 @@
-// Matrix-vector throughput (weight bytes read per second) at Llama-3-8B shapes in f16, next
-// to the device's buffer-copy bandwidth measured the same way. Run: build/tests/eaglevk_bench_ops
+// Matrix-vector throughput (weight bytes read per second) at Llama-3-8B shapes for every
+// weight type (the float types and ggml's block formats, decoded in the kernel), next to the
+// device's buffer-copy bandwidth measured the same way. Run: build/tests/eaglevk_bench_ops
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -50,18 +51,29 @@ void BM_CopyBandwidth(benchmark::State& state) {
   time_submissions(state, gpu, 4, 2.0 * double(bytes), [&](vk::Recorder& rec) { rec.copy(a, b); });
 }
 
-void BM_MatvecF16(benchmark::State& state) {
+constexpr ops::WeightType kMatvecTypes[] = {
+    ops::WeightType::F32,  ops::WeightType::F16,  ops::WeightType::BF16, ops::WeightType::Q8_0,
+    ops::WeightType::Q6_K, ops::WeightType::Q5_K, ops::WeightType::Q5_1, ops::WeightType::Q5_0,
+    ops::WeightType::Q4_K, ops::WeightType::Q4_1, ops::WeightType::Q4_0};
+
+// Arguments: index into kMatvecTypes, output features n, input width k, activation rows (1 for
+// a decode step, up to 8 for a verify pass). The weight bytes are a repeated f16 pattern: any
+// bytes are valid blocks (every scale decodes to about 0.01), and only the bytes read count.
+void BM_Matvec(benchmark::State& state) {
   auto& gpu = bench_gpu();
-  const uint32_t n = uint32_t(state.range(0)), k = uint32_t(state.range(1));
-  vk::Buffer w(gpu.ctx, uint64_t(n) * k * 2, vk::MemoryKind::Device, "w");
+  const ops::WeightType type = kMatvecTypes[state.range(0)];
+  const uint32_t n = uint32_t(state.range(1)), k = uint32_t(state.range(2)), rows = uint32_t(state.range(3));
+  const uint64_t bytes = uint64_t(n) * ops::weight_row_bytes(type, k);
+  vk::Buffer w(gpu.ctx, bytes, vk::MemoryKind::Device, "w");
   fill_f16(gpu, w);
-  std::vector<float> x(k, 0.5f);
-  vk::Buffer xb(gpu.ctx, k * 4, vk::MemoryKind::Device, "x"), yb(gpu.ctx, n * 4, vk::MemoryKind::Device, "y");
-  vk::upload(gpu.ctx, xb, x.data(), k * 4);
-  ops::WeightMatrix weights{w, ops::WeightType::F16, n, k};
-  time_submissions(state, gpu, 4, double(n) * k * 2, [&](vk::Recorder& rec) {
+  std::vector<float> x(size_t(rows) * k, 0.5f);
+  vk::Buffer xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"), yb(gpu.ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "y");
+  vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
+  ops::WeightMatrix weights{w, type, n, k};
+  state.SetLabel(ops::weight_type_name(type));
+  time_submissions(state, gpu, 4, double(bytes), [&](vk::Recorder& rec) {
     ops::OpContext oc{gpu, rec};
-    ops::matmul(oc, ops::Act(xb, k), weights, ops::Act(yb, n), 1);
+    ops::matmul(oc, ops::Act(xb, k), weights, ops::Act(yb, n), rows);
   });
 }
 
@@ -97,13 +109,17 @@ void BM_MoeExperts(benchmark::State& state) {
 
 BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_CopyBandwidth)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
-BENCHMARK(BM_MatvecF16)
-    ->Args({4096, 4096})
-    ->Args({14336, 4096})
-    ->Args({128256, 4096})
-    ->UseManualTime()
-    ->Unit(benchmark::kMillisecond)
-    ->MinTime(1.0);
+// Every type at the 8B attention shape (4096 x 4096) for one row and a verify pass of 4; the
+// f16 and Q4_K rows also at the MLP and lm_head shapes.
+void matvec_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t = 0; t < int64_t(std::size(kMatvecTypes)); ++t)
+    for (int64_t rows : {1, 4}) b->Args({t, 4096, 4096, rows});
+  for (int64_t t : {1, 8}) {
+    b->Args({t, 14336, 4096, 1});
+    b->Args({t, 128256, 4096, 1});
+  }
+}
+BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 }  // namespace
 

@@ -1,8 +1,9 @@
 #pragma once
 // A target model against a golden file of golden.json's shape: the top-5 logits at the last
 // prompt position, the argmax at every prompt position, and the first 64 greedy tokens. A
-// greedy divergence is allowed only at a step whose golden top-2 margin is below `tolerance`,
-// and a top-5 id may differ only where two golden logits are that close.
+// greedy divergence is allowed only at a step whose golden top-2 margin is below `tie_margin`
+// (by default the tolerance), and a top-5 id may differ only where two golden logits are
+// closer than the tolerance.
 #include <string>
 
 #include "models/target.h"
@@ -19,6 +20,6 @@ struct GoldenSummary {
 
 // Records gtest failures for every disagreement beyond the tolerance and prints a summary line.
 GoldenSummary expect_matches_golden(const models::TargetModel& model, const Golden& golden, float tolerance,
-                                    const std::string& label);
+                                    const std::string& label, float tie_margin = 0);
 
 }  // namespace eaglevk::testing
