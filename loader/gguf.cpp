@@ -606,11 +606,7 @@ void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, G
     fail("{}: alignment {} is not a power of two that fits in 32 bits", file, alignment);
   const std::string header = encode_header(file, metadata, tensors, alignment);
 
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot open {} for writing", file, tmp.string());
+  write_file_atomically(path, [&](std::ostream& out) {
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     // Each tensor is padded to the alignment, the last one too, as llama.cpp's writer does.
     const std::string zeros(alignment, '\0');
@@ -619,19 +615,7 @@ void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, G
       const uint64_t pad = (alignment - t.bytes.size() % alignment) % alignment;
       out.write(zeros.data(), static_cast<std::streamsize>(pad));
     }
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      fail("{}: write failed", file);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    fail("{}: cannot rename temporary file into place: {}", file, ec.message());
-  }
+  });
 }
 
 }  // namespace eaglevk::loader

@@ -418,16 +418,24 @@ void write_safetensors(const fs::path& path, std::span<const TensorData> tensors
   std::string text = header.dump();
   text.resize((text.size() + 7) / 8 * 8, ' ');  // keeps the data section 8-byte aligned in the file
 
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot open {} for writing", file, tmp.string());
+  write_file_atomically(path, [&](std::ostream& out) {
     const uint64_t header_len = text.size();
     out.write(reinterpret_cast<const char*>(&header_len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& t : tensors)
       out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  });
+}
+
+
+void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
+  const std::string file = path.string();
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("{}: cannot open {} for writing", file, tmp.string());
+    write(out);
     out.close();
     if (!out) {
       std::error_code ec;

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <ostream>
 #include <map>
 #include <optional>
 #include <span>
@@ -58,6 +60,10 @@ struct MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
 };
+
+// Writes `path` through `write` into `path`.tmp, then renames it into place, so that a failed
+// write never leaves a half-written file under the real name. Errors name the file.
+void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
 
 // An opened checkpoint. Owns the mappings; TensorView pointers stay valid for its lifetime,
 // across moves too (moving does not remap).
