@@ -61,6 +61,31 @@ TEST_F(CApi, GenerateMatchesGoldenWithAndWithoutSpeculation) {
   }
 }
 
+// GGUF files load through the same call: llama.cpp's F16 conversion of the target with its
+// Q8_0 draft gives the reference's greedy output, with the GGUF's own tokenizer.
+TEST_F(CApi, GgufPairGeneratesTheGoldenTokens) {
+  Shared& s = shared();
+  const std::string dir = asset("gguf/tiny-llama3");
+  eaglevk_model* m = nullptr;
+  ASSERT_EQ(eaglevk_model_load(s.runtime, (dir + "/tiny-llama3-f16.gguf").c_str(),
+                               (dir + "/tiny-llama3-eagle3-q8_0.gguf").c_str(), &m),
+            EAGLEVK_OK)
+      << eaglevk_last_error();
+  EXPECT_EQ(tokenize(m, "The modules"), tokenize(s.plain, "The modules"));
+  const uint32_t n = 24;
+  const GoldenPrompt& g = s.golden.prompts[0];
+  std::vector<int32_t> want(g.greedy_ids.begin(), g.greedy_ids.begin() + n);
+  for (uint32_t k : {0u, 3u}) {
+    eaglevk_session* ses = session(m, k, n);
+    Generated r = generate(ses, g.prompt_ids, n);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
+    EXPECT_EQ(r.tokens, want) << "k " << k;
+    if (k > 0) EXPECT_GT(r.stats.num_accepted_tokens, 0u);
+    eaglevk_session_free(ses);
+  }
+  eaglevk_model_free(m);
+}
+
 TEST_F(CApi, GenerateErrorsAndStops) {
   Shared& s = shared();
   const GoldenPrompt& g = s.golden.prompts[1];
