@@ -77,22 +77,28 @@ TEST(GgufSpeculativeK, LosslessAtOtherK) {
   }
 }
 
-// Pair B from GGUF: the MoE target (quantized, its config.json beside it) with the speculators
-// head converted by llama.cpp (own embeddings, no d2t, taps 1,3,6). llama.cpp itself cannot run
-// this pair (its llama4 graph exposes no layer inputs), so losslessness is the check, and the
-// acceptance must be that of the safetensors pair within 5% (golden.json's k = 3 figure).
-TEST(GgufSpeculativeB, Llama4PairLossless) {
-  Pair& p = gguf_pair("tiny-llama4-q4_k_m");
+// Pair B from GGUF: the MoE target (its config.json beside it) with the speculators head
+// converted by llama.cpp (own embeddings, no d2t, taps 1,3,6). llama.cpp itself cannot run this
+// pair (its llama4 graph exposes no layer inputs), so losslessness is the check. The F16 target
+// gives the bf16 golden's greedy tokens, so its acceptance must be the safetensors pair's
+// (golden.json's k = 3 figure) but for the draft's Q8_0 rounding: within 3%. Q4_K_M moves the
+// target's own output (assets/gguf/README.md), so its acceptance is reported, not bounded.
+class GgufSpeculativeB : public GpuTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(GgufSpeculativeB, Llama4PairLossless) {
+  const std::string stem = fmt::format("tiny-llama4-{}", GetParam());
+  Pair& p = gguf_pair(stem);
   models::Eagle3Model draft =
       models::load_eagle3(gpu().ctx, gguf("tiny-llama4", "tiny-llama4-eagle3-q8_0"), p.target.config());
   EXPECT_EQ(draft.aux_layers, (std::vector<uint32_t>{1, 3, 6}));
   EXPECT_TRUE(draft.embed.buffer);  // its own token_embd
   engine::SpecStats total = expect_lossless(p, draft, 3);
   double golden = p.golden.raw["acceptance"]["3"]["mean_acceptance_length"];
-  fmt::print("tiny-llama4-q4_k_m + eagle3-q8_0 k=3: AL {:.3f} (bf16 pair: {:.3f})\n", total.mean_acceptance_length(),
-             golden);
-  EXPECT_NEAR(total.mean_acceptance_length(), golden, 0.05 * golden);
+  fmt::print("{} + eagle3-q8_0 k=3: AL {:.3f} (bf16 pair: {:.3f})\n", stem, total.mean_acceptance_length(), golden);
+  if (std::string(GetParam()) == "f16") EXPECT_NEAR(total.mean_acceptance_length(), golden, 0.03 * golden);
 }
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama4, GgufSpeculativeB, ::testing::Values("f16", "q4_k_m"));
 
 }  // namespace
 }  // namespace eaglevk::testing
