@@ -3,6 +3,7 @@
 // position. Cache layout per layer: [position][kv_dim] halves, two per uint.
 #include "common.glsl"
 layout(local_size_x = 64) in;
+#include "grid.glsl"
 
 layout(binding = 0, std430) readonly buffer Src { float src[]; };
 layout(binding = 1, std430) readonly buffer Pos { int pos[]; };
@@ -21,7 +22,7 @@ layout(push_constant) uniform Push {
 
 void main() {
   uint pairs = p.kv_dim / 2u;
-  uint idx = gl_GlobalInvocationID.x;
+  uint idx = linear_invocation();
   if (idx >= p.rows * pairs) return;
   uint row = idx / pairs, j = idx % pairs;
   int position = pos[p.pos_offset + row];

@@ -5,6 +5,7 @@
 //   PAIRING 0 (rotate-half, HF Llama-3): pairs (i, i + hd/2)
 //   PAIRING 1 (interleaved, HF Llama-4): pairs (2i, 2i + 1)
 layout(local_size_x = 64) in;
+#include "grid.glsl"
 layout(constant_id = 0) const uint PAIRING = 0;
 
 layout(binding = 0, std430) buffer X { float x[]; };
@@ -23,7 +24,7 @@ layout(push_constant) uniform Push {
 
 void main() {
   uint half_dim = p.head_dim / 2u;
-  uint idx = gl_GlobalInvocationID.x;
+  uint idx = linear_invocation();
   uint per_row = p.heads * half_dim;
   if (idx >= p.rows * per_row) return;
   uint row = idx / per_row, rest = idx % per_row;

@@ -2,6 +2,7 @@
 // out[r, i] = silu(gate[r, i]) * up[r, i], silu(z) = z / (1 + exp(-z)). gate and up are two
 // column ranges of one fused [rows, 2I] matmul output (or of two buffers bound alike).
 layout(local_size_x = 64) in;
+#include "grid.glsl"
 
 layout(binding = 0, std430) readonly buffer In { float x[]; };
 layout(binding = 1, std430) writeonly buffer Out { float y[]; };
@@ -17,7 +18,7 @@ layout(push_constant) uniform Push {
 } p;
 
 void main() {
-  uint idx = gl_GlobalInvocationID.x;
+  uint idx = linear_invocation();
   if (idx >= p.rows * p.width) return;
   uint r = idx / p.width, i = idx % p.width;
   float g = x[p.gate_offset + r * p.in_stride + i];

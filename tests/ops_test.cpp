@@ -22,6 +22,17 @@ struct BindingLimit {
   ~BindingLimit() { gpu().ctx.max_binding_range = saved; }
 };
 
+// Lowers maxComputeWorkGroupCount for one test and restores it even when the test throws.
+struct WorkgroupLimit {
+  uint32_t saved[3];
+  explicit WorkgroupLimit(uint32_t x, uint32_t y = 65535) {
+    std::copy(gpu().ctx.max_workgroups, gpu().ctx.max_workgroups + 3, saved);
+    gpu().ctx.max_workgroups[0] = x;
+    gpu().ctx.max_workgroups[1] = y;
+  }
+  ~WorkgroupLimit() { std::copy(saved, saved + 3, gpu().ctx.max_workgroups); }
+};
+
 struct OpsTest : GpuTest {
   vk::Recorder rec{gpu().ctx};
   ops::OpContext oc{gpu(), rec};
@@ -346,6 +357,79 @@ TEST_F(OpsTest, ResidualAdd) {
   std::vector<double> want(n);
   for (uint32_t i = 0; i < n; ++i) want[i] = double(a[i] + b[i]);
   EXPECT_TRUE(all_close(read_back<float>(ab, n), want, 0, 0));
+}
+
+// The one-dimensional kernels (swiglu, copy_rows, add, rope, kv_write) fold what exceeds the
+// device's workgroup count along x into y: under a limit of 3 groups along x they give the
+// bits they give under the device's own limit (the tests above check those against the
+// references). Past x * y, the op refuses with the reason; so does the recorder for any
+// dispatch beyond the limit.
+TEST_F(OpsTest, OneDimensionalKernelsFoldLargeGridsIntoY) {
+  const uint32_t rows = 7, width = 301, heads = 4, head_dim = 64, kv_dim = 2 * head_dim, capacity = 16;
+  auto gu = random_floats(size_t(rows) * 2 * width, 91, -4, 4), a = random_floats(size_t(rows) * width, 92),
+       b = random_floats(size_t(rows) * width, 93), q = random_floats(size_t(rows) * heads * head_dim, 94),
+       kv_rows = random_floats(size_t(rows) * 2 * kv_dim, 95);
+  std::vector<float> inv(head_dim / 2);
+  for (uint32_t j = 0; j < head_dim / 2; ++j) inv[j] = float(1.0 / std::pow(10000.0, 2.0 * j / head_dim));
+  vk::Buffer tbuf = device_buffer(ops::rope_table(inv, capacity), "rope table");
+  vk::Buffer pbuf = device_buffer(std::vector<int32_t>{3, 4, 5, 6, 7, 8, 9}, "pos");
+
+  // Every kernel's output, read back after one submission.
+  auto run_all = [&]() {
+    vk::Buffer gub = device_buffer(gu, "gate_up"), sw(gpu().ctx, rows * width * 4, vk::MemoryKind::Device, "swiglu"),
+        ab = device_buffer(a, "a"), bb = device_buffer(b, "b"),
+        copy(gpu().ctx, rows * width * 4, vk::MemoryKind::Device, "copy"), qb = device_buffer(q, "q"),
+        kvb = device_buffer(kv_rows, "kv rows"), kc(gpu().ctx, capacity * kv_dim * 2, vk::MemoryKind::Device, "k"),
+        vc(gpu().ctx, capacity * kv_dim * 2, vk::MemoryKind::Device, "v");
+    ops::Act in(gub, 2 * width), kva(kvb, 2 * kv_dim);
+    ops::KvLayer kv{kc, vc, capacity, kv_dim};
+    rec.begin();
+    rec.fill(vk::BufferRange(kc), 0);
+    rec.fill(vk::BufferRange(vc), 0);
+    ops::swiglu(oc, in, in.cols(width), ops::Act(sw, width), rows, width);
+    ops::add(oc, ab, bb, ab, rows * width);
+    ops::copy_rows(oc, ops::Act(ab, width), ops::Act(copy, width), rows, width);
+    ops::rope(oc, ops::Act(qb, heads * head_dim), rows, heads, head_dim, ops::IntVec{pbuf}, tbuf, capacity,
+              ops::RopePairing::RotateHalf);
+    ops::kv_write(oc, kva, kva.cols(kv_dim), rows, ops::IntVec{pbuf}, kv);
+    rec.submit_and_wait();
+    return std::tuple{read_back<float>(sw, rows * width), read_back<float>(copy, rows * width),
+                      read_back<float>(qb, q.size()), read_back<uint16_t>(kc, capacity * kv_dim),
+                      read_back<uint16_t>(vc, capacity * kv_dim)};
+  };
+  const auto want = run_all();
+  {
+    WorkgroupLimit limit(3);  // swiglu's 33 groups become 3 x 11, rope's 14 become 3 x 5, ...
+    EXPECT_EQ(ops::linear_grid(gpu().ctx, uint64_t(rows) * width, 64, "t").y, 11u);
+    const auto got = run_all();
+    EXPECT_EQ(std::get<0>(got), std::get<0>(want)) << "swiglu";
+    EXPECT_EQ(std::get<1>(got), std::get<1>(want)) << "add, copy_rows";
+    EXPECT_EQ(std::get<2>(got), std::get<2>(want)) << "rope";
+    EXPECT_EQ(std::get<3>(got), std::get<3>(want)) << "kv_write k";
+    EXPECT_EQ(std::get<4>(got), std::get<4>(want)) << "kv_write v";
+  }
+  // A grid that cannot hold the work, and a dispatch beyond the limit, are errors.
+  WorkgroupLimit tiny(3, 2);
+  vk::Buffer gub = device_buffer(gu, "gate_up"), sw(gpu().ctx, rows * width * 4, vk::MemoryKind::Device, "swiglu");
+  ops::Act in(gub, 2 * width);
+  rec.begin();
+  try {
+    ops::swiglu(oc, in, in.cols(width), ops::Act(sw, width), rows, width);
+    ADD_FAILURE() << "33 workgroups fit a 3 x 2 grid";
+  } catch (const eaglevk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("swiglu: 33 workgroups do not fit the device's grid of 3 x 2"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    ops::softmax(oc, ops::Act(sw, width), 5, width);  // one workgroup per row
+    ADD_FAILURE() << "5 workgroups along x passed a limit of 3";
+  } catch (const eaglevk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("5 workgroups in dimension x exceed the device's maxComputeWorkGroupCount 3"),
+              std::string::npos)
+        << e.what();
+  }
+  rec.submit_and_wait();
 }
 
 TEST_F(OpsTest, SoftmaxWithTemperature) {

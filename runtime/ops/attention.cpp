@@ -15,12 +15,12 @@ void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec posit
   struct {
     uint32_t rows, kv_dim, k_offset, v_offset, src_stride, pos_offset, capacity;
   } push{rows, kv.kv_dim, k_rows.offset, v_rows.offset, k_rows.stride, positions.offset, kv.capacity};
-  uint32_t threads = rows * kv.kv_dim / 2;
   // The whole source rows are declared read: k and v are two column ranges of them.
   vk::Arg src = k_rows.offset < v_rows.offset ? k_rows.reads(rows, v_rows.offset - k_rows.offset + kv.kv_dim)
                                               : v_rows.reads(rows, k_rows.offset - v_rows.offset + kv.kv_dim);
-  oc.rec.dispatch(kernel, {src, vk::reads(positions.range), vk::writes(kv.k), vk::writes(kv.v)}, push,
-                  (threads + 63) / 64, 1, 1, "kv_write");
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * kv.kv_dim / 2, 64, "kv_write");
+  oc.rec.dispatch(kernel, {src, vk::reads(positions.range), vk::writes(kv.k), vk::writes(kv.v)}, push, g.x, g.y, 1,
+                  "kv_write");
 }
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,

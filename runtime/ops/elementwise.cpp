@@ -14,8 +14,8 @@ void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t wi
   } push{rows, width, gate.offset, up.offset, gate.stride, out.offset, out.stride};
   uint32_t lo = std::min(gate.offset, up.offset), hi = std::max(gate.offset, up.offset);
   Act in(gate.range, gate.stride, lo);
-  oc.rec.dispatch(kernel, {in.reads(rows, hi - lo + width), out.writes(rows, width)}, push,
-                  (rows * width + 63) / 64, 1, 1, "swiglu");
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * width, 64, "swiglu");
+  oc.rec.dispatch(kernel, {in.reads(rows, hi - lo + width), out.writes(rows, width)}, push, g.x, g.y, 1, "swiglu");
 }
 
 void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, const char* name) {
@@ -24,8 +24,8 @@ void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, c
   struct {
     uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride;
   } push{rows, width, src.offset, src.stride, dst.offset, dst.stride};
-  oc.rec.dispatch(kernel, {src.reads(rows, width), dst.writes(rows, width)}, push, (rows * width + 63) / 64, 1, 1,
-                  name);
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * width, 64, name);
+  oc.rec.dispatch(kernel, {src.reads(rows, width), dst.writes(rows, width)}, push, g.x, g.y, 1, name);
 }
 
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n) {
@@ -33,8 +33,9 @@ void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange ou
   const vk::Kernel& kernel = oc.gpu.pipelines.get("add");
   uint32_t push = n;
   bool in_place = out.buffer == a.buffer && out.offset == a.offset;
-  oc.rec.dispatch(kernel, {vk::reads(a), vk::reads(b), in_place ? vk::updates(out) : vk::writes(out)}, push,
-                  (n + 63) / 64, 1, 1, "add");
+  const Grid g = linear_grid(oc.gpu.ctx, n, 64, "add");
+  oc.rec.dispatch(kernel, {vk::reads(a), vk::reads(b), in_place ? vk::updates(out) : vk::writes(out)}, push, g.x,
+                  g.y, 1, "add");
 }
 
 void softmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, float inv_temp) {

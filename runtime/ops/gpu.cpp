@@ -1,8 +1,23 @@
 #include "runtime/ops/gpu.h"
 
+#include <algorithm>
+
+#include <eaglevk/error.h>
+
 namespace eaglevk::ops {
 
 Gpu::Gpu(const vk::ContextOptions& options)
     : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding") {}
+
+Grid linear_grid(const vk::Context& ctx, uint64_t threads, uint32_t local, const char* name) {
+  const uint64_t groups = (threads + local - 1) / local;
+  const uint64_t max_x = ctx.max_workgroups[0], max_y = ctx.max_workgroups[1];
+  if (groups <= max_x) return Grid{uint32_t(std::max<uint64_t>(groups, 1)), 1};
+  const uint64_t y = (groups + max_x - 1) / max_x;
+  if (y > max_y)
+    fail("{}: {} workgroups do not fit the device's grid of {} x {}", name, groups, max_x, max_y);
+  // Rows of equal width: at most max_x - 1 idle groups, all in the last row.
+  return Grid{uint32_t((groups + y - 1) / y), uint32_t(y)};
+}
 
 }  // namespace eaglevk::ops

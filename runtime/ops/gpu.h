@@ -21,4 +21,13 @@ struct OpContext {
   vk::Recorder& rec;
 };
 
+// Workgroups for `threads` invocations of a one-dimensional kernel with `local` per group: as
+// many along x as the device allows (65,535 on Mesa), the rest folded into y, so that a
+// 512-row prefill at width 14,336 still fits. Kernels recover the flat index with
+// linear_invocation() (shaders/grid.glsl). An error names `name` when even x*y cannot hold it.
+struct Grid {
+  uint32_t x = 1, y = 1;
+};
+Grid linear_grid(const vk::Context& ctx, uint64_t threads, uint32_t local, const char* name);
+
 }  // namespace eaglevk::ops

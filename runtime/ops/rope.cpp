@@ -23,9 +23,9 @@ void rope(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim
   struct {
     uint32_t rows, heads, head_dim, x_offset, x_stride, pos_offset, table_rows;
   } push{rows, heads, head_dim, x.offset, x.stride, positions.offset, table_positions};
-  uint32_t threads = rows * heads * head_dim / 2;
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * heads * head_dim / 2, 64, "rope");
   oc.rec.dispatch(kernel, {x.updates(rows, heads * head_dim), vk::reads(positions.range), vk::reads(table)}, push,
-                  (threads + 63) / 64, 1, 1, "rope");
+                  g.x, g.y, 1, "rope");
 }
 
 }  // namespace eaglevk::ops

@@ -188,6 +188,7 @@ Context::Context(const ContextOptions& options) {
            info.name);
     vkGetPhysicalDeviceMemoryProperties(physical, &memory);
     max_binding_range = info.features.max_storage_buffer_range;
+    for (int i = 0; i < 3; ++i) max_workgroups[i] = info.features.max_workgroup_count[i];
 
     queue_family = compute_queue_family(physical);
     float priority = 1.0f;

@@ -41,6 +41,9 @@ struct Context {
   // The largest range a single storage-buffer binding may cover. Starts at the device limit;
   // tests lower it to exercise the row-chunking paths on small tensors.
   uint64_t max_binding_range = 0;
+  // The most workgroups one dispatch may launch per dimension. Starts at the device limit;
+  // tests lower it to exercise the two-dimensional grids that large dispatches fold into.
+  uint32_t max_workgroups[3] = {0, 0, 0};
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

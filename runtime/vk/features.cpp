@@ -59,6 +59,7 @@ DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   f.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
   f.max_compute_shared_memory = limits.maxComputeSharedMemorySize;
   f.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) f.max_workgroup_count[i] = limits.maxComputeWorkGroupCount[i];
   f.max_memory_allocation = maint3.maxMemoryAllocationSize;
   f.timestamp_period_ns = limits.timestampPeriod;
 

@@ -28,6 +28,7 @@ struct DeviceFeatures {
   uint64_t min_storage_buffer_offset_alignment = 0;
   uint32_t max_compute_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_count[3] = {0, 0, 0};  // maxComputeWorkGroupCount (65,535 on Mesa)
   uint64_t max_memory_allocation = 0;
   std::vector<MemoryHeap> heaps;
   bool timestamps = false;          // compute queue supports timestamps

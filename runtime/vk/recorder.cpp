@@ -153,6 +153,11 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
     fail("dispatch of {}: {} bytes of push constants given, the shader declares {}", kernel.name, push_bytes,
          iface.push_constant_bytes);
   if (gx == 0 || gy == 0 || gz == 0) return;  // nothing to do: an empty batch
+  const uint32_t groups[3] = {gx, gy, gz};
+  for (int i = 0; i < 3; ++i)
+    if (groups[i] > ctx_.max_workgroups[i])
+      fail("dispatch of {}: {} workgroups in dimension {} exceed the device's maxComputeWorkGroupCount {}",
+           kernel.name, groups[i], "xyz"[i], ctx_.max_workgroups[i]);
   const uint64_t align = ctx_.info.features.min_storage_buffer_offset_alignment;
   for (const Arg& a : args) {
     const BufferRange& r = a.bind;
