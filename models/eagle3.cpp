@@ -136,9 +136,14 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& pat
   if (m.aux_layers.size() != 3)
     fail("draft {}: {} aux layers given; EAGLE-3 heads take exactly 3", where, m.aux_layers.size());
   std::sort(m.aux_layers.begin(), m.aux_layers.end());
+  // Says where the ids came from: a configured id can differ from the tap by the format's rule.
+  const std::string rule = !aux_override.empty() ? std::string("--aux-layers")
+                           : !c.aux_layers.empty() ? c.aux_layers_rule
+                                                   : std::string("the family default");
   for (size_t i = 0; i < 3; ++i) {
     if (m.aux_layers[i] > L)
-      fail("aux layer {} is out of range: the target has {} layers (ids 0..{})", m.aux_layers[i], L, L);
+      fail("aux layer {} is out of range: the target has {} layers (ids 0..{}); the ids come from {}", m.aux_layers[i],
+           L, L, rule);
     if (i && m.aux_layers[i] == m.aux_layers[i - 1]) fail("aux layer {} is listed twice", m.aux_layers[i]);
   }
   if (m.aux_layers_default && m.aux_layers != default_aux_layers(L)) m.aux_layers_default = false;

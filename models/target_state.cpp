@@ -3,23 +3,22 @@
 namespace eaglevk::models {
 
 ops::KvLayer TargetState::kv_layer(uint32_t layer) const {
-  uint64_t bytes = uint64_t(capacity) * kv_dim * 2;
-  return ops::KvLayer{vk::BufferRange(k_cache, layer * bytes, bytes), vk::BufferRange(v_cache, layer * bytes, bytes),
-                      capacity, kv_dim};
+  return ops::KvLayer{vk::BufferRange(k_cache.at(layer)), vk::BufferRange(v_cache.at(layer)), capacity, kv_dim};
 }
 
 TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint32_t capacity, uint32_t max_rows,
                               bool arena_reuse) {
   TargetState s;
-  // Whole multiples of 64 positions keep every layer's cache slice offset-aligned.
   s.capacity = (capacity + 63) / 64 * 64;
   s.max_rows = max_rows;
   s.kv_dim = t.kv_heads * t.head_dim;
   const uint64_t H = t.hidden, I = t.ffn_width, V = t.vocab, R = max_rows;
   const uint64_t q_dim = uint64_t(t.heads) * t.head_dim, qkv_dim = q_dim + 2ull * s.kv_dim;
-  uint64_t cache_bytes = uint64_t(t.layers) * s.capacity * s.kv_dim * 2;
-  s.k_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "k_cache");
-  s.v_cache = vk::Buffer(ctx, cache_bytes, vk::MemoryKind::Device, "v_cache");
+  const uint64_t layer_bytes = uint64_t(s.capacity) * s.kv_dim * 2;
+  for (uint32_t l = 0; l < t.layers; ++l) {
+    s.k_cache.emplace_back(ctx, layer_bytes, vk::MemoryKind::Device, "k_cache");
+    s.v_cache.emplace_back(ctx, layer_bytes, vk::MemoryKind::Device, "v_cache");
+  }
   std::vector<float> table = ops::rope_table(t.rope_inv_freq, s.capacity);
   s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "rope_table");
   vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);

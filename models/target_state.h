@@ -24,7 +24,9 @@ struct TargetState {
   uint32_t capacity = 0;  // positions the KV cache holds
   uint32_t max_rows = 0;  // rows one pass may carry
   uint32_t kv_dim = 0;
-  vk::Buffer k_cache, v_cache;  // [L][capacity][nkv hd] f16
+  // One allocation per layer ([capacity][nkv hd] f16 each): the whole cache of a long context
+  // (8 GiB for an 8B model at 32k tokens) exceeds maxMemoryAllocationSize on every driver.
+  std::vector<vk::Buffer> k_cache, v_cache;
   vk::Buffer rope_table;        // [capacity][hd / 2] (cos, sin)
   vk::Buffer ids, positions;    // int32 [max_rows]: the pass's inputs
   vk::Buffer out_ids;           // int32 [max_rows]: argmax (or sampled token) per logits row

@@ -33,7 +33,7 @@ layout(push_constant) uniform Push {
 shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
 
 void main() {
-  uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * 65535u) * OUTS;
+  uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * OUTS;  // y: see ops::linear_grid
   if (n0 >= p.N) return;
   float acc[MAX_OUTS][MATVEC_MAX_ROWS];
   [[unroll]] for (uint o = 0; o < MAX_OUTS; ++o)

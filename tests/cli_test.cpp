@@ -285,7 +285,7 @@ TEST(CliDraft, BadDrafts) {
     expect_clean_failure(run_cli(base + d.string()), "d2t[5]");
     fs::remove_all(d);
   }
-  expect_clean_failure(run_cli(base + "/no/such/draft"), "config.json");
+  expect_clean_failure(run_cli(base + "/no/such/draft"), "'/no/such/draft' does not exist");
 }
 
 }  // namespace

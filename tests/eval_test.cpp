@@ -122,10 +122,13 @@ TEST(Eval, MalformedDatasets) {
   fs::remove(bad);
 }
 
-// --aux-shift-sweep on pair A (taps [2, 4, 5] of 8 layers, the ids the head was trained on): the
-// configured ids win, their row is a plain eval's numbers, the other rows tap one layer
-// shallower and one deeper, and greedy output is the same in every row.
-TEST(Eval, AuxShiftSweepFindsTheConfiguredTaps) {
+// --aux-shift-sweep on pair A with the head configured one layer too shallow (--aux-layers
+// 1,3,4; it was trained on the residual streams entering layers 2, 4, 5): the +1 row finds the
+// trained taps, the shift-0 row is a plain eval's numbers with the same ids, the rows tap one
+// layer shallower and one deeper, and greedy output is the same in every row. (With the
+// trained ids configured, +1 is within 0.5% of them over the 20-line mix: adjacent layers'
+// streams are alike, which is why the sweep has a noise margin.)
+TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
   const std::string pid = std::to_string(::getpid());
   fs::path subset = fs::temp_directory_path() / ("eaglevk-eval-sweep-" + pid + ".jsonl");
   fs::path sweep_json = fs::temp_directory_path() / ("eaglevk-eval-sweep-" + pid + ".json");
@@ -138,15 +141,17 @@ TEST(Eval, AuxShiftSweepFindsTheConfiguredTaps) {
     for (std::string line; std::getline(lines, line); ++n)
       if (n == 0 || n == 5 || n == 10) out << line << "\n";
   }
-  const std::string common = fmt::format("eval -d {} --dataset {} -k 3 -n 16", asset("tiny-llama3-eagle3"), subset.string());
+  const std::string common =
+      fmt::format("eval -d {} --dataset {} -k 3 -n 16 --aux-layers 1,3,4", asset("tiny-llama3-eagle3"), subset.string());
   Result s = run_cli(fmt::format("{} --aux-shift-sweep --json {}", common, sweep_json.string()));
   ASSERT_EQ(s.code, 0) << s.out << s.err;
-  EXPECT_NE(s.out.find("configured ids 2,4,5 of 8 layers"), std::string::npos) << s.out;
-  EXPECT_NE(s.out.find("best: shift +0"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("configured ids 1,3,4 of 8 layers"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("best: shift +1"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("pass --aux-layers 2,4,5"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("the ranking is noisy"), std::string::npos) << s.out;  // tens of drafts per row
   EXPECT_NE(s.out.find("greedy outputs identical in every row: yes"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("mean acceptance length:"), std::string::npos) << s.out;
-  EXPECT_NE(s.err.find("aux shift -1: draft taps layers 1,3,4"), std::string::npos) << s.err;
+  EXPECT_NE(s.err.find("aux shift -1: draft taps layers 0,2,3"), std::string::npos) << s.err;
   EXPECT_EQ(s.err.find("validation error"), std::string::npos) << s.err;
 
   Result p = run_cli(fmt::format("{} --json {}", common, plain_json.string()));
@@ -155,12 +160,12 @@ TEST(Eval, AuxShiftSweepFindsTheConfiguredTaps) {
   const nlohmann::json sj = nlohmann::json::parse(sin), pj = nlohmann::json::parse(pin);
   const nlohmann::json& rows = sj["aux_shift_sweep"];
   ASSERT_EQ(rows.size(), 3u) << sj.dump(2);
-  const std::vector<std::vector<uint32_t>> ids = {{1, 3, 4}, {2, 4, 5}, {3, 5, 6}};
+  const std::vector<std::vector<uint32_t>> ids = {{0, 2, 3}, {1, 3, 4}, {2, 4, 5}};
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(rows[i]["shift"].get<int>(), int(i) - 1);
     EXPECT_FALSE(rows[i]["skipped"].get<bool>());
     EXPECT_EQ(rows[i]["aux_layers"].get<std::vector<uint32_t>>(), ids[i]);
-    EXPECT_EQ(rows[i]["best"].get<bool>(), i == 1);
+    EXPECT_EQ(rows[i]["best"].get<bool>(), i == 2);
     // Same outputs, so the same number of generated tokens in every row.
     EXPECT_EQ(rows[i]["output_tokens"], pj["totals"]["output_tokens"]);
   }
@@ -170,8 +175,8 @@ TEST(Eval, AuxShiftSweepFindsTheConfiguredTaps) {
     EXPECT_EQ(zero[key], pj["totals"][key]) << key;
     EXPECT_EQ(sj["totals"][key], pj["totals"][key]) << key;
   }
-  for (size_t i : {0u, 2u})
-    EXPECT_LT(rows[i]["mean_acceptance_length"].get<double>(), zero["mean_acceptance_length"].get<double>()) << i;
+  for (size_t i : {0u, 1u})
+    EXPECT_LT(rows[i]["mean_acceptance_length"].get<double>(), rows[2]["mean_acceptance_length"].get<double>()) << i;
 
   // Ids at the edges of 0..L: both shifted rows are skipped, saying why.
   Result edge = run_cli(fmt::format("eval -d {} --dataset {} -n 4 --limit 1 --aux-layers 0,4,8 --aux-shift-sweep --json {}",

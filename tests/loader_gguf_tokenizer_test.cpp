@@ -160,7 +160,9 @@ TEST(GgufTokenizer, AgreesWithTokenizerJson) {
         ASSERT_EQ(ids, hf.encode(text, add_special)) << p.name << " text: " << text;
         EXPECT_EQ(g.decode(ids), hf.decode(ids)) << p.name;
         EXPECT_EQ(g.decode(ids, true), hf.decode(ids, true)) << p.name;
-        if (!add_special) EXPECT_EQ(g.decode(ids), text) << p.name;
+        if (!add_special) {
+          EXPECT_EQ(g.decode(ids), text) << p.name;
+        }
       }
     }
   }

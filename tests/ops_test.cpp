@@ -359,7 +359,8 @@ TEST_F(OpsTest, ResidualAdd) {
   EXPECT_TRUE(all_close(read_back<float>(ab, n), want, 0, 0));
 }
 
-// The one-dimensional kernels (swiglu, copy_rows, add, rope, kv_write) fold what exceeds the
+// The one-dimensional kernels (swiglu, copy_rows, add, rope, kv_write, and the matvec's output
+// groups) fold what exceeds the
 // device's workgroup count along x into y: under a limit of 3 groups along x they give the
 // bits they give under the device's own limit (the tests above check those against the
 // references). Past x * y, the op refuses with the reason; so does the recorder for any
@@ -373,6 +374,10 @@ TEST_F(OpsTest, OneDimensionalKernelsFoldLargeGridsIntoY) {
   for (uint32_t j = 0; j < head_dim / 2; ++j) inv[j] = float(1.0 / std::pow(10000.0, 2.0 * j / head_dim));
   vk::Buffer tbuf = device_buffer(ops::rope_table(inv, capacity), "rope table");
   vk::Buffer pbuf = device_buffer(std::vector<int32_t>{3, 4, 5, 6, 7, 8, 9}, "pos");
+  const uint32_t mv_n = 67, mv_k = 64;
+  vk::Buffer mv_storage;
+  const ops::WeightMatrix mv_w = upload_weights(mv_storage, random_floats(size_t(mv_n) * mv_k, 96), WeightType::F16, mv_n, mv_k);
+  vk::Buffer mv_x = device_buffer(random_floats(size_t(rows) * mv_k, 97), "matvec x");
 
   // Every kernel's output, read back after one submission.
   auto run_all = [&]() {
@@ -380,7 +385,8 @@ TEST_F(OpsTest, OneDimensionalKernelsFoldLargeGridsIntoY) {
         ab = device_buffer(a, "a"), bb = device_buffer(b, "b"),
         copy(gpu().ctx, rows * width * 4, vk::MemoryKind::Device, "copy"), qb = device_buffer(q, "q"),
         kvb = device_buffer(kv_rows, "kv rows"), kc(gpu().ctx, capacity * kv_dim * 2, vk::MemoryKind::Device, "k"),
-        vc(gpu().ctx, capacity * kv_dim * 2, vk::MemoryKind::Device, "v");
+        vc(gpu().ctx, capacity * kv_dim * 2, vk::MemoryKind::Device, "v"),
+        mv_y(gpu().ctx, rows * mv_n * 4, vk::MemoryKind::Device, "matvec y");
     ops::Act in(gub, 2 * width), kva(kvb, 2 * kv_dim);
     ops::KvLayer kv{kc, vc, capacity, kv_dim};
     rec.begin();
@@ -392,10 +398,11 @@ TEST_F(OpsTest, OneDimensionalKernelsFoldLargeGridsIntoY) {
     ops::rope(oc, ops::Act(qb, heads * head_dim), rows, heads, head_dim, ops::IntVec{pbuf}, tbuf, capacity,
               ops::RopePairing::RotateHalf);
     ops::kv_write(oc, kva, kva.cols(kv_dim), rows, ops::IntVec{pbuf}, kv);
+    ops::matmul(oc, ops::Act(mv_x, mv_k), mv_w, ops::Act(mv_y, mv_n), rows, false, ops::MatmulPath::Vector);
     rec.submit_and_wait();
     return std::tuple{read_back<float>(sw, rows * width), read_back<float>(copy, rows * width),
                       read_back<float>(qb, q.size()), read_back<uint16_t>(kc, capacity * kv_dim),
-                      read_back<uint16_t>(vc, capacity * kv_dim)};
+                      read_back<uint16_t>(vc, capacity * kv_dim), read_back<float>(mv_y, rows * mv_n)};
   };
   const auto want = run_all();
   {
@@ -407,6 +414,7 @@ TEST_F(OpsTest, OneDimensionalKernelsFoldLargeGridsIntoY) {
     EXPECT_EQ(std::get<2>(got), std::get<2>(want)) << "rope";
     EXPECT_EQ(std::get<3>(got), std::get<3>(want)) << "kv_write k";
     EXPECT_EQ(std::get<4>(got), std::get<4>(want)) << "kv_write v";
+    EXPECT_EQ(std::get<5>(got), std::get<5>(want)) << "matvec";
   }
   // A grid that cannot hold the work, and a dispatch beyond the limit, are errors.
   WorkgroupLimit tiny(3, 2);

@@ -1,5 +1,7 @@
 #include "apps/cli/aux_sweep.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -21,14 +23,19 @@ std::optional<std::vector<uint32_t>> shift_aux_layers(const std::vector<uint32_t
 }
 
 const AuxSweepRow* best_aux_row(const std::vector<AuxSweepRow>& rows) {
+  const AuxSweepRow* configured = nullptr;
   const AuxSweepRow* best = nullptr;
   for (const AuxSweepRow& r : rows) {
     if (!r.skipped.empty()) continue;
+    if (r.shift == 0) configured = &r;
     const double al = r.stats.mean_acceptance_length();
     if (!best || al > best->stats.mean_acceptance_length() ||
         (al == best->stats.mean_acceptance_length() && std::abs(r.shift) < std::abs(best->shift)))
       best = &r;
   }
+  if (configured && best != configured &&
+      best->stats.mean_acceptance_length() <= configured->stats.mean_acceptance_length() * (1 + kAuxSweepMargin))
+    return configured;
   return best;
 }
 
@@ -55,9 +62,22 @@ std::string aux_sweep_report(const std::vector<AuxSweepRow>& rows, const std::ve
     s += fmt::format("{:>+5}  {:<10} {:>8} {:>9} {:>8.3f}  {}\n", r.shift, format_ids(r.ids), r.stats.num_drafts,
                      r.stats.num_accepted_tokens, r.stats.mean_acceptance_length(), per);
   }
+  uint64_t fewest = UINT64_MAX;
+  for (const AuxSweepRow& r : rows)
+    if (r.skipped.empty()) fewest = std::min<uint64_t>(fewest, r.stats.num_drafts);
+  if (fewest < kAuxSweepFewDrafts)
+    s += fmt::format("only {} drafts in a row: the ranking is noisy; a few hundred drafts per row (a larger dataset "
+                     "or -n) settle it\n",
+                     fewest);
   if (const AuxSweepRow* best = best_aux_row(rows)) {
     s += fmt::format("best: shift {:+d} (mean acceptance length {:.3f}); pass --aux-layers {}\n", best->shift,
                      best->stats.mean_acceptance_length(), format_ids(best->ids));
+    for (const AuxSweepRow& r : rows)
+      if (best->shift == 0 && r.shift != 0 && r.skipped.empty() &&
+          r.stats.mean_acceptance_length() > best->stats.mean_acceptance_length())
+        s += fmt::format("shift {:+d} accepts {:.1f}% more, within the {:.0f}% noise margin: the configured ids stay\n",
+                         r.shift, 100 * (r.stats.mean_acceptance_length() / best->stats.mean_acceptance_length() - 1),
+                         100 * kAuxSweepMargin);
     if (best->shift == 1)
       s += "the head appears to count tap ids as layer outputs (SGLang's ModelOpt convention)\n";
     else if (best->shift == -1)

@@ -83,7 +83,6 @@ int run_command(const RunArgs& a) {
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
          m.model.config().max_position_embeddings);
-  engine::TargetRunner runner(*gpu, m.model, context, 128);
 
   engine::GenerationOptions o;
   o.n_predict = a.n_predict;
@@ -113,6 +112,9 @@ int run_command(const RunArgs& a) {
     r = spec.generate(prompt, o, stats, stream);
     if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config().hidden_size);
   } else {
+    // Built only without a draft: the speculative decoder has its own target state, and a
+    // second KV cache would double the memory a long context takes.
+    engine::TargetRunner runner(*gpu, m.model, context, 128);
     r = engine::generate(runner, prompt, o, stream);
   }
   std::string text = m.tokenizer.decode(r.tokens, /*skip_special=*/true);

@@ -50,8 +50,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
       if (vector) {
         uint32_t groups = (n + shape.outs - 1) / shape.outs;
-        uint32_t gx = std::min<uint32_t>(groups, 65535), gy = (groups + 65534) / 65535;
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, gx, gy, 1, name);
+        const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, g.x, g.y, 1, name);
       } else {
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + 63) / 64, (r + 63) / 64,
                         1, name);

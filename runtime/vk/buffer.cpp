@@ -12,6 +12,9 @@ namespace eaglevk::vk {
 Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, std::string buffer_name)
     : ctx(&context), bytes(size), kind(memory_kind), name(std::move(buffer_name)) {
   if (size == 0) fail("buffer '{}' has size 0", name);
+  if (size > ctx->max_allocation)
+    fail("buffer '{}' needs {} MiB in one allocation, more than the device allows ({} MiB, maxMemoryAllocationSize)",
+         name, (size + (1 << 20) - 1) >> 20, ctx->max_allocation >> 20);
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = size;
   info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;

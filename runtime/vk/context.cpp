@@ -189,6 +189,7 @@ Context::Context(const ContextOptions& options) {
     vkGetPhysicalDeviceMemoryProperties(physical, &memory);
     max_binding_range = info.features.max_storage_buffer_range;
     for (int i = 0; i < 3; ++i) max_workgroups[i] = info.features.max_workgroup_count[i];
+    max_allocation = info.features.max_memory_allocation ? info.features.max_memory_allocation : UINT64_MAX;
 
     queue_family = compute_queue_family(physical);
     float priority = 1.0f;

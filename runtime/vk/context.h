@@ -44,6 +44,9 @@ struct Context {
   // The most workgroups one dispatch may launch per dimension. Starts at the device limit;
   // tests lower it to exercise the two-dimensional grids that large dispatches fold into.
   uint32_t max_workgroups[3] = {0, 0, 0};
+  // The largest single allocation (maxMemoryAllocationSize; 2 GiB on lavapipe). Starts at the
+  // device limit; tests lower it.
+  uint64_t max_allocation = 0;
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

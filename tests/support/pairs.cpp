@@ -35,10 +35,10 @@ Pair& pair(const std::string& name) {
   return *slot;
 }
 
-engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k) {
+engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k, size_t prompts) {
   engine::SpeculativeDecoder spec(gpu(), p.target, draft, 512, k, 64);
   engine::SpecStats total;
-  for (size_t i = 0; i < p.golden.prompts.size(); ++i) {
+  for (size_t i = 0; i < p.golden.prompts.size() && i < prompts; ++i) {
     engine::GenerationOptions o;
     o.n_predict = 64;
     o.ignore_eos = true;

@@ -1,6 +1,7 @@
 #pragma once
 // The two tiny target + draft pairs, loaded once per test process: A = tiny-llama3 with its
 // original-format head, B = tiny-llama4 (MoE) with its speculators-format head on layers 1,3,6.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,9 +28,9 @@ struct Pair {
 
 Pair& pair(const std::string& name);  // "A" or "B"
 
-// Greedy speculative output at k equals p.plain_tokens on every golden prompt (gtest failures
-// otherwise); returns the acceptance counters over all prompts.
-engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k);
+// Greedy speculative output at k equals p.plain_tokens on every golden prompt, or on the first
+// `prompts` of them (gtest failures otherwise); returns the acceptance counters over them.
+engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k, size_t prompts = SIZE_MAX);
 
 // For each k: greedy speculative output equals plain greedy output on every golden prompt,
 // AL = 1 + sum of per-position rates, and (compare_golden) acceptance within 5% of
