@@ -17,6 +17,7 @@
 
 #include "loader/gguf.h"
 #include "loader/gguf_tokenizer.h"
+#include "support/loader_test_util.h"
 
 namespace fs = std::filesystem;
 using eaglevk::loader::ChatMessage;
@@ -67,33 +68,7 @@ std::vector<std::string> corpus() {
       "<|eot_id almost special <|eot_id|><|eot_id|>", "ſ K Å Ω ﬁ ẞ ǅ", "\U0010FFFD private use \U000F0000",
   };
   std::mt19937 rng(7);
-  const std::vector<std::pair<char32_t, char32_t>> ranges = {
-      {0x20, 0x7E}, {0x09, 0x0D}, {0xA0, 0x2FF}, {0x300, 0x36F}, {0x400, 0x4FF}, {0x600, 0x6FF}, {0x900, 0x97F},
-      {0x2000, 0x206F}, {0x3000, 0x30FF}, {0x4E00, 0x9FFF}, {0xAC00, 0xD7A3}, {0x1F300, 0x1FAFF}, {0x10000, 0x10FFFF}};
-  for (int trial = 0; trial < 300; ++trial) {
-    std::string text;
-    for (int n = rng() % 40; n > 0; --n) {
-      const auto& [lo, hi] = ranges[rng() % ranges.size()];
-      char32_t c = lo + rng() % (hi - lo + 1);
-      if (c >= 0xD800 && c <= 0xDFFF) c = 'x';
-      if (c < 0x80) {
-        text += static_cast<char>(c);
-      } else if (c < 0x800) {
-        text += static_cast<char>(0xC0 | (c >> 6));
-        text += static_cast<char>(0x80 | (c & 0x3F));
-      } else if (c < 0x10000) {
-        text += static_cast<char>(0xE0 | (c >> 12));
-        text += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        text += static_cast<char>(0x80 | (c & 0x3F));
-      } else {
-        text += static_cast<char>(0xF0 | (c >> 18));
-        text += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-        text += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-        text += static_cast<char>(0x80 | (c & 0x3F));
-      }
-    }
-    texts.push_back(text);
-  }
+  for (int trial = 0; trial < 300; ++trial) texts.push_back(eaglevk::testing::random_utf8_text(rng));
   return texts;
 }
 

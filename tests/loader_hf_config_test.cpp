@@ -1,4 +1,5 @@
 #include "loader/hf_config.h"
+#include "support/loader_test_util.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
+using eaglevk::testing::expect_error;
 using nlohmann::json;
 
 namespace {
@@ -41,16 +43,6 @@ struct TempDir {
 json tiny_config() {
   std::ifstream in(kAssets / "tiny-llama3" / "config.json");
   return json::parse(in);
-}
-
-template <typename F>
-void expect_error(F&& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "no eaglevk::Error thrown (expected one mentioning '" << word << "')";
-  } catch (const eaglevk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "message: " << e.what();
-  }
 }
 
 // A config.json with `edit` applied, written to `tmp`, then loaded.

@@ -15,9 +15,11 @@
 
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
+#include "support/loader_test_util.h"
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
+using eaglevk::testing::expect_error;
 
 namespace {
 
@@ -25,17 +27,6 @@ const fs::path kAssets = EAGLEVK_ASSETS;
 
 constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                                  DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
-
-// Expects an eaglevk::Error whose message contains `word`.
-template <typename F>
-void expect_error(F&& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "no eaglevk::Error thrown (expected one mentioning '" << word << "')";
-  } catch (const eaglevk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "message: " << e.what();
-  }
-}
 
 // Block bytes written field by field, little-endian.
 struct Block {

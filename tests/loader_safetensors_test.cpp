@@ -1,4 +1,5 @@
 #include "loader/safetensors.h"
+#include "support/loader_test_util.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
+using eaglevk::testing::expect_error;
 using nlohmann::json;
 
 namespace {
@@ -53,17 +55,6 @@ std::string make_file(const std::string& header, const std::string& data) {
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + header + data;
-}
-
-// Expects an eaglevk::Error whose message contains `word`.
-template <typename F>
-void expect_error(F&& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "no eaglevk::Error thrown (expected one mentioning '" << word << "')";
-  } catch (const eaglevk::Error& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << "message: " << e.what();
-  }
 }
 
 // bf16 decoded by hand from its fields, in double, to check the library against.
