@@ -377,13 +377,16 @@ Tokenizer load_tokenizer(const ModelFiles& files) {
   return Tokenizer::load(files.folder);
 }
 
-std::optional<ChatTemplate> load_chat_template(const ModelFiles& files, const Tokenizer& tokenizer) {
+std::optional<ChatTemplate> load_chat_template(const ModelFiles& files, const Tokenizer& tokenizer, std::string* why) {
   try {
     if (files.format == "gguf" && files.gguf->find("tokenizer.chat_template"))
       return chat_template_from_gguf(*files.gguf, tokenizer);
     if (fs::exists(files.folder / "tokenizer_config.json")) return ChatTemplate::load(files.folder);
-  } catch (const Error&) {
-    // Not one eaglevk renders: only --chat needs it, and it reports the error then.
+    if (why)
+      *why = fmt::format("{} has no chat template (no tokenizer.chat_template key, no tokenizer_config.json)",
+                         files.source());
+  } catch (const Error& e) {
+    if (why) *why = e.what();  // not one eaglevk renders
   }
   return std::nullopt;
 }

@@ -52,8 +52,10 @@ ModelFiles open_model_files(const std::filesystem::path& path);
 // or a tokenizer.json beside it when the file carries none).
 Tokenizer load_tokenizer(const ModelFiles& files);
 // The chat template (tokenizer_config.json, or GGUF tokenizer.chat_template); nullopt when there
-// is none or it is not one eaglevk renders (only --chat needs it, and reports the reason then).
-std::optional<ChatTemplate> load_chat_template(const ModelFiles& files, const Tokenizer& tokenizer);
+// is none or it is not one eaglevk renders, with the reason in `why` (only chat prompts need a
+// template, and they report the reason then).
+std::optional<ChatTemplate> load_chat_template(const ModelFiles& files, const Tokenizer& tokenizer,
+                                               std::string* why = nullptr);
 
 // llama3 rope scaling parameters whose factors reproduce `factors` (llama.cpp's rope_freqs:
 // inv_freq / scaled inv_freq per frequency) within 1e-5 relative; nullopt when no standard

@@ -113,9 +113,6 @@ std::string find_name(const loader::Checkpoint& ckpt, const std::string& suffix,
 
 Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& path, const loader::LlamaConfig& target,
                         const std::vector<uint32_t>& aux_override) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec) && !std::filesystem::exists(path / "config.json"))
-    fail("draft folder '{}' has no config.json", path.string());
   const loader::ModelFiles files = loader::open_model_files(path);
   Eagle3Model m;
   m.config = load_eagle3_config(files);

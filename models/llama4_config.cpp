@@ -43,12 +43,9 @@ Llama4Config load_llama4_config(const loader::ModelFiles& files) {
   text["architectures"] = {"LlamaForCausalLM"};  // the shared fields read like Llama's
   c.base = loader::parse_llama_config(text, text_source, {"LlamaForCausalLM"});
   c.base.architecture = arch;
-  // generation_config.json's eos ids come first, as for Llama-3.
-  if (files.generation_config) {
-    int bos = c.base.bos_token_id;
+  // generation_config.json, as for Llama-3: its bos, then its eos ids before config.json's.
+  if (files.generation_config)
     loader::apply_generation_config(c.base, *files.generation_config, (files.folder / "generation_config.json").string());
-    c.base.bos_token_id = bos;
-  }
   const int L = c.base.num_hidden_layers;
   c.intermediate_size_mlp = jf::optional_int(text, "intermediate_size_mlp", text_source).value_or(16384);
   c.num_local_experts = jf::optional_int(text, "num_local_experts", text_source).value_or(16);

@@ -34,7 +34,6 @@ struct DeviceMatrix {
   ops::WeightMatrix part(size_t i) const;
   // The whole matrix as one operand; an error for a matrix of several parts.
   ops::WeightMatrix matrix() const;
-  ops::WeightType type() const { return parts.empty() ? ops::WeightType::F32 : parts.front().type; }
 };
 
 // y[:, parts] (+)= x W^T for a matrix of any number of parts: one matmul per part, each into

@@ -149,6 +149,20 @@ std::string read_all(const fs::path& p) {
 }
 void write_all(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
 
+// A copy of a GGUF file without the metadata key `key` (tensors unchanged).
+void write_without_key(const std::string& src, const fs::path& dst, const std::string& key) {
+  loader::GgufFile f = loader::GgufFile::open(src);
+  std::vector<std::pair<std::string, loader::GgufValue>> metadata;
+  for (const auto& k : f.header.key_order)
+    if (k != key) metadata.emplace_back(k, *f.header.find(k));
+  std::vector<loader::GgufTensorData> tensors;
+  for (const auto& info : f.header.tensors) {
+    loader::TensorView v = f.view(info);
+    tensors.push_back({info.name, info.dtype, v.shape, v.span()});
+  }
+  loader::write_gguf(dst, metadata, tensors, f.header.alignment);
+}
+
 TEST(CliGguf, BrokenFilesExitWithAClearError) {
   TempDir dir("bad");
   const std::string target = read_all(gguf("tiny-llama3", "tiny-llama3-q4_0"));
@@ -171,21 +185,18 @@ TEST(CliGguf, BrokenFilesExitWithAClearError) {
   }
   // An eagle3 draft without tap layer ids, through -d and through inspect.
   {
-    loader::GgufFile f = loader::GgufFile::open(gguf("tiny-llama3", "tiny-llama3-eagle3-q8_0"));
-    std::vector<std::pair<std::string, loader::GgufValue>> metadata;
-    for (const auto& key : f.header.key_order)
-      if (key != "eagle3.target_layers") metadata.emplace_back(key, *f.header.find(key));
-    std::vector<loader::GgufTensorData> tensors;
-    for (const auto& info : f.header.tensors) {
-      loader::TensorView v = f.view(info);
-      tensors.push_back({info.name, info.dtype, v.shape, v.span()});
-    }
-    loader::write_gguf(dir.path / "d.gguf", metadata, tensors, f.header.alignment);
+    write_without_key(gguf("tiny-llama3", "tiny-llama3-eagle3-q8_0"), dir.path / "d.gguf", "eagle3.target_layers");
     expect_clean_failure(run_cli(fmt::format("run -p hi -n 2 -d {}", (dir.path / "d.gguf").string())),
                          "an eagle3 GGUF must name its tap layers");
     expect_clean_failure(run_cli(fmt::format("inspect {}", (dir.path / "d.gguf").string())),
                          "an eagle3 GGUF must name its tap layers");
   }
+  // --chat with a file that carries no chat template: the reason, not a crash. Plain prompts
+  // still run.
+  write_without_key(gguf("tiny-llama3", "tiny-llama3-q4_0"), dir.path / "nochat.gguf", "tokenizer.chat_template");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --chat -p hi -n 2", (dir.path / "nochat.gguf").string())),
+                       "has no chat template (no tokenizer.chat_template key, no tokenizer_config.json)");
+  EXPECT_EQ(run_cli(fmt::format("run -m {} -p hi -n 2", (dir.path / "nochat.gguf").string())).code, 0);
   // A target given as a draft, and a draft given as a target.
   expect_clean_failure(run_cli(fmt::format("run -p hi -n 2 -d {}", gguf("tiny-llama3", "tiny-llama3-q4_0"))), "draft");
   expect_clean_failure(run_cli(fmt::format("run -p hi -n 2 -m {}", gguf("tiny-llama3", "tiny-llama3-eagle3-q8_0"))),

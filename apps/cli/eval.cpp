@@ -94,7 +94,7 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
   spec.set_draft_sampling(a.draft_sampling);
 
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages, size_t line) {
-    if (!m.chat) fail("{}:{}: the model has no chat template for this line", a.dataset, line);
+    if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, line, m.chat_error);
     return m.tokenizer.encode(m.chat->render(messages, true), false);
   };
 
@@ -150,10 +150,11 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
 }
 
 // --aux-shift-sweep: the configured ids first (that pass also gives the usual report), then
-// the draft reloaded with its ids one layer shallower and one deeper. The target stays loaded;
-// one draft is on the device at a time.
-std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, const std::vector<uint32_t>& base, const EvalPass& first,
+// the same loaded head tapping one layer shallower and one deeper (the taps are only which
+// hidden states the decoder copies out; the weights do not change). The ids are restored.
+std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draft, const EvalPass& first,
                                    bool& outputs_agree) {
+  const std::vector<uint32_t> base = draft.aux_layers;
   const uint32_t layers = uint32_t(e.m.model.config().num_hidden_layers);
   std::vector<AuxSweepRow> rows;
   outputs_agree = true;
@@ -176,8 +177,9 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, const std::vector<uint32_
     }
     row.ids = *ids;
     fmt::print(stderr, "eaglevk: aux shift {:+d}: draft taps layers {}\n", shift, format_ids(row.ids));
-    models::Eagle3Model draft = models::load_eagle3(e.gpu.ctx, e.args.draft, e.m.model.config(), row.ids);
+    draft.aux_layers = row.ids;  // in range (shift_aux_layers) and still sorted and distinct
     EvalPass pass = evaluate(e, draft, nullptr);
+    draft.aux_layers = base;
     row.stats = pass.total;
     row.output_tokens = pass.spec_tokens;
     row.seconds = pass.spec_seconds;
@@ -248,8 +250,8 @@ int eval_command(const EvalArgs& a) {
       if (id < 0) fail("--aux-layers: {} is not a layer id", id);
       aux.push_back(uint32_t(id));
     }
-  std::optional<models::Eagle3Model> draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
-  const std::vector<uint32_t> configured = draft->aux_layers;
+  models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
+  const std::vector<uint32_t> configured = draft.aux_layers;
   uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
@@ -263,12 +265,11 @@ int eval_command(const EvalArgs& a) {
   o.sampling = {a.temp, 0, 1.0f, a.seed};
 
   if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));
-  const EvalPass p = evaluate(setup, *draft, plain.get());
+  const EvalPass p = evaluate(setup, draft, plain.get());
   std::vector<AuxSweepRow> sweep;
   bool sweep_outputs_agree = true;
   if (a.aux_sweep) {
-    draft.reset();  // one head on the device at a time: the sweep loads its own
-    sweep = aux_sweep(setup, configured, p, sweep_outputs_agree);
+    sweep = aux_sweep(setup, draft, p, sweep_outputs_agree);
     fmt::print("{}", aux_sweep_report(sweep, configured, uint32_t(m.model.config().num_hidden_layers)));
     // Greedy speculative decoding is lossless whatever the taps, so only acceptance may differ.
     if (a.temp == 0)
@@ -297,8 +298,8 @@ void add_eval_command(CLI::App& app) {
       "--aux-layers to pass. Engines disagree whether tap id i means the residual stream entering layer i (vLLM,\n"
       "llama.cpp, eaglevk) or the output of layer i (SGLang for ModelOpt heads); the head accepts most under the\n"
       "convention it was trained with. At --temp 0 the outputs are the same in every row.");
-  sub->add_option("-m,--model", args->model, "target model folder (default: the bundled tiny model)");
-  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head folder (required)");
+  sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
   sub->add_option("--dataset", args->dataset, "JSONL: lines with prompt, turns or messages")->required();
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();

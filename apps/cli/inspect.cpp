@@ -32,10 +32,8 @@ struct TypeTotals {
 // Bytes a tensor takes on the device: weights stay as stored, 1-D tensors (norms) become f32,
 // the rope factors and d2t are not weights.
 uint64_t device_bytes(const loader::TensorView& t) {
-  if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq")) return 0;
-  if (t.shape.size() == 1 && t.name != "d2t" && t.name != "t2d") return uint64_t(t.numel()) * 4;
-  if (t.name == "d2t") return uint64_t(t.numel()) * 4;
-  if (t.name == "t2d") return 0;
+  if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq") || t.name == "t2d") return 0;
+  if (t.shape.size() == 1) return uint64_t(t.numel()) * 4;  // norms as f32, d2t as int32
   return t.bytes;
 }
 

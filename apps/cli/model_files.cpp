@@ -33,19 +33,17 @@ std::unique_ptr<ops::Gpu> open_gpu(const std::string& device) {
 LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path) {
   loader::ModelFiles files = loader::open_model_files(path);
   loader::Tokenizer tokenizer = loader::load_tokenizer(files);
-  std::optional<loader::ChatTemplate> chat = loader::load_chat_template(files, tokenizer);
+  std::string chat_error;
+  std::optional<loader::ChatTemplate> chat = loader::load_chat_template(files, tokenizer, &chat_error);
   for (const std::string& note : files.notes) fmt::print(stderr, "eaglevk: {}: {}\n", path.filename().string(), note);
-  return LoadedModel{path, models::load_target(ctx, files), std::move(tokenizer), std::move(chat), files.notes};
+  return LoadedModel{path,           models::load_target(ctx, files), std::move(tokenizer), std::move(chat),
+                     std::move(chat_error), files.notes};
 }
 
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {
   if (!source.ids.empty()) return source.ids;
   if (source.chat) {
-    if (!m.chat) {
-      // Load again to surface the real reason (missing file, unsupported template).
-      if (std::filesystem::is_directory(m.dir)) loader::ChatTemplate::load(m.dir);
-      fail("model '{}' has no usable chat template", m.dir.string());
-    }
+    if (!m.chat) fail("{}", m.chat_error);
     std::vector<loader::ChatMessage> messages;
     if (!source.system.empty()) messages.push_back({"system", source.system});
     messages.push_back({"user", source.text});

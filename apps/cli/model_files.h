@@ -22,6 +22,7 @@ struct LoadedModel {
   models::TargetModel model;
   loader::Tokenizer tokenizer;
   std::optional<loader::ChatTemplate> chat;  // absent when the model has no usable template
+  std::string chat_error;                    // why, when it is absent
   std::vector<std::string> notes;            // values the loader defaulted or recovered (GGUF)
   std::string name() const { return std::filesystem::is_directory(dir) ? dir.filename().string() : dir.stem().string(); }
 };

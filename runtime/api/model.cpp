@@ -80,7 +80,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& 
       loader::ModelFiles files = loader::open_model_files(target_dir);
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
       m->tokenizer = loader::load_tokenizer(files);
-      m->chat = loader::load_chat_template(files, m->tokenizer);
+      m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
       if (!draft_dir.empty())
         m->draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(ctx, draft_dir, m->target->config()));
     });
@@ -105,11 +105,7 @@ std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_s
 
 std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
                                 bool add_generation_prompt) {
-  if (!m.chat) {
-    // Load again to surface the real reason (no file, no template, an unsupported one).
-    if (fs::is_directory(m.target_dir)) within(ErrorKind::Model, [&] { loader::ChatTemplate::load(m.target_dir); });
-    fail_as(ErrorKind::Model, "model '{}' has no usable chat template", m.target_dir.string());
-  }
+  if (!m.chat) fail_as(ErrorKind::Model, "{}", m.chat_error);
   return within(ErrorKind::InvalidArgument, [&] { return m.chat->render(messages, add_generation_prompt); });
 }
 

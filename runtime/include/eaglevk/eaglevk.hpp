@@ -84,7 +84,8 @@ struct Model {
   std::unique_ptr<models::TargetModel> target;
   std::unique_ptr<models::Eagle3Model> draft;  // null without a draft
   loader::Tokenizer tokenizer;
-  std::optional<loader::ChatTemplate> chat;    // absent when the folder has no usable template
+  std::optional<loader::ChatTemplate> chat;    // absent when the model has no usable template
+  std::string chat_error;                      // why, when it is absent
   std::vector<int32_t> eos_ids;                // config.json's, then the tokenizer's
   ~Model();
 
