@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -13,52 +12,81 @@
 namespace eaglevk::models {
 namespace {
 
-// HF stores fused expert weights [E, in, out] and uses them as x W; the kernels want each
-// expert as [out, in]. One transposing copy on the host per tensor.
-vk::Buffer upload_experts_transposed(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t,
-                                     int64_t E, int64_t in, int64_t out, const std::string& name) {
+// Whole experts per allocation: as many as maxMemoryAllocationSize allows.
+ExpertTensor allocate_experts(const vk::Context& ctx, ops::WeightType type, int64_t E, int64_t rows, int64_t cols,
+                              bool k_major, const std::string& name) {
+  ExpertTensor t;
+  t.type = type;
+  t.experts = uint32_t(E);
+  t.rows = uint32_t(rows);
+  t.cols = uint32_t(cols);
+  t.k_major = k_major;
+  const uint64_t bytes = t.weights().expert_bytes(), padded = (bytes + 3) / 4 * 4;
+  if (padded > ctx.max_allocation)
+    fail("{}: one expert is {} bytes, more than the device allocates at once ({} bytes, maxMemoryAllocationSize)",
+         name, bytes, ctx.max_allocation);
+  t.per_buffer = uint32_t(std::min<uint64_t>(uint64_t(E), (ctx.max_allocation - (padded - bytes)) / bytes));
+  for (int64_t first = 0; first < E; first += t.per_buffer) {
+    uint64_t n = std::min<uint64_t>(t.per_buffer, uint64_t(E - first));
+    std::string part = E > t.per_buffer ? fmt::format("{} [{}, {})", name, first, first + int64_t(n)) : name;
+    t.buffers.emplace_back(ctx, (n * bytes + 3) / 4 * 4, vk::MemoryKind::Device, part);
+  }
+  return t;
+}
+
+// Hugging Face's fused experts [E, in, out] (used as x W) go up as stored, one put per expert
+// from the mapping; the kernels read them k-major.
+ExpertTensor upload_experts_k_major(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
+                                    int64_t in, int64_t out, const std::string& name) {
   expect_shape(t, {E, in, out});
-  const size_t elem = loader::dtype_size(t.dtype);
-  weight_type_of(t);
-  if (elem == 0) fail("tensor '{}': fused Hugging Face expert tensors must be F32, F16 or BF16", t.name);
-  std::vector<std::byte> transposed(t.bytes);
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t i = 0; i < in; ++i)
-      for (int64_t o = 0; o < out; ++o)
-        std::memcpy(&transposed[((e * out + o) * in + i) * elem], t.data + ((e * in + i) * out + o) * elem, elem);
-  vk::Buffer b(ctx, (t.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
-  up.put(vk::BufferRange(b, 0, t.bytes), transposed.data(), t.bytes);
-  up.flush();  // `transposed` dies here
-  return b;
+  ops::WeightType type = weight_type_of(t);
+  if (ops::weight_type_quantized(type))
+    fail("tensor '{}': fused Hugging Face expert tensors must be F32, F16 or BF16", t.name);
+  ExpertTensor x = allocate_experts(ctx, type, E, out, in, /*k_major=*/true, name);
+  const ops::ExpertWeights w = x.weights();
+  const uint64_t per = w.expert_bytes();
+  for (int64_t e = 0; e < E; ++e) up.put(w.expert_range(uint32_t(e)), t.data + uint64_t(e) * per, per);
+  return x;
 }
 
 // GGUF keeps each expert matrix [E, out, in] already, gate and up apart: interleave them per
 // expert (gate rows, then up rows) straight from the mapping, any block type.
-vk::Buffer upload_experts_gate_up(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& gate,
-                                  const loader::TensorView& upw, int64_t E, int64_t I, int64_t H, const std::string& name) {
+ExpertTensor upload_experts_gate_up(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& gate,
+                                    const loader::TensorView& upw, int64_t E, int64_t I, int64_t H,
+                                    const std::string& name) {
   expect_shape(gate, {E, I, H});
   expect_shape(upw, {E, I, H});
   if (gate.dtype != upw.dtype)
     fail("'{}' and '{}' are stored in different types ({} and {}); eaglevk fuses them and needs one type", gate.name,
          upw.name, loader::dtype_name(gate.dtype), loader::dtype_name(upw.dtype));
+  ExpertTensor x = allocate_experts(ctx, weight_type_of(gate), E, 2 * I, H, false, name);
+  const ops::ExpertWeights w = x.weights();
   const uint64_t per = gate.bytes / uint64_t(E);
-  vk::Buffer b(ctx, (2 * gate.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
   for (int64_t e = 0; e < E; ++e) {
-    up.put(vk::BufferRange(b, 2 * e * per, per), gate.data + e * per, per);
-    up.put(vk::BufferRange(b, (2 * e + 1) * per, per), upw.data + e * per, per);
+    vk::BufferRange dst = w.expert_range(uint32_t(e));
+    up.put(dst.sub(0, per), gate.data + e * per, per);
+    up.put(dst.sub(per, dst.bytes - per), upw.data + e * per, per);
   }
-  return b;
+  return x;
 }
 
-vk::Buffer upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
-                                    int64_t out, int64_t in, const std::string& name) {
+ExpertTensor upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
+                                      int64_t out, int64_t in, const std::string& name) {
   expect_shape(t, {E, out, in});
-  vk::Buffer b(ctx, (t.bytes + 3) / 4 * 4, vk::MemoryKind::Device, name);
-  up.put(vk::BufferRange(b, 0, t.bytes), t.data, t.bytes);
-  return b;
+  ExpertTensor x = allocate_experts(ctx, weight_type_of(t), E, out, in, false, name);
+  const ops::ExpertWeights w = x.weights();
+  const uint64_t per = t.bytes / uint64_t(E);
+  for (int64_t e = 0; e < E; ++e) up.put(w.expert_range(uint32_t(e)), t.data + e * per, per);
+  return x;
 }
 
 }  // namespace
+
+ops::ExpertWeights ExpertTensor::weights() const {
+  ops::ExpertWeights w{{}, type, experts, rows, cols, k_major, {}, per_buffer};
+  for (const vk::Buffer& b : buffers) w.groups.emplace_back(b);
+  return w;
+}
 
 Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama4Model m;
@@ -102,17 +130,13 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
         const loader::TensorView& g = use.get(f + "experts.gate_proj.weight");
         const loader::TensorView& u = use.get(f + "experts.up_proj.weight");
         const loader::TensorView& dn = use.get(f + "experts.down_proj.weight");
-        layer.gate_up_type = weight_type_of(g);
-        layer.down_type = weight_type_of(dn);
         layer.experts_gate_up = upload_experts_gate_up(ctx, up, g, u, E, I, H, p + "experts_gate_up");
         layer.experts_down = upload_experts_as_stored(ctx, up, dn, E, H, I, p + "experts_down");
       } else {
         const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
         const loader::TensorView& dn = use.get(f + "experts.down_proj");
-        layer.gate_up_type = weight_type_of(gu);
-        layer.down_type = weight_type_of(dn);
-        layer.experts_gate_up = upload_experts_transposed(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
-        layer.experts_down = upload_experts_transposed(ctx, up, dn, E, I, H, p + "experts_down");
+        layer.experts_gate_up = upload_experts_k_major(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
+        layer.experts_down = upload_experts_k_major(ctx, up, dn, E, I, H, p + "experts_down");
       }
     } else {
       layer.gate_up = matrix({{f + "gate_proj.weight", {Im, H}}, {f + "up_proj.weight", {Im, H}}}, p + "gate_up");
@@ -205,8 +229,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       linear(oc, n2, L.router, router, T, false, path, "router");
       ops::IntVec ids{s.expert_ids};
       ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
-      ops::ExpertWeights wgu{vk::BufferRange(L.experts_gate_up), L.gate_up_type, E, 2 * I, H};
-      ops::ExpertWeights wdn{vk::BufferRange(L.experts_down), L.down_type, E, H, I};
+      const ops::ExpertWeights wgu = L.experts_gate_up.weights(), wdn = L.experts_down.weights();
       ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up");
       ops::swiglu(oc, egu, egu.cols(I), eact, T * K, I);
       for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");

@@ -31,6 +31,17 @@ struct Llama4Config {
 
 Llama4Config load_llama4_config(const loader::ModelFiles& files);
 
+// A fused expert tensor on the device, split into as few allocations as the device's
+// maxMemoryAllocationSize allows (whole experts each).
+struct ExpertTensor {
+  std::vector<vk::Buffer> buffers;  // buffers[i] holds experts [i * per_buffer, (i + 1) * per_buffer)
+  uint32_t per_buffer = 0;
+  ops::WeightType type = ops::WeightType::BF16;
+  uint32_t experts = 0, rows = 0, cols = 0;  // E, N, K of ops::ExpertWeights
+  bool k_major = false;                      // Hugging Face's [E, K, N], read in place
+  ops::ExpertWeights weights() const;        // views made on demand (buffers move with the model)
+};
+
 struct Llama4Layer {
   vk::Buffer attn_norm;        // [H] f32
   DeviceMatrix qkv;            // [(nh + 2 nkv) hd, H]
@@ -43,9 +54,8 @@ struct Llama4Layer {
   DeviceMatrix router;         // [E, H]
   DeviceMatrix shared_gate_up; // [2 I, H]
   DeviceMatrix shared_down;    // [H, I]
-  vk::Buffer experts_gate_up;  // [E, 2 I, H]: per expert its gate rows, then its up rows
-  vk::Buffer experts_down;     // [E, H, I]
-  ops::WeightType gate_up_type = ops::WeightType::BF16, down_type = ops::WeightType::BF16;
+  ExpertTensor experts_gate_up;  // per expert [2 I, H] (gate rows, then up) or k-major [H, 2 I]
+  ExpertTensor experts_down;     // per expert [H, I] or k-major [I, H]
 };
 
 struct Llama4Model {

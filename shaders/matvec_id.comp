@@ -5,12 +5,17 @@
 // Experts [expert_base, expert_base + expert_count) are bound; other rows are skipped. One
 // workgroup (one subgroup) per (OUTS outputs, row): each row's reduction order is fixed, so
 // results do not depend on how many rows share the dispatch.
+// K_MAJOR (float types): the bound experts are stored [E, K, N] as Hugging Face fuses them
+// (used as x W), read in place; one invocation per output accumulates over k in order, so the
+// reads of a workgroup are consecutive along n. The host binds row chunks of k and
+// accumulates the chunks.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define WEIGHT_BINDING 1
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OUTS = 1;
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;  // see matvec.comp
+layout(constant_id = 3) const bool K_MAJOR = false;
 
 layout(binding = 0, std430) readonly buffer X { float x[]; };
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -35,7 +40,33 @@ layout(push_constant) uniform Push {
 
 shared float partial[4][ONE_SUBGROUP ? 1 : 64];
 
+#if !defined(W_QUANT)
+void main_k_major() {
+  uint r = gl_WorkGroupID.y;
+  uint n = gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  if (r >= p.rows || n >= p.N || r % p.slots != p.slot) return;
+  int e = ids[p.ids_offset + r] - int(p.expert_base);
+  if (e < 0 || e >= int(p.expert_count)) return;
+#if defined(W_F32)
+  uint w = uint(e) * (p.expert_stride / 4u) + n;
+#else
+  uint w = uint(e) * (p.expert_stride / 2u) + n;
+#endif
+  uint xi = p.x_offset + r * p.x_stride;
+  float acc = 0.0;
+  for (uint k = 0; k < p.K; ++k, w += p.N) acc = fma(x[xi + k], wload(w), acc);
+  uint yi = p.y_offset + (r / p.slots) * p.y_stride + n;
+  y[yi] = p.accumulate != 0u ? y[yi] + acc : acc;
+}
+#endif
+
 void main() {
+#if !defined(W_QUANT)
+  if (K_MAJOR) {
+    main_k_major();
+    return;
+  }
+#endif
   uint r = gl_WorkGroupID.y;
   uint n0 = gl_WorkGroupID.x * OUTS;
   if (r >= p.rows || n0 >= p.N || r % p.slots != p.slot) return;

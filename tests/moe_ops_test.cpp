@@ -1,6 +1,7 @@
 // Llama-4 ops against CPU references: the router (top-k by logit, sigmoid score on the expert
 // input; experts compared as sets), the indexed expert matmul for batches of 1, 4, 9 and 200
-// rows with random routing (also split under a lowered binding limit), attention temperature
+// rows with random routing, with the experts row-major, k-major (Hugging Face's fused layout,
+// read in place) and split over two allocations (also under a lowered binding limit), attention temperature
 // tuning across floor_scale, and the per-head QK norm.
 #include <algorithm>
 #include <cmath>
@@ -33,19 +34,52 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
   auto down = round_through(random_floats(size_t(E) * H * I, 4, -0.3f, 0.3f), ops::WeightType::BF16);
   auto residual = random_floats(size_t(T) * H, 5);
 
+  // Hugging Face's fused layout [E, K, N] (k-major), read in place by the kernel.
+  auto k_major = [](const std::vector<float>& w, uint32_t E, uint32_t N, uint32_t K) {
+    std::vector<float> t(w.size());
+    for (uint32_t e = 0; e < E; ++e)
+      for (uint32_t n = 0; n < N; ++n)
+        for (uint32_t k = 0; k < K; ++k) t[(size_t(e) * K + k) * N + n] = w[(size_t(e) * N + n) * K + k];
+    return t;
+  };
+  // Experts split over two allocations: the first half in one buffer, the rest in another.
+  auto split = [](const std::vector<float>& w, uint32_t E) {
+    size_t per = w.size() / E, half = (E + 1) / 2;
+    return std::pair{std::vector<float>(w.begin(), w.begin() + half * per), std::vector<float>(w.begin() + half * per, w.end())};
+  };
   vk::Buffer lb = device_buffer(logits, "router logits"), xb = device_buffer(x, "x"),
              gub = device_buffer(to_bf16(gate_up), "experts gate_up"), db = device_buffer(to_bf16(down), "experts down"),
+             gub_t = device_buffer(to_bf16(k_major(gate_up, E, 2 * I, H)), "experts gate_up k-major"),
+             db_t = device_buffer(to_bf16(k_major(down, E, H, I)), "experts down k-major"),
+             gub_a = device_buffer(to_bf16(split(k_major(gate_up, E, 2 * I, H), E).first), "gate_up group 0"),
+             gub_b = device_buffer(to_bf16(split(k_major(gate_up, E, 2 * I, H), E).second), "gate_up group 1"),
+             db_a = device_buffer(to_bf16(split(down, E).first), "down group 0"),
+             db_b = device_buffer(to_bf16(split(down, E).second), "down group 1"),
              yb = device_buffer(residual, "y"), ids(gpu().ctx, T * K * 4, vk::MemoryKind::Device, "ids"),
              xs(gpu().ctx, T * K * H * 4, vk::MemoryKind::Device, "xs"),
              gu(gpu().ctx, T * K * 2 * I * 4, vk::MemoryKind::Device, "gu"),
              act(gpu().ctx, T * K * I * 4, vk::MemoryKind::Device, "act");
-  ops::ExpertWeights wgu{gub, ops::WeightType::BF16, E, 2 * I, H}, wdn{db, ops::WeightType::BF16, E, H, I};
+  struct Layout {
+    const char* name;
+    ops::ExpertWeights gate_up, down;
+  };
+  const ops::WeightType bf16 = ops::WeightType::BF16;
+  const uint32_t half = (E + 1) / 2;
+  std::vector<Layout> layouts = {
+      {"row-major", {gub, bf16, E, 2 * I, H}, {db, bf16, E, H, I}},
+      {"k-major", {gub_t, bf16, E, 2 * I, H, true}, {db_t, bf16, E, H, I, true}},
+      {"two allocations", {{}, bf16, E, 2 * I, H, true, {gub_a, gub_b}, half}, {{}, bf16, E, H, I, false, {db_a, db_b}, half}},
+  };
 
-  // The whole expert tensor in one binding; then, for the smaller batches, a 16 KiB binding
-  // limit that splits the experts into one dispatch per expert (and row chunk).
+  // The whole expert tensor in one binding; then, for the smaller batches, a binding limit
+  // just above the activations (at least 4 KiB) that splits the experts into one dispatch per
+  // expert and chunk of rows (of k when k-major, accumulated).
   std::vector<uint64_t> limits = {0};
-  if (T * K <= 40) limits.push_back(16 * 1024);
+  if (T * K <= 40) limits.push_back(std::max<uint64_t>(4096, uint64_t(T) * K * std::max(H, 2 * I) * 4 + 64));
+  for (const Layout& layout : layouts)
   for (uint64_t limit : limits) {
+    SCOPED_TRACE(fmt::format("{}, binding limit {}", layout.name, limit));
+    const ops::ExpertWeights &wgu = layout.gate_up, &wdn = layout.down;
     const uint64_t saved = gpu().ctx.max_binding_range;
     auto set_limit = [&](bool lowered) { gpu().ctx.max_binding_range = lowered && limit ? limit : saved; };
     vk::upload(gpu().ctx, yb, residual.data(), residual.size() * 4);
@@ -95,7 +129,7 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
         }
       }
     }
-    EXPECT_TRUE(all_close(read_back<float>(yb, size_t(T) * H), want, 1e-4, 1e-4)) << "binding limit " << limit;
+    EXPECT_TRUE(all_close(read_back<float>(yb, size_t(T) * H), want, 1e-4, 1e-4));
   }
 }
 

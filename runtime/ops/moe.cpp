@@ -8,10 +8,23 @@
 
 namespace eaglevk::ops {
 
+uint64_t ExpertWeights::expert_bytes() const { return uint64_t(rows) * weight_row_bytes(type, cols); }
+
+vk::BufferRange ExpertWeights::expert_range(uint32_t e) const {
+  if (e >= experts) fail("expert {} of {}", e, experts);
+  const uint64_t bytes = expert_bytes();
+  vk::BufferRange where = data;
+  uint64_t begin = uint64_t(e) * bytes;
+  if (!groups.empty()) {
+    where = groups.at(e / per_group);
+    begin = uint64_t(e % per_group) * bytes;
+  }
+  return where.sub(begin, std::min<uint64_t>((bytes + 3) / 4 * 4, where.bytes - begin));
+}
+
 WeightMatrix ExpertWeights::expert(uint32_t e) const {
-  uint64_t bytes = uint64_t(rows) * weight_row_bytes(type, cols);
-  return WeightMatrix{data.sub(e * bytes, std::min<uint64_t>((bytes + 3) / 4 * 4, data.bytes - e * bytes)), type, rows,
-                      cols};
+  if (k_major) fail("expert {}: a k-major expert tensor is not an [N, K] matrix", e);
+  return WeightMatrix{expert_range(e), type, rows, cols};
 }
 
 void moe_route(OpContext& oc, Act logits, Act x, uint32_t rows, uint32_t experts, uint32_t k, uint32_t dim,
@@ -35,38 +48,50 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
   if (rows == 0) return;
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(ctx);
+  if (w.k_major && weight_type_quantized(w.type))
+    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
+  const uint32_t outs = w.k_major ? 1 : shape.outs;
   const vk::Kernel& kernel = oc.gpu.pipelines.get(fmt::format("matvec_id_{}", weight_type_name(w.type)),
-                                                  {shape.workgroup, shape.outs, shape.one_subgroup});
+                                                  {shape.workgroup, outs, shape.one_subgroup, w.k_major ? 1u : 0u});
   struct {
     uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_count,
         expert_stride, ids_offset;
   } push{};
   check_whole_blocks(w.type, w.cols, name);
   const uint32_t out_rows = (rows + slots - 1) / slots;
-  const uint64_t expert_bytes = uint64_t(w.rows) * weight_row_bytes(w.type, w.cols);
-  auto record = [&](vk::BufferRange weights, uint32_t n0, uint32_t n, uint32_t base, uint32_t count) {
-    Act yc = y.cols(n0);
+  const uint64_t expert_bytes = w.expert_bytes();
+  // Row-major [N, K]: outputs [n0, n0 + n) of the bound rows over all of K. K-major [K, N]:
+  // every output over the bound k rows [k0, k0 + n), which accumulate onto earlier chunks.
+  auto record = [&](vk::BufferRange weights, uint32_t first, uint32_t n, uint32_t base, uint32_t count) {
     // The stride is only used between experts bound together, so it fits the 32-bit binding.
     uint32_t stride = count > 1 ? uint32_t(expert_bytes) : 0u;
-    push = {w.cols, n, rows, x.offset, x.stride, yc.offset, yc.stride, accumulate ? 1u : 0u, slots, slot, base, count,
+    Act xc = w.k_major ? x.cols(first) : x;
+    Act yc = w.k_major ? y : y.cols(first);
+    uint32_t K = w.k_major ? n : w.cols, N = w.k_major ? w.rows : n;
+    bool add = accumulate || (w.k_major && first > 0);
+    push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, slots, slot, base, count,
             stride, ids.offset};
-    vk::Arg o = accumulate ? yc.updates(out_rows, n) : yc.writes(out_rows, n);
-    oc.rec.dispatch(kernel, {x.reads(rows, w.cols), vk::reads(weights), o, vk::reads(ids.range)}, push,
-                    (n + shape.outs - 1) / shape.outs, rows, 1, name);
+    vk::Arg o = add ? yc.updates(out_rows, N) : yc.writes(out_rows, N);
+    uint32_t groups_x = w.k_major ? (N + shape.workgroup - 1) / shape.workgroup : (N + outs - 1) / outs;
+    oc.rec.dispatch(kernel, {xc.reads(rows, K), vk::reads(weights), o, vk::reads(ids.range)}, push, groups_x, rows, 1,
+                    name);
   };
+  const uint32_t span = w.k_major ? w.cols : w.rows;  // what a binding chunks: N rows or K rows
   uint64_t all_bytes = uint64_t(w.experts) * expert_bytes;
-  if ((all_bytes + 3) / 4 * 4 <= ctx.max_binding_range) {
-    record(w.data.sub(0, std::min<uint64_t>((all_bytes + 3) / 4 * 4, w.data.bytes)), 0, w.rows, 0, w.experts);
+  if (w.groups.size() <= 1 && (all_bytes + 3) / 4 * 4 <= ctx.max_binding_range) {
+    vk::BufferRange all = w.groups.empty() ? w.data : w.groups[0];
+    record(all.sub(0, std::min<uint64_t>((all_bytes + 3) / 4 * 4, all.bytes)), 0, span, 0, w.experts);
     return;
   }
   // The experts do not fit one binding: one dispatch per expert and row chunk; rows routed
   // elsewhere return at once.
   for (uint32_t e = 0; e < w.experts; ++e) {
-    WeightMatrix m = w.expert(e);
+    // A k-major expert is a [K, N] matrix of rows along k.
+    WeightMatrix m = w.k_major ? WeightMatrix{w.expert_range(e), w.type, w.cols, w.rows} : w.expert(e);
     uint32_t chunk = m.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
-    for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
-      uint32_t n = std::min(chunk, w.rows - n0);
-      record(m.rows_range(n0, n), n0, n, e, 1);
+    for (uint32_t first = 0; first < span; first += chunk) {
+      uint32_t n = std::min(chunk, span - first);
+      record(m.rows_range(first, n), first, n, e, 1);
     }
   }
 }

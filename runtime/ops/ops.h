@@ -46,10 +46,20 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
 
 // Experts stored as one [E, N, K] tensor (each expert's [N, K] weight, HF nn.Linear layout).
 struct ExpertWeights {
-  vk::BufferRange data;
+  vk::BufferRange data;  // all experts back to back, unless `groups` is set
   WeightType type = WeightType::F32;
   uint32_t experts = 0, rows = 0, cols = 0;  // E, N, K
-  WeightMatrix expert(uint32_t e) const;
+  // Stored [E, K, N] (Hugging Face's fused layout, used as x W) instead of [E, N, K]; float
+  // types only. Read in place: no transposed copy is ever made.
+  bool k_major = false;
+  // Experts spread over several allocations (a Scout expert tensor is 2.7 GB in bf16, more than
+  // many drivers allocate at once): groups[i] holds experts [i * per_group, (i + 1) * per_group).
+  std::vector<vk::BufferRange> groups;
+  uint32_t per_group = 0;
+
+  uint64_t expert_bytes() const;
+  vk::BufferRange expert_range(uint32_t e) const;  // expert_bytes() rounded up to whole words
+  WeightMatrix expert(uint32_t e) const;           // [N, K]; not for k_major
 };
 
 // Mixture-of-experts routing (Llama-4): for each of `rows` rows of router logits [rows, E],
