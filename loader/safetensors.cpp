@@ -311,6 +311,16 @@ const TensorView& Checkpoint::get(std::string_view name) const {
   fail("tensor '{}' not found in checkpoint {}", name, path.string());
 }
 
+void Checkpoint::release_pages(const TensorView& t) const {
+  const bool mapped = std::any_of(files.begin(), files.end(), [&](const MappedFile& f) {
+    return t.data >= f.data && t.data + t.bytes <= f.data + f.size;
+  });
+  if (!mapped) return;
+  const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  uintptr_t begin = (uintptr_t(t.data) + page - 1) / page * page, end = (uintptr_t(t.data) + t.bytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);  // advice: errors ignored
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(tensors.size());

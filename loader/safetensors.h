@@ -82,6 +82,12 @@ struct Checkpoint {
   const TensorView& get(std::string_view name) const;
   std::vector<std::string> names() const;  // sorted
   size_t size() const { return tensors.size(); }
+  // Drops the tensor's pages from the process's resident set (whole pages inside one of
+  // `files` only; a view of memory this checkpoint did not map is left alone). The mappings are
+  // read-only and file-backed, so a later read faults the bytes back in from the file. Loaders
+  // call this once a tensor is copied out: a load's resident memory stays near the staging
+  // buffer instead of growing to the whole checkpoint.
+  void release_pages(const TensorView& tensor) const;
 
   std::filesystem::path path;  // what open() was given
   // The header's "__metadata__"; for a sharded checkpoint the union over the shards plus the

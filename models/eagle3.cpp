@@ -161,7 +161,9 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& pat
       expect_shape(t, {shape.first, shape.second});
       blocks.push_back(&t);
     }
-    return upload_matrix(ctx, up, blocks, name);
+    DeviceMatrix dm = upload_matrix(ctx, up, blocks, name);
+    for (const loader::TensorView* b : blocks) ckpt.release_pages(*b);  // copied into staging already
+    return dm;
   };
 
   m.fc = matrix({{"fc.weight", {H, 3 * Ht}}}, false, "draft fc");

@@ -132,11 +132,13 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
         const loader::TensorView& dn = use.get(f + "experts.down_proj.weight");
         layer.experts_gate_up = upload_experts_gate_up(ctx, up, g, u, E, I, H, p + "experts_gate_up");
         layer.experts_down = upload_experts_as_stored(ctx, up, dn, E, H, I, p + "experts_down");
+        for (const loader::TensorView* t : {&g, &u, &dn}) ckpt.release_pages(*t);
       } else {
         const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
         const loader::TensorView& dn = use.get(f + "experts.down_proj");
         layer.experts_gate_up = upload_experts_k_major(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
         layer.experts_down = upload_experts_k_major(ctx, up, dn, E, I, H, p + "experts_down");
+        for (const loader::TensorView* t : {&gu, &dn}) ckpt.release_pages(*t);
       }
     } else {
       layer.gate_up = matrix({{f + "gate_proj.weight", {Im, H}}, {f + "up_proj.weight", {Im, H}}}, p + "gate_up");

@@ -38,20 +38,35 @@ TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& pat
   return load_target(ctx, loader::open_model_files(path));
 }
 
-TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files) {
+namespace {
+
+enum class Family { Llama3, Llama4 };
+
+Family target_family(const loader::ModelFiles& files) {
   const nlohmann::json& j = files.config;
   std::string arch;
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
-  if (arch == "Llama4ForConditionalGeneration" || arch == "Llama4ForCausalLM")
-    return TargetModel{load_llama4(ctx, files)};
-  if (arch == "LlamaForCausalLM") return TargetModel{load_llama3(ctx, files)};
+  if (arch == "Llama4ForConditionalGeneration" || arch == "Llama4ForCausalLM") return Family::Llama4;
+  if (arch == "LlamaForCausalLM") return Family::Llama3;
   if (arch == "LlamaForCausalLMEagle3")
     fail("{} is an EAGLE-3 draft head, not a target model (pass it with -d)", files.source());
   fail("{}: architecture '{}' is not supported (LlamaForCausalLM, Llama4ForConditionalGeneration, "
        "Llama4ForCausalLM)",
        files.source(), arch);
+}
+
+}  // namespace
+
+TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files) {
+  if (target_family(files) == Family::Llama4) return TargetModel{load_llama4(ctx, files)};
+  return TargetModel{load_llama3(ctx, files)};
+}
+
+loader::LlamaConfig read_target_config(const loader::ModelFiles& files) {
+  if (target_family(files) == Family::Llama4) return load_llama4_config(files).base;
+  return loader::parse_llama_config(files.config, files.source());
 }
 
 TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,

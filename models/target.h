@@ -28,6 +28,10 @@ struct TargetModel {
 TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& path);
 TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files);
 
+// The shared config fields of a model folder or GGUF file, read without loading any weights
+// (memory planning). Same architecture rules as load_target.
+loader::LlamaConfig read_target_config(const loader::ModelFiles& files);
+
 TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,
                               bool arena_reuse);
 void record_target_forward(ops::OpContext& oc, const TargetModel& m, TargetState& s, const ForwardPass& pass);

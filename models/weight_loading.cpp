@@ -125,7 +125,9 @@ DeviceMatrix load_matrix(const vk::Context& ctx, vk::Uploader& up, TensorUse& us
     expect_shape(t, {shape.first, shape.second});
     blocks.push_back(&t);
   }
-  return upload_matrix(ctx, up, blocks, name);
+  DeviceMatrix m = upload_matrix(ctx, up, blocks, name);
+  for (const loader::TensorView* b : blocks) use.ckpt.release_pages(*b);  // copied into staging already
+  return m;
 }
 
 vk::Buffer upload_f32_vector(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t length) {

@@ -243,6 +243,7 @@ int eval_command(const EvalArgs& a) {
 
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   auto gpu = open_gpu(a.device);
+  const uint32_t context = plan_context(gpu->ctx, dir, a.draft, 128, a.ctx);
   LoadedModel m = load_model(gpu->ctx, dir);
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
@@ -252,7 +253,6 @@ int eval_command(const EvalArgs& a) {
     }
   models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
   const std::vector<uint32_t> configured = draft.aux_layers;
-  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
 

@@ -8,6 +8,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/model_files.h"
+#include "runtime/engine/memory_plan.h"
 
 namespace eaglevk::cli {
 
@@ -38,6 +39,18 @@ LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path
   for (const std::string& note : files.notes) fmt::print(stderr, "eaglevk: {}: {}\n", path.filename().string(), note);
   return LoadedModel{path,           models::load_target(ctx, files), std::move(tokenizer), std::move(chat),
                      std::move(chat_error), files.notes};
+}
+
+uint32_t plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
+                      uint32_t max_rows, uint32_t requested) {
+  loader::ModelFiles target = loader::open_model_files(model);
+  std::optional<loader::ModelFiles> head;
+  if (!draft.empty()) head = loader::open_model_files(draft);
+  engine::MemoryPlan plan = engine::plan_memory(ctx, target, head ? &*head : nullptr, max_rows);
+  std::string note;
+  uint32_t context = engine::choose_context(plan, requested, &note);
+  if (!note.empty()) fmt::print(stderr, "eaglevk: {}\n", note);
+  return context;
 }
 
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {

@@ -31,6 +31,13 @@ std::unique_ptr<ops::Gpu> open_gpu(const std::string& device);
 // A model folder or a GGUF file.
 LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path);
 
+// The context to run with, decided before any weight is uploaded: the target (and draft)
+// files' needs against the device's memory budget (runtime/engine/memory_plan.h). `requested`
+// 0 takes the model's maximum when it fits and otherwise what fits, saying so on stderr; a
+// requested context that cannot fit, or weights that cannot, are an error with both numbers.
+uint32_t plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
+                      uint32_t max_rows, uint32_t requested);
+
 // Prompt ids: raw text with BOS, or a chat turn rendered with the template.
 struct PromptSource {
   std::string text;        // -p, or the contents of -f

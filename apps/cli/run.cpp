@@ -17,10 +17,13 @@
 namespace eaglevk::cli {
 namespace {
 
+// Rows of a prefill pass (longer prompts go in chunks) and of the memory plan.
+constexpr uint32_t kMaxRows = 128;
+
 struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps;
   uint32_t k = 3;
-  uint32_t n_predict = 64, ctx = 2048, top_logits = 0;
+  uint32_t n_predict = 64, ctx = 0, top_logits = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
   float temp = 0, top_p = 1;
   int32_t top_k = 0;
@@ -69,6 +72,7 @@ int run_command(const RunArgs& a) {
   if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
   if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
   auto gpu = open_gpu(a.device);
+  const uint32_t context = plan_context(gpu->ctx, dir, a.draft, kMaxRows, a.ctx);
   LoadedModel m = load_model(gpu->ctx, dir);
   std::unique_ptr<models::Eagle3Model> draft;
   if (!a.draft.empty()) {
@@ -79,7 +83,6 @@ int run_command(const RunArgs& a) {
     print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
   }
   std::vector<int32_t> prompt = prompt_ids(m, source);
-  uint32_t context = std::min<uint32_t>(a.ctx, uint32_t(m.model.config().max_position_embeddings));
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
          m.model.config().max_position_embeddings);
@@ -105,7 +108,7 @@ int run_command(const RunArgs& a) {
   engine::GenerationResult r;
   engine::SpecStats stats;
   if (draft) {
-    engine::SpeculativeDecoder spec(*gpu, m.model, *draft, context, a.k);
+    engine::SpeculativeDecoder spec(*gpu, m.model, *draft, context, a.k, kMaxRows);
     spec.set_draft_sampling(a.draft_sampling);
     TapDump dump;
     if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
@@ -114,7 +117,7 @@ int run_command(const RunArgs& a) {
   } else {
     // Built only without a draft: the speculative decoder has its own target state, and a
     // second KV cache would double the memory a long context takes.
-    engine::TargetRunner runner(*gpu, m.model, context, 128);
+    engine::TargetRunner runner(*gpu, m.model, context, kMaxRows);
     r = engine::generate(runner, prompt, o, stream);
   }
   std::string text = m.tokenizer.decode(r.tokens, /*skip_special=*/true);
@@ -125,6 +128,7 @@ int run_command(const RunArgs& a) {
     j["prompt_tokens"] = r.prompt;
     j["tokens"] = r.tokens;
     j["text"] = text;
+    j["context"] = context;
     j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
     if (draft)
       j["stats"] = {{"num_drafts", stats.num_drafts},
@@ -166,7 +170,9 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
   sub->add_option("--top-p", args->top_p, "nucleus sampling mass (1: off)")->capture_default_str();
   sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
-  sub->add_option("--ctx", args->ctx, "context length in tokens")->capture_default_str();
+  sub->add_option("--ctx", args->ctx,
+                  "context length in tokens (default: the model's maximum when it fits the device's memory, else "
+                  "what fits)");
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round (with -d)")->capture_default_str();

@@ -78,6 +78,13 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& 
     const vk::Context& ctx = runtime.device->gpu->ctx;
     within(ErrorKind::Model, [&] {
       loader::ModelFiles files = loader::open_model_files(target_dir);
+      {
+        // Refuse what cannot fit before uploading anything (sessions check their context).
+        std::optional<loader::ModelFiles> head;
+        if (!draft_dir.empty()) head = loader::open_model_files(draft_dir);
+        m->memory = engine::plan_memory(ctx, files, head ? &*head : nullptr, kSessionMaxRows);
+        engine::choose_context(m->memory, 0, nullptr);
+      }
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
       m->tokenizer = loader::load_tokenizer(files);
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);

@@ -17,7 +17,7 @@ namespace eaglevk::api {
 namespace {
 
 // Rows of one prefill pass, as the CLI uses.
-constexpr uint32_t kMaxRows = 128;
+constexpr uint32_t kMaxRows = kSessionMaxRows;
 
 void check_params(const SessionParams& p) {
   const engine::SamplingParams& s = p.sampling;
@@ -38,6 +38,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   const bool speculate = model_->draft && params_.k > 0;
   if (speculate && params_.k + 1 >= context_)
     fail_as(ErrorKind::InvalidArgument, "k = {} does not fit a context of {} tokens", params_.k, context_);
+
+  within(ErrorKind::Device, [&] { engine::choose_context(model_->memory, context_, nullptr); });
 
   Device& device = *model_->device;
   std::lock_guard lock(device.queue_mutex);

@@ -41,7 +41,8 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
       draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),
       verify_drafts_(gpu.ctx, (k + 1) * 4, vk::MemoryKind::Device, "verify drafts"),
       upload_(gpu.ctx, UploadLayout{max_rows_, k}.slots() * 4, vk::MemoryKind::Upload, "round inputs"),
-      readback_(gpu.ctx, (2ull * max_rows_ + k) * 4 + uint64_t(target.config().vocab_size) * 4 * max_rows_ +
+      // Ids, one row of logits (the last prompt position), and the taps when a sink wants them.
+      readback_(gpu.ctx, (2ull * max_rows_ + k) * 4 + uint64_t(target.config().vocab_size) * 4 +
                              uint64_t(max_rows_) * 3 * target.config().hidden_size * 4,
                 vk::MemoryKind::Readback, "round outputs"),
       rec_(gpu.ctx) {

@@ -14,8 +14,14 @@ TargetRunner::TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint
       state_(models::make_target_state(gpu.ctx, model, context, max_rows, arena_reuse)),
       rec_(gpu.ctx),
       upload_(gpu.ctx, uint64_t(max_rows) * 8, vk::MemoryKind::Upload, "pass inputs"),
-      readback_(gpu.ctx, uint64_t(max_rows) * 4 + uint64_t(max_rows) * model.config().vocab_size * 4,
-                vk::MemoryKind::Readback, "pass outputs") {}
+      readback_(gpu.ctx, readback_bytes(max_rows, model.config().vocab_size, 1), vk::MemoryKind::Readback,
+                "pass outputs") {}
+
+// Argmax ids for every row, then `logits_rows` rows of logits: one row covers decoding; a
+// request reading more (teacher forcing, prompt scoring) grows the buffer once.
+uint64_t TargetRunner::readback_bytes(uint32_t max_rows, uint32_t vocab, uint32_t logits_rows) {
+  return uint64_t(max_rows) * 4 + uint64_t(logits_rows) * vocab * 4;
+}
 
 void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   const uint32_t rows = uint32_t(req.ids.size());
@@ -40,6 +46,9 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
+  if (req.read_logits && readback_.bytes < readback_bytes(state_.max_rows, vocab, n_logits))
+    readback_ = vk::Buffer(gpu_.ctx, readback_bytes(state_.max_rows, vocab, n_logits), vk::MemoryKind::Readback,
+                           "pass outputs");
   if (n_logits && sampled)
     ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
                 ops::IntVec{state_.accept}, device_params(*req.sampling, req.start + req.logits_from + 1));

@@ -42,6 +42,8 @@ class TargetRunner {
   ops::Gpu& gpu() { return gpu_; }
 
  private:
+  static uint64_t readback_bytes(uint32_t max_rows, uint32_t vocab, uint32_t logits_rows);
+
   ops::Gpu& gpu_;
   const models::TargetModel& model_;
   uint32_t context_;

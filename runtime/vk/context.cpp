@@ -4,6 +4,9 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+
+#include <unistd.h>
 
 #include <fmt/core.h>
 
@@ -156,6 +159,87 @@ std::vector<DeviceInfo> list_devices() {
   return infos;
 }
 
+namespace {
+
+bool has_device_extension(VkPhysicalDevice physical, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
+  for (const auto& e : exts)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
+// "12G", "512M", "4096" -> bytes; 0 for text that is not a size.
+uint64_t parse_size(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return 0;
+  }
+  std::string unit = text.substr(used);
+  double scale = unit.empty() || unit == "B" ? 1
+                 : unit == "K" || unit == "KiB" ? 1024.0
+                 : unit == "M" || unit == "MiB" ? 1024.0 * 1024
+                 : unit == "G" || unit == "GiB" ? 1024.0 * 1024 * 1024
+                                                 : 0;
+  return value > 0 ? uint64_t(value * scale) : 0;
+}
+
+// MemAvailable (free plus reclaimable page cache), else all physical memory.
+uint64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(64, '\n');
+  }
+  return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
+}
+
+void find_memory_budget(Context& ctx) {
+  uint32_t heap = UINT32_MAX;
+  for (uint32_t i = 0; i < ctx.memory.memoryHeapCount; ++i)
+    if ((ctx.memory.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+        (heap == UINT32_MAX || ctx.memory.memoryHeaps[i].size > ctx.memory.memoryHeaps[heap].size))
+      heap = i;
+  if (heap == UINT32_MAX) heap = 0;
+  ctx.memory_budget = ctx.memory.memoryHeaps[heap].size;
+  ctx.memory_budget_source = fmt::format("device-local heap {} size", heap);
+  if (has_device_extension(ctx.physical, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME)) {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, &budget};
+    vkGetPhysicalDeviceMemoryProperties2(ctx.physical, &props);
+    if (budget.heapBudget[heap] > 0) {
+      ctx.memory_budget = budget.heapBudget[heap];
+      ctx.memory_budget_source = fmt::format("VK_EXT_memory_budget, heap {}", heap);
+    }
+  }
+  if (ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    // A CPU device (lavapipe) allocates host memory and reports a nominal heap (2 GiB): what
+    // the host has available is the real limit.
+    const uint64_t available = host_memory_available();
+    if (available > 0) {
+      ctx.memory_budget = available;
+      ctx.memory_budget_source = "host memory, for a CPU device";
+    }
+  }
+  if (const char* env = std::getenv("EAGLEVK_DEVICE_MEMORY")) {
+    uint64_t cap = parse_size(env);
+    if (cap == 0) fail("EAGLEVK_DEVICE_MEMORY='{}' is not a size (e.g. 8G, 512M, 4096)", env);
+    if (cap < ctx.memory_budget) {
+      ctx.memory_budget = cap;
+      ctx.memory_budget_source = fmt::format("EAGLEVK_DEVICE_MEMORY={}", env);
+    }
+  }
+}
+
+}  // namespace
+
 Context::Context(const ContextOptions& options) {
   validation = options.validate;
   instance = create_instance(validation);
@@ -190,6 +274,7 @@ Context::Context(const ContextOptions& options) {
     max_binding_range = info.features.max_storage_buffer_range;
     for (int i = 0; i < 3; ++i) max_workgroups[i] = info.features.max_workgroup_count[i];
     max_allocation = info.features.max_memory_allocation ? info.features.max_memory_allocation : UINT64_MAX;
+    find_memory_budget(*this);
 
     queue_family = compute_queue_family(physical);
     float priority = 1.0f;

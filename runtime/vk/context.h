@@ -47,6 +47,12 @@ struct Context {
   // The largest single allocation (maxMemoryAllocationSize; 2 GiB on lavapipe). Starts at the
   // device limit; tests lower it.
   uint64_t max_allocation = 0;
+  // Device memory eaglevk may use: the largest device-local heap's budget
+  // (VK_EXT_memory_budget, which subtracts what other processes hold) or else its size, capped
+  // by EAGLEVK_DEVICE_MEMORY (bytes, or with a K/M/G suffix) for users sharing a GPU and for
+  // tests. Loaders compare their needs with it before uploading anything.
+  uint64_t memory_budget = 0;
+  std::string memory_budget_source;  // how memory_budget was found, for messages
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

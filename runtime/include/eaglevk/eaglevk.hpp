@@ -26,6 +26,7 @@
 
 #include "loader/chat_template.h"
 #include "loader/tokenizer.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
 
@@ -87,6 +88,7 @@ struct Model {
   std::optional<loader::ChatTemplate> chat;    // absent when the model has no usable template
   std::string chat_error;                      // why, when it is absent
   std::vector<int32_t> eos_ids;                // config.json's, then the tokenizer's
+  engine::MemoryPlan memory;                   // sessions check their context against it
   ~Model();
 
   int32_t vocab_size() const;     // the target's (ids at or past it are refused)
@@ -102,6 +104,8 @@ std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bo
 std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_special);
 std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
                                 bool add_generation_prompt);
+
+constexpr uint32_t kSessionMaxRows = 128;  // rows of one prefill pass (longer prompts go in chunks)
 
 struct SessionParams {
   uint32_t context = 2048;      // prompt + generated tokens; clipped to the model's maximum

@@ -1,0 +1,113 @@
+#include "runtime/engine/memory_plan.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "models/eagle3.h"
+#include "models/target.h"
+
+namespace eaglevk::engine {
+namespace {
+
+// Staging for uploads, pipelines, small buffers: what is not proportional to anything above.
+constexpr uint64_t kFixedBytes = 96ull << 20;
+
+// The tensors a model uploads: everything but the vision tower (eaglevk runs the text model).
+uint64_t tensor_bytes(const loader::Checkpoint& c) {
+  uint64_t sum = 0;
+  for (const auto& [name, t] : c.tensors)
+    if (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0) sum += t.bytes;
+  return sum;
+}
+
+// Per row of a pass, f32: the residual stream and norms, q|k|v and attention, the widest MLP
+// (gate|up and its product), and a row of logits.
+uint64_t activation_row_bytes(const loader::LlamaConfig& c, uint64_t ffn, uint64_t vocab) {
+  const uint64_t hd = c.head_dim, H = c.hidden_size;
+  return 4 * (4 * H + (uint64_t(c.num_attention_heads) * 2 + 2ull * c.num_key_value_heads) * hd + 3 * ffn + vocab);
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / double(1ull << 30));
+  if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", bytes / double(1ull << 20));
+  return fmt::format("{:.1f} KiB", bytes / 1024.0);
+}
+
+uint32_t MemoryPlan::max_context_that_fits() const {
+  if (weights + per_pass >= budget) return 0;
+  uint64_t tokens = kv_per_token ? (budget - weights - per_pass) / kv_per_token : UINT32_MAX;
+  return uint32_t(std::min<uint64_t>({tokens / 64 * 64, binding_max_context, UINT32_MAX}));  // KV comes in 64s
+}
+
+MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                       uint32_t max_rows) {
+  MemoryPlan p;
+  p.budget = ctx.memory_budget;
+  p.budget_source = ctx.memory_budget_source;
+  const loader::LlamaConfig c = models::read_target_config(target);
+  const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
+  p.model_max_context = uint32_t(c.max_position_embeddings);
+  p.weights = tensor_bytes(target.checkpoint);
+  p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
+  auto cap_by_binding = [&](uint64_t layer_kv_dim) {
+    p.binding_max_context =
+        uint32_t(std::min<uint64_t>(p.binding_max_context, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
+  };
+  cap_by_binding(kv_dim);
+  uint64_t ffn = uint64_t(c.intermediate_size);
+  if (target.config.contains("text_config"))  // Llama-4: dense layers may be wider than experts
+    ffn = std::max<uint64_t>(ffn, target.config["text_config"].value("intermediate_size_mlp", 0));
+  p.per_pass = uint64_t(max_rows) * activation_row_bytes(c, ffn, uint64_t(c.vocab_size)) + uint64_t(c.vocab_size) * 4 +
+               kFixedBytes;
+  if (draft) {
+    const models::Eagle3Config d = models::load_eagle3_config(*draft);
+    p.weights += tensor_bytes(draft->checkpoint);
+    p.kv_per_token += 2ull * d.layer.num_key_value_heads * d.layer.head_dim * 2;
+    cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
+    // The draft's activations, and the taps (3 hidden rows) the target hands it.
+    p.per_pass += uint64_t(max_rows) * (activation_row_bytes(d.layer, uint64_t(d.layer.intermediate_size),
+                                                             uint64_t(d.draft_vocab_size)) +
+                                        12ull * c.hidden_size) +
+                  uint64_t(c.vocab_size) * 4 * 2;
+  }
+  return p;
+}
+
+uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* note) {
+  const uint32_t fits = p.max_context_that_fits();
+  const std::string budget = fmt::format("{} available ({})", format_bytes(p.budget), p.budget_source);
+  if (fits < 64)
+    fail("the model does not fit the device: {} of weights and {} for activations, but {}; use a smaller "
+         "(quantized) file or a device with more memory",
+         format_bytes(p.weights), format_bytes(p.per_pass), budget);
+  const std::string binding_limit =
+      fmt::format("one layer's KV cache must fit one storage binding (maxStorageBufferRange), which holds {} tokens",
+                  p.binding_max_context);
+  if (requested == 0) {
+    uint32_t context = std::min(p.model_max_context, fits);
+    if (note && context < p.model_max_context)
+      *note = fits == p.binding_max_context
+                  ? fmt::format("context {} tokens: {}; the model allows {}", context, binding_limit,
+                                p.model_max_context)
+                  : fmt::format("context {} tokens: what fits in the device's memory ({} of weights, {} per token "
+                                "of KV cache, {}); the model allows {}",
+                                context, format_bytes(p.weights), format_bytes(p.kv_per_token), budget,
+                                p.model_max_context);
+    return context;
+  }
+  const uint32_t context = std::min(requested, p.model_max_context);
+  if (context > p.binding_max_context) fail("--ctx {} is too long for this device: {}", context, binding_limit);
+  if (p.total(context) > p.budget)
+    fail("--ctx {} does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
+         "{}, but {}; a context of at most {} fits (or use a quantized file)",
+         context, format_bytes(p.weights), format_bytes(p.kv_per_token * context), format_bytes(p.kv_per_token),
+         format_bytes(p.per_pass), format_bytes(p.total(context)), budget, fits);
+  return context;
+}
+
+}  // namespace eaglevk::engine

@@ -1,0 +1,42 @@
+#pragma once
+// What a target (and its draft) will take on the device, worked out from the files before a
+// byte is uploaded: weights as stored, the KV cache per token of context, activations and
+// read-back per row of a pass. Compared with the device's memory budget, it refuses what cannot
+// fit with both numbers and what would fit, and picks the context when none is asked for.
+#include <cstdint>
+#include <string>
+
+#include "loader/model_files.h"
+#include "runtime/vk/context.h"
+
+namespace eaglevk::engine {
+
+struct MemoryPlan {
+  uint64_t weights = 0;       // target + draft tensors as the files store them
+  uint64_t kv_per_token = 0;  // K and V of every target layer and the draft layer, f16
+  uint64_t per_pass = 0;      // activations, taps and read-back for passes of max_rows rows
+  uint64_t budget = 0;        // vk::Context::memory_budget
+  std::string budget_source;
+  uint32_t model_max_context = 0;
+  // One layer's K (or V) cache is one storage binding: maxStorageBufferRange caps the context
+  // (128 MiB on lavapipe: 65,536 tokens at 8 KV heads of 128).
+  uint32_t binding_max_context = UINT32_MAX;
+
+  uint64_t total(uint32_t context) const { return weights + kv_per_token * context + per_pass; }
+  // The largest context that fits memory and the binding limit (0 when the weights and one
+  // pass alone do not fit).
+  uint32_t max_context_that_fits() const;
+};
+
+MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                       uint32_t max_rows);
+
+// The context to run with. `requested` 0 means "the model's maximum if it fits, else what
+// fits", and `note` then says which (empty when the maximum fits). A requested context is
+// clipped to the model's maximum as before. Fails with the budget message when the weights
+// do not fit, or when the requested context does not.
+uint32_t choose_context(const MemoryPlan& plan, uint32_t requested, std::string* note);
+
+std::string format_bytes(uint64_t bytes);  // "14.96 GiB", "512.0 MiB"
+
+}  // namespace eaglevk::engine
