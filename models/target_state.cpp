@@ -1,5 +1,9 @@
 #include "models/target_state.h"
 
+#include <algorithm>
+
+#include <eaglevk/error.h>
+
 namespace eaglevk::models {
 
 ops::KvLayer TargetState::kv_layer(uint32_t layer) const {
@@ -46,7 +50,8 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
     s.expert_act = plan.add("expert_act", slots * IE * 4, 10, 11);
   }
   s.out_norm = plan.add("out_norm", R * H * 4, 12, 13);
-  s.logits = plan.add("logits", R * V * 4, 13, 14);
+  s.logits_rows = uint32_t(std::clamp<uint64_t>(ctx.max_binding_range / (V * 4), 1, R));
+  s.logits = plan.add("logits", uint64_t(s.logits_rows) * V * 4, 13, 14);
   s.arena.allocate(ctx, arena_reuse, "activations");
   return s;
 }
@@ -62,6 +67,10 @@ void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, 
                    const ops::WeightMatrix& lm_head, float eps) {
   const uint32_t n_logits = pass.rows - pass.logits_from, H = lm_head.cols, V = lm_head.rows;
   if (n_logits == 0) return;
+  if (n_logits > s.logits_rows)
+    fail("a pass asks for logits of {} rows, but {} rows of {} logits are the most one storage binding holds on "
+         "this device; request fewer rows per pass",
+         n_logits, s.logits_rows, V);
   const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
   vk::BufferRange norm_w(norm);

@@ -23,6 +23,9 @@ struct TargetShape {
 struct TargetState {
   uint32_t capacity = 0;  // positions the KV cache holds
   uint32_t max_rows = 0;  // rows one pass may carry
+  // Rows of logits one pass may compute: max_rows, unless [max_rows, vocab] f32 would exceed
+  // one storage binding (600 rows x 128,256 is 307 MB); long prefills need only the last row.
+  uint32_t logits_rows = 0;
   uint32_t kv_dim = 0;
   // One allocation per layer ([capacity][nkv hd] f16 each): the whole cache of a long context
   // (8 GiB for an 8B model at 32k tokens) exceeds maxMemoryAllocationSize on every driver.

@@ -41,8 +41,12 @@ layout(push_constant) uniform Push {
   float attn_scale;
 } p;
 
+// The loops inside the key loop are unrolled to constant bounds: llvmpipe (lavapipe) stops
+// any loop once an invocation has run 65,535 loop iterations in all, and with rolled inner
+// loops a 128-wide head reached that near 20,000 keys, silently truncating long contexts.
+#define ATTENTION_MAX_WG 64
 shared float sq[ATTENTION_MAX_HEAD_DIM];
-shared float sp[256];
+shared float sp[ATTENTION_MAX_WG];
 shared float red[64];
 
 float block_reduce(float v, bool is_max) {
@@ -51,7 +55,10 @@ float block_reduce(float v, bool is_max) {
   if (subgroupElect()) red[gl_SubgroupID] = v;
   barrier();
   float r = red[0];
-  for (uint s = 1; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[s]) : r + red[s];
+  [[unroll]] for (uint s = 1; s < 64; ++s) {
+    if (s >= gl_NumSubgroups) break;
+    r = is_max ? max(r, red[s]) : r + red[s];
+  }
   return r;
 }
 
@@ -82,7 +89,8 @@ void main() {
     if (visible) {
       uint base = (j * kv_dim + kvh * hd) / 2u;
       float dot_qk = 0.0;
-      for (uint d = 0; d < hd; d += 2u) {
+      [[unroll]] for (uint d = 0; d < ATTENTION_MAX_HEAD_DIM; d += 2u) {
+        if (d >= hd) break;
         vec2 kk = unpackHalf2x16(k_cache[base + d / 2u]);
         dot_qk = fma(sq[d], kk.x, dot_qk);
         dot_qk = fma(sq[d + 1u], kk.y, dot_qk);
@@ -98,9 +106,12 @@ void main() {
     float alpha = exp(m - new_m);                 // 0 when m is -inf
     l = l * alpha + block_sum;
     uint count = min(wg, end - kb);
-    for (uint i = 0, d = tid; d < hd; d += wg, ++i) {
+    [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) {
+      uint d = tid + i * wg;
+      if (d >= hd) break;
       float a = acc[i] * alpha;
-      for (uint jj = 0; jj < count; ++jj) {
+      [[unroll]] for (uint jj = 0; jj < ATTENTION_MAX_WG; ++jj) {
+        if (jj >= count) break;
         uint idx = (kb + jj) * kv_dim + kvh * hd + d;
         a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
       }

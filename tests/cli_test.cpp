@@ -90,6 +90,54 @@ TEST(Cli, MissingTensor) {
   fs::remove_all(dir);
 }
 
+// A sharded index that names a missing shard, a shard outside the folder, or two shards that
+// both hold a tensor: each is refused with the index named and exit 1.
+TEST(Cli, BadShardedIndex) {
+  fs::path dir = copy_model("sharded");
+  std::vector<loader::TensorData> tensors;
+  std::vector<std::vector<std::byte>> storage;
+  nlohmann::json weight_map;
+  {
+    loader::Checkpoint ckpt = loader::Checkpoint::open(dir / "model.safetensors");
+    for (const std::string& name : ckpt.names()) {
+      const loader::TensorView& t = ckpt.get(name);
+      storage.emplace_back(t.data, t.data + t.bytes);
+      tensors.push_back({name, t.dtype, t.shape, {}});
+    }
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].bytes = storage[i];
+  fs::remove(dir / "model.safetensors");
+  const size_t half = tensors.size() / 2;
+  std::vector<loader::TensorData> first(tensors.begin(), tensors.begin() + half), second(tensors.begin() + half, tensors.end());
+  loader::write_safetensors(dir / "model-00001-of-00002.safetensors", first);
+  loader::write_safetensors(dir / "model-00002-of-00002.safetensors", second);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    weight_map[tensors[i].name] = i < half ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  auto write_index = [&](const nlohmann::json& map) {
+    std::ofstream(dir / "model.safetensors.index.json") << nlohmann::json{{"weight_map", map}}.dump();
+  };
+  const std::string run = fmt::format("run -m {} -p hi -n 1", dir.string());
+  write_index(weight_map);
+  ASSERT_EQ(run_cli(run).code, 0) << "the well-formed sharded copy must run";
+
+  nlohmann::json missing = weight_map;
+  missing[tensors[0].name] = "model-00003-of-00002.safetensors";
+  write_index(missing);
+  expect_clean_failure(run_cli(run), "shard 'model-00003-of-00002.safetensors' (listed for tensor");
+
+  nlohmann::json outside = weight_map;
+  outside[tensors[0].name] = "../model-00001-of-00002.safetensors";
+  write_index(outside);
+  expect_clean_failure(run_cli(run), "invalid shard path '../model-00001-of-00002.safetensors'");
+
+  // The second shard also holds the first shard's first tensor.
+  second.push_back(first.front());
+  loader::write_safetensors(dir / "model-00002-of-00002.safetensors", second);
+  write_index(weight_map);
+  expect_clean_failure(run_cli(run), fmt::format("tensor '{}' also appears in", tensors[0].name));
+  fs::remove_all(dir);
+}
+
 TEST(Cli, WrongDtypeAndWrongShape) {
   fs::path dir = copy_model("dtype");
   rewrite_checkpoint(dir, [](auto& t) {

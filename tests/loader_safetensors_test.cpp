@@ -189,6 +189,38 @@ TEST(Safetensors, ShardedMatchesSingleFile) {
   weight_map["model.layers.0.extra.weight"] = "model-00002-of-00002.safetensors";
   write_all(tmp.path / "model.safetensors.index.json", json{{"weight_map", weight_map}}.dump());
   expect_error([&] { Checkpoint::open(tmp.path); }, "does not contain");
+  weight_map.erase("model.layers.0.extra.weight");
+  // Shards outside the folder: the index may name only files beside it.
+  for (const char* outside : {"../model-00001-of-00002.safetensors", "/etc/passwd",
+                              "sub/../../model-00001-of-00002.safetensors", ""}) {
+    json escaping = weight_map;
+    escaping["model.norm.weight"] = outside;
+    write_all(tmp.path / "model.safetensors.index.json", json{{"weight_map", escaping}}.dump());
+    expect_error([&] { Checkpoint::open(tmp.path); }, "invalid shard path");
+  }
+  // A tensor that two shards both hold: which copy is meant is unknowable.
+  {
+    const TensorView& norm = single.get("model.norm.weight");
+    json header = {{norm.name, {{"dtype", dtype_name(norm.dtype)}, {"shape", norm.shape}, {"data_offsets", {0, norm.bytes}}}}};
+    write_all(tmp.path / "model-00003-of-00003.safetensors",
+              make_file(header.dump(), std::string(reinterpret_cast<const char*>(norm.data), norm.bytes)));
+    json twice = weight_map;
+    twice["model.extra_holder"] = "model-00003-of-00003.safetensors";
+    write_all(tmp.path / "model.safetensors.index.json", json{{"weight_map", twice}}.dump());
+    expect_error([&] { Checkpoint::open(tmp.path); }, "also appears in");
+    fs::remove(tmp.path / "model-00003-of-00003.safetensors");
+  }
+  // Symbolic links are followed, wherever they point: the Hugging Face cache keeps shards as
+  // links from snapshots/<revision>/ into blobs/.
+  {
+    const fs::path blobs = tmp.path.string() + "_blobs";
+    fs::create_directories(blobs);
+    fs::rename(tmp.path / "model-00002-of-00002.safetensors", blobs / "blob-2");
+    fs::create_symlink(blobs / "blob-2", tmp.path / "model-00002-of-00002.safetensors");
+    write_all(tmp.path / "model.safetensors.index.json", json{{"weight_map", weight_map}}.dump());
+    EXPECT_EQ(Checkpoint::open(tmp.path).names(), names);
+    fs::remove_all(blobs);
+  }
   // A malformed index.
   write_all(tmp.path / "model.safetensors.index.json", "{\"weight_map\": ");
   expect_error([&] { Checkpoint::open(tmp.path); }, "JSON");

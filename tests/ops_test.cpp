@@ -209,8 +209,10 @@ TEST_F(OpsTest, RopeBothPairingsWithLlama3Scaling) {
       }();
       inv[j] = float(scaled);
     }
-    const uint32_t rows = 5, heads = 3, table_positions = 5000;
-    std::vector<int32_t> pos = {0, 1, 77, 2047, 4999};
+    // Positions beyond the 8192 of the original context, where the scaled low frequencies
+    // matter, up to a 128k context.
+    const uint32_t rows = 9, heads = 3, table_positions = 131072;
+    std::vector<int32_t> pos = {0, 1, 77, 2047, 8191, 8192, 9000, 32768, 131071};
     auto table = ops::rope_table(inv, table_positions);
     vk::Buffer tbuf = device_buffer(table, "rope table"), pbuf = device_buffer(pos, "pos");
     for (auto pairing : {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved}) {
@@ -298,7 +300,13 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{13, 4, 1, 128, 0, 0, false, false},    // prefill, ratio 4
                       AttentionCase{9, 8, 2, 64, 59, 64, false, false},    // crosses a 64-chunk boundary
                       AttentionCase{5, 5, 5, 64, 120, 0, true, false},     // extra mask
-                      AttentionCase{3, 8, 2, 64, 40, 32, false, true}),    // chunked + query scale
+                      AttentionCase{3, 8, 2, 64, 40, 32, false, true},     // chunked + query scale
+                      // Long contexts: a 32k+ cache, and Llama-4's 8192 chunks many chunks in.
+                      // (near 20,000 keys lavapipe once cut rolled loops short: see attention.comp)
+                      AttentionCase{4, 8, 2, 128, 32765, 0, false, false},
+                      AttentionCase{2, 4, 1, 128, 65000, 0, false, false},
+                      AttentionCase{6, 8, 2, 64, 3 * 8192 - 3, 8192, false, true},
+                      AttentionCase{2, 4, 1, 128, 40000, 8192, false, false}),
     [](const auto& info) {
       const AttentionCase& c = info.param;
       return fmt::format("r{}_h{}_kv{}_d{}_p{}_c{}{}{}", c.rows, c.heads, c.kv_heads, c.head_dim, c.first_pos, c.chunk,

@@ -1,5 +1,8 @@
 // `eaglevk bench`: prefill (ppN) and decode (tgN) tokens/s over repetitions, as a markdown
-// table in the manner of llama-bench, or JSON.
+// table in the manner of llama-bench, or JSON; and the load: time from files to device, and
+// the process's peak host memory.
+#include <sys/resource.h>
+
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -11,8 +14,10 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
 
 namespace eaglevk::cli {
@@ -22,6 +27,13 @@ struct BenchArgs {
   std::string model, draft, device, output = "md";
   uint32_t n_prompt = 512, n_gen = 128, reps = 5, k = 3;
 };
+
+// The process's peak resident memory (ru_maxrss, KiB on Linux).
+uint64_t peak_host_memory() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return uint64_t(u.ru_maxrss) * 1024;
+}
 
 struct Stat {
   std::string test;
@@ -44,24 +56,29 @@ int bench_command(const BenchArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   if (a.reps == 0) fail("-r must be at least 1");
   auto gpu = open_gpu(a.device);
+  uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
+  const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
+  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, max_rows, context);
+  // Loading is measured too: wall time from the files to weights on the device.
+  const auto load_start = std::chrono::steady_clock::now();
+  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
   LoadedModel m = load_model(gpu->ctx, dir);
   const auto& c = m.model.config();
-  uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
   if (context > uint32_t(c.max_position_embeddings))
     fail("-p/-n need {} positions; the model allows {}", context, c.max_position_embeddings);
-  engine::TargetRunner runner(*gpu, m.model, context, std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512));
+  std::unique_ptr<models::Eagle3Model> draft;
+  if (!a.draft.empty()) draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
+  progress.reset();
+  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  engine::TargetRunner runner(*gpu, m.model, context, max_rows);
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
   for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
   Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}},
       spec{fmt::format("spec-tg{} k={}", a.n_gen, a.k), {}};
-  std::unique_ptr<models::Eagle3Model> draft;
   std::unique_ptr<engine::SpeculativeDecoder> decoder;
-  if (!a.draft.empty()) {
-    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
-    decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.k);
-  }
+  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.k);
   engine::SpecStats spec_stats;
   // One warm-up run builds the pipelines.
   for (uint32_t rep = 0; rep <= a.reps; ++rep) {
@@ -89,6 +106,7 @@ int bench_command(const BenchArgs& a) {
     }
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();
+  const uint64_t peak_rss = peak_host_memory();
 
   std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes() / double(1 << 20));
   std::string params = m.model.parameters() >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters() / 1e9)
@@ -105,6 +123,9 @@ int bench_command(const BenchArgs& a) {
                    {"stddev", s.stddev()}, {"samples", s.tps},
                    {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0},
                    {"mean_acceptance_length", s.acceptance_length}});
+    j.push_back({{"model", m.name()}, {"device", gpu->ctx.info.name}, {"test", "load"},
+                 {"file_bytes", plan.weight_bytes}, {"seconds", load_seconds},
+                 {"bytes_per_s", plan.weight_bytes / load_seconds}, {"peak_host_bytes", peak_rss}});
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -116,6 +137,9 @@ int bench_command(const BenchArgs& a) {
     fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", m.name(), size, params, gpu->ctx.info.name,
                s.test, s.mean(), s.stddev(), speedup);
   }
+  fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(plan.weight_bytes),
+             load_seconds, engine::format_bytes(uint64_t(plan.weight_bytes / load_seconds)),
+             engine::format_bytes(peak_rss));
   return 0;
 }
 

@@ -19,6 +19,7 @@
 
 #include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "runtime/engine/dataset.h"
 #include "runtime/engine/generate.h"
@@ -242,16 +243,19 @@ int eval_command(const EvalArgs& a) {
   size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
 
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
-  auto gpu = open_gpu(a.device);
-  const uint32_t context = plan_context(gpu->ctx, dir, a.draft, 128, a.ctx);
-  LoadedModel m = load_model(gpu->ctx, dir);
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers)) {
       if (id < 0) fail("--aux-layers: {} is not a layer id", id);
       aux.push_back(uint32_t(id));
     }
+  auto gpu = open_gpu(a.device);
+  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, 128, a.ctx);
+  const uint32_t context = plan.context;
+  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
+  LoadedModel m = load_model(gpu->ctx, dir);
   models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
+  progress.reset();
   const std::vector<uint32_t> configured = draft.aux_layers;
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);

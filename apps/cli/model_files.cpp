@@ -41,8 +41,8 @@ LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path
                      std::move(chat_error), files.notes};
 }
 
-uint32_t plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
-                      uint32_t max_rows, uint32_t requested) {
+ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
+                         uint32_t max_rows, uint32_t requested) {
   loader::ModelFiles target = loader::open_model_files(model);
   std::optional<loader::ModelFiles> head;
   if (!draft.empty()) head = loader::open_model_files(draft);
@@ -50,7 +50,7 @@ uint32_t plan_context(const vk::Context& ctx, const std::filesystem::path& model
   std::string note;
   uint32_t context = engine::choose_context(plan, requested, &note);
   if (!note.empty()) fmt::print(stderr, "eaglevk: {}\n", note);
-  return context;
+  return {context, plan.weights};
 }
 
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {

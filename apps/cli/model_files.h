@@ -35,8 +35,12 @@ LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path
 // files' needs against the device's memory budget (runtime/engine/memory_plan.h). `requested`
 // 0 takes the model's maximum when it fits and otherwise what fits, saying so on stderr; a
 // requested context that cannot fit, or weights that cannot, are an error with both numbers.
-uint32_t plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
-                      uint32_t max_rows, uint32_t requested);
+struct ContextPlan {
+  uint32_t context = 0;
+  uint64_t weight_bytes = 0;  // target and draft, as the files hold them (the load's size)
+};
+ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
+                         uint32_t max_rows, uint32_t requested);
 
 // Prompt ids: raw text with BOS, or a chat turn rendered with the template.
 struct PromptSource {

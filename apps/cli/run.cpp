@@ -9,6 +9,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
@@ -71,17 +72,19 @@ int run_command(const RunArgs& a) {
 
   if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
   if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
+  std::vector<uint32_t> aux;
+  if (!a.aux_layers.empty())
+    for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
   auto gpu = open_gpu(a.device);
-  const uint32_t context = plan_context(gpu->ctx, dir, a.draft, kMaxRows, a.ctx);
+  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, kMaxRows, a.ctx);
+  const uint32_t context = plan.context;
+  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
   LoadedModel m = load_model(gpu->ctx, dir);
   std::unique_ptr<models::Eagle3Model> draft;
-  if (!a.draft.empty()) {
-    std::vector<uint32_t> aux;
-    if (!a.aux_layers.empty())
-      for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
+  if (!a.draft.empty())
     draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux));
-    print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
-  }
+  progress.reset();
+  if (draft) print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
   std::vector<int32_t> prompt = prompt_ids(m, source);
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -51,8 +52,11 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
   if (w.k_major && weight_type_quantized(w.type))
     fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
   const uint32_t outs = w.k_major ? 1 : shape.outs;
-  const vk::Kernel& kernel = oc.gpu.pipelines.get(fmt::format("matvec_id_{}", weight_type_name(w.type)),
-                                                  {shape.workgroup, outs, shape.one_subgroup, w.k_major ? 1u : 0u});
+  // Quantized variants compile K_MAJOR away (SPIR-V keeps only the constants a shader uses), so
+  // the fourth constant is given only where it is set.
+  std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup};
+  if (w.k_major) spec.push_back(1u);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get(fmt::format("matvec_id_{}", weight_type_name(w.type)), spec);
   struct {
     uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_count,
         expert_stride, ids_offset;

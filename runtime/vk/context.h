@@ -2,6 +2,7 @@
 // The Vulkan instance, the chosen physical device, one logical device and its compute queue.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,8 @@ struct Context {
   // tests. Loaders compare their needs with it before uploading anything.
   uint64_t memory_budget = 0;
   std::string memory_budget_source;  // how memory_budget was found, for messages
+  // Told the bytes of each weight upload as it is submitted (an application's progress bar).
+  std::function<void(uint64_t bytes)> on_upload;
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

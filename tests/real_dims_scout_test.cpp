@@ -1,0 +1,123 @@
+// Real dimensions, Llama-4-Scout shape: a random-weight checkpoint with Scout's per-tensor
+// shapes (hidden 5120, 40/8 heads, 16 experts with gate_up_proj [16, 5120, 16384], dense MLP
+// 16384, vocab 202048, QK norm, chunk 8192) and two layers (a dense one, then a mixture of
+// experts), written at test time as sharded safetensors, and a speculators-format EAGLE-3
+// head with the full 202,048-token vocabulary (as the Maverick speculator has). Checked:
+// sharded loading of a 2.7 GB expert tensor, which exceeds lavapipe's 2 GiB allocations and is
+// split; a 160-row prefill in one pass against a chunked prefill; decoding; speculative
+// decoding at k = 3 lossless against plain decoding. About 12 GB of host memory: run alone.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "loader/model_files.h"
+#include "models/eagle3.h"
+#include "models/target.h"
+#include "runtime/engine/generate.h"
+#include "runtime/engine/speculative.h"
+#include "support/gpu_fixture.h"
+#include "support/synthetic.h"
+
+namespace eaglevk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Checkpoints {
+  fs::path root, target, draft;
+  Checkpoints() {
+    root = fs::temp_directory_path() / fmt::format("eaglevk-scout-{}", ::getpid());
+    target = root / "llama4-scout";
+    draft = root / "llama4-scout-eagle3";
+    SynthOptions o;
+    o.layers = 2;
+    o.moe_step = 2;  // layer 0 dense (intermediate_size_mlp), layer 1 experts, as Maverick alternates
+    o.shard_bytes = 2ull << 30;
+    write_synthetic_checkpoint(SynthKind::Llama4_Scout, target, o);
+    o.aux_layers = {0, 1, 2};
+    write_synthetic_checkpoint(SynthKind::Eagle3_Scout, draft, o);
+  }
+  ~Checkpoints() { fs::remove_all(root); }
+};
+
+const Checkpoints& checkpoints() {
+  static Checkpoints c;
+  return c;
+}
+
+const models::TargetModel& target() {
+  static models::TargetModel m = models::load_target(gpu().ctx, checkpoints().target);
+  return m;
+}
+
+std::vector<int32_t> prompt_ids(uint32_t n, uint32_t seed) {
+  std::vector<int32_t> ids{200000};  // <|begin_of_text|>
+  uint64_t s = seed;
+  while (ids.size() < n) ids.push_back(int32_t((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33) % 200000);
+  return ids;
+}
+
+std::vector<float> last_logits(engine::TargetRunner& runner, const std::vector<int32_t>& ids, uint32_t chunk) {
+  engine::PassOutput out;
+  for (uint32_t start = 0; start < ids.size(); start += chunk) {
+    uint32_t n = std::min<uint32_t>(chunk, uint32_t(ids.size()) - start);
+    engine::PassRequest req;
+    req.ids = std::span<const int32_t>(ids.data() + start, n);
+    req.start = start;
+    req.logits_from = n - 1;
+    req.read_logits = start + n == ids.size();
+    runner.run(req, out);
+  }
+  return out.logits;
+}
+
+int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+TEST_F(GpuTest, ScoutShapeLoadsItsSplitExpertTensorsAndPrefillsInOnePass) {
+  loader::ModelFiles files = loader::open_model_files(checkpoints().target);
+  EXPECT_GE(files.checkpoint.files.size(), 4u) << "expected a sharded checkpoint";
+  const models::TargetShape shape = target().shape();
+  EXPECT_EQ(shape.hidden, 5120u);
+  EXPECT_EQ(shape.vocab, 202048u);
+  const auto& llama4 = std::get<models::Llama4Model>(target().family);
+  ASSERT_EQ(llama4.layers.size(), 2u);
+  const models::ExpertTensor& gate_up = llama4.layers[1].experts_gate_up;
+  EXPECT_EQ(gate_up.experts, 16u);
+  // [16, 5120, 16384] bf16 is 2.68 GB; each allocation holds whole experts within the device's
+  // maxMemoryAllocationSize.
+  const uint64_t expert_bytes = uint64_t(5120) * 16384 * 2;
+  EXPECT_LE(uint64_t(gate_up.per_buffer) * expert_bytes, gpu().ctx.max_allocation);
+  EXPECT_EQ(gate_up.buffers.size(), (16 + gate_up.per_buffer - 1) / gate_up.per_buffer);
+  EXPECT_GT(gate_up.buffers.size(), 1u) << "lavapipe allows 2 GiB per allocation";
+
+  const std::vector<int32_t> ids = prompt_ids(160, 5);
+  engine::TargetRunner one(gpu(), target(), 256, 160);
+  std::vector<float> one_pass = last_logits(one, ids, 160);
+  engine::TargetRunner small(gpu(), target(), 256, 32);
+  std::vector<float> chunked = last_logits(small, ids, 32);
+  ASSERT_EQ(one_pass.size(), 202048u);
+  EXPECT_TRUE(all_close(one_pass, std::vector<double>(chunked.begin(), chunked.end()), 2e-3, 0));
+  EXPECT_EQ(argmax(one_pass), argmax(chunked));
+}
+
+TEST_F(GpuTest, ScoutShapeSpeculativeK3IsLosslessWithTheFull202048TokenDraftVocabulary) {
+  models::Eagle3Model draft = models::load_eagle3(gpu().ctx, checkpoints().draft, target().config());
+  EXPECT_EQ(draft.config.draft_vocab_size, 202048);
+  const std::vector<int32_t> ids = prompt_ids(24, 9);
+  engine::GenerationOptions o;
+  o.n_predict = 6;
+  o.ignore_eos = true;
+  engine::TargetRunner runner(gpu(), target(), 128, 32);
+  std::vector<int32_t> plain = engine::generate(runner, ids, o).tokens;
+  ASSERT_EQ(plain.size(), 6u);
+  engine::SpeculativeDecoder spec(gpu(), target(), draft, 128, 3, 32);
+  engine::SpecStats stats;
+  EXPECT_EQ(spec.generate(ids, o, stats).tokens, plain);
+  EXPECT_GT(stats.num_drafts, 0u);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
