@@ -41,12 +41,13 @@ layout(push_constant) uniform Push {
   float attn_scale;
 } p;
 
-// The loops inside the key loop are unrolled to constant bounds: llvmpipe (lavapipe) stops
-// any loop once an invocation has run 65,535 loop iterations in all, and with rolled inner
-// loops a 128-wide head reached that near 20,000 keys, silently truncating long contexts.
-#define ATTENTION_MAX_WG 64
+// llvmpipe (lavapipe) stops an invocation's loops once they have run 65,535 iterations in
+// all. The loops inside the key loop therefore take 8 elements a turn (constant-bound inner
+// loops unroll to straight code): with one a turn a 128-wide head reached the limit near
+// 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 40 turns,
+// which the host checks against the context (ops::attention_max_keys).
 shared float sq[ATTENTION_MAX_HEAD_DIM];
-shared float sp[ATTENTION_MAX_WG];
+shared float sp[256];
 shared float red[64];
 
 float block_reduce(float v, bool is_max) {
@@ -55,10 +56,7 @@ float block_reduce(float v, bool is_max) {
   if (subgroupElect()) red[gl_SubgroupID] = v;
   barrier();
   float r = red[0];
-  [[unroll]] for (uint s = 1; s < 64; ++s) {
-    if (s >= gl_NumSubgroups) break;
-    r = is_max ? max(r, red[s]) : r + red[s];
-  }
+  for (uint s = 1; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[s]) : r + red[s];
   return r;
 }
 
@@ -89,11 +87,12 @@ void main() {
     if (visible) {
       uint base = (j * kv_dim + kvh * hd) / 2u;
       float dot_qk = 0.0;
-      [[unroll]] for (uint d = 0; d < ATTENTION_MAX_HEAD_DIM; d += 2u) {
-        if (d >= hd) break;
-        vec2 kk = unpackHalf2x16(k_cache[base + d / 2u]);
-        dot_qk = fma(sq[d], kk.x, dot_qk);
-        dot_qk = fma(sq[d + 1u], kk.y, dot_qk);
+      for (uint d = 0; d < hd; d += 8u) {  // head_dim is a multiple of 8 (checked by the host)
+        [[unroll]] for (uint u = 0; u < 4u; ++u) {
+          vec2 kk = unpackHalf2x16(k_cache[base + d / 2u + u]);
+          dot_qk = fma(sq[d + 2u * u], kk.x, dot_qk);
+          dot_qk = fma(sq[d + 2u * u + 1u], kk.y, dot_qk);
+        }
       }
       s = dot_qk;
     }
@@ -106,12 +105,15 @@ void main() {
     float alpha = exp(m - new_m);                 // 0 when m is -inf
     l = l * alpha + block_sum;
     uint count = min(wg, end - kb);
-    [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) {
-      uint d = tid + i * wg;
-      if (d >= hd) break;
+    for (uint i = 0, d = tid; d < hd; d += wg, ++i) {
       float a = acc[i] * alpha;
-      [[unroll]] for (uint jj = 0; jj < ATTENTION_MAX_WG; ++jj) {
-        if (jj >= count) break;
+      uint jj = 0;
+      for (; jj + 8u <= count; jj += 8u)
+        [[unroll]] for (uint u = 0; u < 8u; ++u) {
+          uint idx = (kb + jj + u) * kv_dim + kvh * hd + d;
+          a = fma(sp[jj + u], kv_load(v_cache[idx / 2u], idx), a);
+        }
+      for (; jj < count; ++jj) {
         uint idx = (kb + jj) * kv_dim + kvh * hd + d;
         a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
       }

@@ -16,6 +16,7 @@
 //   1: accept iff d is the argmax (greedy acceptance at temperature > 0);
 //   2: resample from p without removing d.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 layout(constant_id = 0) const uint RULE = 0;
 layout(constant_id = 1) const uint MODE = 0;
@@ -135,13 +136,20 @@ void main() {
     return;
   }
 
+  // The bit-by-bit searches below pass over the row 63 times; their loops take four elements
+  // a turn because llvmpipe (lavapipe) stops an invocation's loops after 65,535 iterations in
+  // all, which a 202,048-token row at one element a turn comes within 15% of.
   // top-k: the largest threshold t with at least k logits >= t, built bit by bit from the top.
   uint kmin = 0u;
   if (p.top_k > 0u && p.top_k < p.n) {
     for (int bit = 31; bit >= 0; --bit) {
       uint cand = kmin | (1u << uint(bit));
       uint c = 0u;
-      for (uint i = tid; i < p.n; i += wg) c += key(logits[base + i]) >= cand ? 1u : 0u;
+      for (uint i0 = tid; i0 < p.n; i0 += 4u * wg)
+        [[unroll]] for (uint u = 0; u < 4u; ++u) {
+          uint i = i0 + u * wg;
+          if (i < p.n) c += key(logits[base + i]) >= cand ? 1u : 0u;
+        }
       if (count_all(c) >= p.top_k) kmin = cand;
     }
   }
@@ -159,11 +167,14 @@ void main() {
     for (int bit = 30; bit >= 0; --bit) {
       uint cand = emin | (1u << uint(bit));
       float s = 0.0;
-      for (uint i = tid; i < p.n; i += wg) {
-        float l = logits[base + i];
-        float e = exp((l - m) * p.inv_temp);
-        if (key(l) >= kmin && floatBitsToUint(e) >= cand) s += e;
-      }
+      for (uint i0 = tid; i0 < p.n; i0 += 4u * wg)
+        [[unroll]] for (uint u = 0; u < 4u; ++u) {
+          uint i = i0 + u * wg;
+          if (i >= p.n) break;
+          float l = logits[base + i];
+          float e = exp((l - m) * p.inv_temp);
+          if (key(l) >= kmin && floatBitsToUint(e) >= cand) s += e;
+        }
       if (sum_all(s) >= p.top_p * z) emin = cand;
     }
     float s = 0.0;

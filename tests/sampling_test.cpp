@@ -3,6 +3,7 @@
 // compare empirical frequencies with the host's filtered distribution by total variation;
 // the two wrong rules (greedy acceptance at T > 0, resampling without removing the draft) are
 // negative controls that must fail the same bound.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -68,6 +69,29 @@ TEST_F(SamplingTest, PlainDrawsFollowTheFilteredDistribution) {
     auto samples = draw(logits, 6000, engine::device_params(sp, 0));
     double tv = total_variation(samples, engine::filtered_distribution(logits, sp));
     EXPECT_LT(tv, kTvBound) << "T " << t << " top-k " << k << " top-p " << p;
+  }
+}
+
+// A row wider than any supported vocabulary (Llama-4: 202,048): five favourites at +12 hold
+// three quarters of the mass against 262,139 tokens at 0, so a draw outside the five means
+// the top-k or top-p threshold was wrong (as when lavapipe cut the search loops short).
+TEST_F(SamplingTest, TopKAndTopPHoldOnA262144TokenRow) {
+  std::vector<float> logits(262144, 0.0f);
+  const std::vector<int32_t> favourites = {3, 70000, 131071, 200000, 262143};
+  for (size_t i = 0; i < favourites.size(); ++i) logits[favourites[i]] = 12.0f + 0.1f * float(i);
+  for (auto [k, p] : {std::pair{5, 1.0f}, std::pair{0, 0.5f}, std::pair{200, 0.5f}}) {
+    engine::SamplingParams sp{1.0f, k, p, 321};
+    auto samples = draw(logits, 64, engine::device_params(sp, 0));
+    for (int32_t id : samples)
+      EXPECT_NE(std::find(favourites.begin(), favourites.end(), id), favourites.end())
+          << "drew " << id << " with top-k " << k << " top-p " << p;
+    // Without filtering most draws land outside the five: the check can fail.
+    if (k == 5) {
+      auto unfiltered = draw(logits, 64, engine::device_params({1.0f, 0, 1.0f, 321}, 0));
+      EXPECT_GT(std::count_if(unfiltered.begin(), unfiltered.end(),
+                              [&](int32_t id) { return std::find(favourites.begin(), favourites.end(), id) == favourites.end(); }),
+                4);
+    }
   }
 }
 

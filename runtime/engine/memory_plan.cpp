@@ -8,6 +8,7 @@
 
 #include "models/eagle3.h"
 #include "models/target.h"
+#include "runtime/ops/ops.h"
 
 namespace eaglevk::engine {
 namespace {
@@ -55,10 +56,25 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   p.weights = tensor_bytes(target.checkpoint);
   p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
   auto cap_by_binding = [&](uint64_t layer_kv_dim) {
-    p.binding_max_context =
-        uint32_t(std::min<uint64_t>(p.binding_max_context, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
+    const uint32_t tokens = uint32_t(std::min<uint64_t>(UINT32_MAX, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
+    if (tokens < p.binding_max_context) {
+      p.binding_max_context = tokens;
+      p.context_limit_reason = fmt::format(
+          "one layer's KV cache must fit one storage binding (maxStorageBufferRange), which holds {} tokens", tokens);
+    }
+  };
+  auto cap_by_attention = [&](uint32_t head_dim) {
+    const uint32_t keys = ops::attention_max_keys(ctx, head_dim) / 64 * 64;
+    if (keys < p.binding_max_context) {
+      p.binding_max_context = keys;
+      p.context_limit_reason = fmt::format(
+          "attention on this CPU device sees at most {} keys per row (llvmpipe stops shader loops after 65,535 "
+          "iterations)",
+          keys);
+    }
   };
   cap_by_binding(kv_dim);
+  cap_by_attention(uint32_t(c.head_dim));
   uint64_t ffn = uint64_t(c.intermediate_size);
   if (target.config.contains("text_config"))  // Llama-4: dense layers may be wider than experts
     ffn = std::max<uint64_t>(ffn, target.config["text_config"].value("intermediate_size_mlp", 0));
@@ -69,6 +85,7 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
     p.weights += tensor_bytes(draft->checkpoint);
     p.kv_per_token += 2ull * d.layer.num_key_value_heads * d.layer.head_dim * 2;
     cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
+    cap_by_attention(uint32_t(d.layer.head_dim));
     // The draft's activations, and the taps (3 hidden rows) the target hands it.
     p.per_pass += uint64_t(max_rows) * (activation_row_bytes(d.layer, uint64_t(d.layer.intermediate_size),
                                                              uint64_t(d.draft_vocab_size)) +
@@ -85,9 +102,7 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     fail("the model does not fit the device: {} of weights and {} for activations, but {}; use a smaller "
          "(quantized) file or a device with more memory",
          format_bytes(p.weights), format_bytes(p.per_pass), budget);
-  const std::string binding_limit =
-      fmt::format("one layer's KV cache must fit one storage binding (maxStorageBufferRange), which holds {} tokens",
-                  p.binding_max_context);
+  const std::string& binding_limit = p.context_limit_reason;
   if (requested == 0) {
     uint32_t context = std::min(p.model_max_context, fits);
     if (note && context < p.model_max_context)

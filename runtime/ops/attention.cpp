@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
@@ -23,11 +25,26 @@ void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec posit
                   "kv_write");
 }
 
+uint32_t attention_max_keys(const vk::Context& ctx, uint32_t head_dim) {
+  if (ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU) return UINT32_MAX;
+  // Loop turns per block of 64 keys (attention.comp, 8 subgroups of 8): the key loop, the
+  // q.k loop (head_dim / 8), the v loop per output dim of the thread (8 full turns and up to 7
+  // more in the last block), two block reductions over the subgroups; with a margin.
+  const uint32_t dims_per_thread = (head_dim + 63) / 64;
+  const uint32_t turns = 2 + head_dim / 8 + dims_per_thread * 9 + 16;
+  return 65535 / turns * 64;
+}
+
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
                const AttentionParams& a) {
   if (rows == 0) return;
-  if (a.head_dim > ATTENTION_MAX_HEAD_DIM || a.head_dim % 2)
-    fail("attention: head_dim {} unsupported (even, at most {})", a.head_dim, ATTENTION_MAX_HEAD_DIM);
+  if (a.head_dim > ATTENTION_MAX_HEAD_DIM || a.head_dim % 8)
+    fail("attention: head_dim {} unsupported (a multiple of 8, at most {})", a.head_dim, ATTENTION_MAX_HEAD_DIM);
+  const uint32_t keys = a.chunk ? std::min(a.chunk, a.kv_len) : a.kv_len;
+  if (keys > attention_max_keys(oc.gpu.ctx, a.head_dim))
+    fail("attention over {} keys: this device runs at most {} per row (llvmpipe stops shader loops after 65,535 "
+         "iterations); use a shorter context",
+         keys, attention_max_keys(oc.gpu.ctx, a.head_dim));
   if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
   if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
   const vk::Kernel& kernel = oc.gpu.pipelines.get(

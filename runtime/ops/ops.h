@@ -116,6 +116,10 @@ struct AttentionParams {
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
                const AttentionParams& params);
+// The most keys one attention row may see on this device: unbounded (UINT32_MAX) except on CPU
+// devices, where llvmpipe stops an invocation's loops after 65,535 iterations in all (see
+// attention.comp); attention() refuses more rather than return a truncated softmax.
+uint32_t attention_max_keys(const vk::Context& ctx, uint32_t head_dim);
 
 // out = silu(x[:, gate]) * x[:, up], `width` columns each.
 void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t width);
