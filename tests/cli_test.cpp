@@ -62,21 +62,24 @@ TEST(Cli, HeaderLengthPastEnd) {
   fs::remove_all(dir);
 }
 
+// The tensors of dir/model.safetensors, copied out of the mapping (`storage` holds the bytes).
+std::vector<loader::TensorData> read_tensors(const fs::path& dir, std::vector<std::vector<std::byte>>& storage) {
+  std::vector<loader::TensorData> tensors;
+  loader::Checkpoint ckpt = loader::Checkpoint::open(dir / "model.safetensors");
+  for (const std::string& name : ckpt.names()) {
+    const loader::TensorView& t = ckpt.get(name);
+    storage.emplace_back(t.data, t.data + t.bytes);
+    tensors.push_back({name, t.dtype, t.shape, {}});
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].bytes = storage[i];
+  return tensors;
+}
+
 // Rewrites the checkpoint through `edit`, which may drop or change tensors.
 template <typename Edit>
 void rewrite_checkpoint(const fs::path& dir, Edit edit) {
-  std::vector<std::string> names;
-  std::vector<loader::TensorData> tensors;
   std::vector<std::vector<std::byte>> storage;
-  {
-    loader::Checkpoint ckpt = loader::Checkpoint::open(dir / "model.safetensors");
-    for (const std::string& name : ckpt.names()) {
-      const loader::TensorView& t = ckpt.get(name);
-      storage.emplace_back(t.data, t.data + t.bytes);
-      tensors.push_back({name, t.dtype, t.shape, {}});
-    }
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].bytes = storage[i];
+  std::vector<loader::TensorData> tensors = read_tensors(dir, storage);
   edit(tensors);
   loader::write_safetensors(dir / "model.safetensors", tensors);
 }
@@ -94,18 +97,9 @@ TEST(Cli, MissingTensor) {
 // both hold a tensor: each is refused with the index named and exit 1.
 TEST(Cli, BadShardedIndex) {
   fs::path dir = copy_model("sharded");
-  std::vector<loader::TensorData> tensors;
   std::vector<std::vector<std::byte>> storage;
+  const std::vector<loader::TensorData> tensors = read_tensors(dir, storage);
   nlohmann::json weight_map;
-  {
-    loader::Checkpoint ckpt = loader::Checkpoint::open(dir / "model.safetensors");
-    for (const std::string& name : ckpt.names()) {
-      const loader::TensorView& t = ckpt.get(name);
-      storage.emplace_back(t.data, t.data + t.bytes);
-      tensors.push_back({name, t.dtype, t.shape, {}});
-    }
-  }
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].bytes = storage[i];
   fs::remove(dir / "model.safetensors");
   const size_t half = tensors.size() / 2;
   std::vector<loader::TensorData> first(tensors.begin(), tensors.begin() + half), second(tensors.begin() + half, tensors.end());

@@ -21,6 +21,7 @@
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
+#include "support/real_dims.h"
 #include "support/process.h"
 #include "support/reference_llama.h"
 #include "support/synthetic.h"
@@ -65,29 +66,7 @@ const models::TargetModel& target() {
   return m;
 }
 
-std::vector<int32_t> prompt_ids(uint32_t n, uint32_t seed) {
-  std::vector<int32_t> ids{128000};  // <|begin_of_text|>
-  uint64_t s = seed;
-  while (ids.size() < n) ids.push_back(int32_t((s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33) % 128000);
-  return ids;
-}
-
-// The logits of the last prompt position, through `runner` in passes of at most `chunk` rows.
-std::vector<float> last_logits(engine::TargetRunner& runner, const std::vector<int32_t>& ids, uint32_t chunk) {
-  engine::PassOutput out;
-  for (uint32_t start = 0; start < ids.size(); start += chunk) {
-    uint32_t n = std::min<uint32_t>(chunk, uint32_t(ids.size()) - start);
-    engine::PassRequest req;
-    req.ids = std::span<const int32_t>(ids.data() + start, n);
-    req.start = start;
-    req.logits_from = n - 1;
-    req.read_logits = start + n == ids.size();
-    runner.run(req, out);
-  }
-  return out.logits;
-}
-
-int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+std::vector<int32_t> prompt_ids(uint32_t n, uint32_t seed) { return random_prompt(n, seed, 128000, 128000); }
 
 TEST_F(GpuTest, Llama8BShapeLoadsFromShardsAndMatchesTheFloatReference) {
   loader::ModelFiles files = loader::open_model_files(checkpoints().target);
