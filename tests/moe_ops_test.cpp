@@ -66,8 +66,8 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
   const ops::WeightType bf16 = ops::WeightType::BF16;
   const uint32_t half = (E + 1) / 2;
   std::vector<Layout> layouts = {
-      {"row-major", {gub, bf16, E, 2 * I, H}, {db, bf16, E, H, I}},
-      {"k-major", {gub_t, bf16, E, 2 * I, H, true}, {db_t, bf16, E, H, I, true}},
+      {"row-major", {gub, bf16, E, 2 * I, H, false, {}, 0}, {db, bf16, E, H, I, false, {}, 0}},
+      {"k-major", {gub_t, bf16, E, 2 * I, H, true, {}, 0}, {db_t, bf16, E, H, I, true, {}, 0}},
       {"two allocations", {{}, bf16, E, 2 * I, H, true, {gub_a, gub_b}, half}, {{}, bf16, E, H, I, false, {db_a, db_b}, half}},
   };
 

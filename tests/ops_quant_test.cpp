@@ -238,7 +238,7 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
     const uint32_t k = k_quant(t) ? 512 : 96;
     QuantMatrix w = quantized(t, experts * n, k, 31);
     vk::Buffer wbuf = device_buffer(w.blocks, "experts");
-    ops::ExpertWeights ew{wbuf, t, experts, n, k};
+    ops::ExpertWeights ew{wbuf, t, experts, n, k, false, {}, 0};
     for (uint32_t rows : {1u, 4u, 9u}) {
       auto x = random_floats(size_t(rows) * k, 32 + rows);
       std::vector<int32_t> ids(rows);
@@ -312,7 +312,7 @@ TEST_F(QuantTest, RejectsRowsOfPartialBlocks) {
   vk::Buffer wbuf(gpu().ctx, 4096, vk::MemoryKind::Device, "w"), xbuf(gpu().ctx, 4096, vk::MemoryKind::Device, "x"),
       idbuf = device_buffer(std::vector<int32_t>{0}, "ids");
   ops::WeightMatrix bad{wbuf, WeightType::Q4_K, 4, 320};
-  ops::ExpertWeights bad_experts{wbuf, WeightType::Q8_0, 2, 4, 48};
+  ops::ExpertWeights bad_experts{wbuf, WeightType::Q8_0, 2, 4, 48, false, {}, 0};
   rec.begin();
   EXPECT_THROW(ops::matmul(oc, ops::Act(xbuf, 320), bad, ops::Act(xbuf, 4), 1), eaglevk::Error);
   EXPECT_THROW(ops::embed(oc, ops::IntVec{idbuf}, 1, bad, ops::Act(xbuf, 320)), eaglevk::Error);

@@ -134,11 +134,14 @@ TEST_F(GpuTest, Llama8BShapeSpeculativeK3IsLosslessWithA32000TokenDraftVocabular
 // context, speculative decoding with the head, JSON out.
 TEST(Llama8BShapeCli, ChatWithContext32768AndDraft) {
   const Checkpoints& c = checkpoints();
+  // On a terminal (script(1) gives it one) a load this long shows its progress line.
   ProcessResult r = run_process(fmt::format(
-      "EAGLEVK_VALIDATE=1 {} run -m {} -d {} --chat -p 'Tell me about Vulkan.' -n 4 --ignore-eos --ctx 32768 --json "
-      "2>&1",
+      "script -qec \"EAGLEVK_VALIDATE=1 {} run -m {} -d {} --chat -p 'Tell me about Vulkan.' -n 4 --ignore-eos --ctx "
+      "32768 --json\" /dev/null",
       EAGLEVK_CLI, c.target.string(), c.draft.string()));
   ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("eaglevk: loading ["), std::string::npos) << r.out.substr(0, 2000);
+  EXPECT_NE(r.out.find(" s left"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   // <|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n ... <|eot_id|> and the
   // assistant header: the real template's special tokens, encoded as single ids.

@@ -58,7 +58,7 @@ std::vector<int32_t> prompt_ids(uint32_t n, uint32_t seed) { return random_promp
 
 TEST_F(GpuTest, ScoutShapeLoadsItsSplitExpertTensorsAndPrefillsInOnePass) {
   loader::ModelFiles files = loader::open_model_files(checkpoints().target);
-  EXPECT_GE(files.checkpoint.files.size(), 4u) << "expected a sharded checkpoint";
+  EXPECT_GE(files.checkpoint.files.size(), 3u) << "expected a sharded checkpoint";
   const models::TargetShape shape = target().shape();
   EXPECT_EQ(shape.hidden, 5120u);
   EXPECT_EQ(shape.vocab, 202048u);

@@ -95,7 +95,8 @@ void BM_MoeExperts(benchmark::State& state) {
       y(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "y");
   vk::upload(gpu.ctx, lb, logits.data(), logits.size() * 4);
   vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
-  ops::ExpertWeights wgu{gate_up, ops::WeightType::F16, E, 2 * I, H}, wdn{down, ops::WeightType::F16, E, H, I};
+  ops::ExpertWeights wgu{gate_up, ops::WeightType::F16, E, 2 * I, H, false, {}, 0},
+      wdn{down, ops::WeightType::F16, E, H, I, false, {}, 0};
   double expert_bytes = (2.0 * I * H + double(H) * I) * 2;
   time_submissions(state, gpu, 4, rows * expert_bytes, [&](vk::Recorder& rec) {
     ops::OpContext oc{gpu, rec};
