@@ -118,9 +118,9 @@ TEST_F(GpuTest, Llama8BShapePrefillOf600RowsInOnePassMatchesChunkedPrefill) {
 TEST_F(GpuTest, Llama8BShapeSpeculativeK3IsLosslessWithA32000TokenDraftVocabulary) {
   models::Eagle3Model draft = models::load_eagle3(gpu().ctx, checkpoints().draft, target().config());
   EXPECT_EQ(draft.config.draft_vocab_size, 32000);
-  const std::vector<int32_t> ids = prompt_ids(40, 3);
+  const std::vector<int32_t> ids = prompt_ids(24, 3);
   engine::GenerationOptions o;
-  o.n_predict = 10;
+  o.n_predict = 6;
   o.ignore_eos = true;
   engine::TargetRunner runner(gpu(), target(), 256, 64);
   std::vector<int32_t> plain = engine::generate(runner, ids, o).tokens;
