@@ -142,7 +142,9 @@ TEST(Llama8BShapeCli, ChatWithContext32768AndDraft) {
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("eaglevk: loading ["), std::string::npos) << r.out.substr(0, 2000);
   EXPECT_NE(r.out.find(" s left"), std::string::npos);
-  nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  // The JSON is one line; on a terminal stderr's statistics may follow it.
+  const size_t json_start = r.out.find('{');
+  nlohmann::json j = nlohmann::json::parse(r.out.substr(json_start, r.out.find('\n', json_start) - json_start));
   // <|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n ... <|eot_id|> and the
   // assistant header: the real template's special tokens, encoded as single ids.
   std::vector<int32_t> prompt = j.at("prompt_tokens");
