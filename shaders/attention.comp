@@ -44,7 +44,7 @@ layout(push_constant) uniform Push {
 // llvmpipe (lavapipe) stops an invocation's loops once they have run 65,535 iterations in
 // all. The loops inside the key loop therefore take 8 elements a turn (constant-bound inner
 // loops unroll to straight code): with one a turn a 128-wide head reached the limit near
-// 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 40 turns,
+// 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 50 turns,
 // which the host checks against the context (ops::attention_max_keys).
 shared float sq[ATTENTION_MAX_HEAD_DIM];
 shared float sp[256];

@@ -80,7 +80,9 @@ TEST_F(CApi, GgufPairGeneratesTheGoldenTokens) {
     Generated r = generate(ses, g.prompt_ids, n);
     ASSERT_EQ(r.status, EAGLEVK_OK) << eaglevk_last_error();
     EXPECT_EQ(r.tokens, want) << "k " << k;
-    if (k > 0) EXPECT_GT(r.stats.num_accepted_tokens, 0u);
+    if (k > 0) {
+      EXPECT_GT(r.stats.num_accepted_tokens, 0u);
+    }
     eaglevk_session_free(ses);
   }
   eaglevk_model_free(m);

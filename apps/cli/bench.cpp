@@ -147,7 +147,7 @@ int bench_command(const BenchArgs& a) {
 
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s");
+  CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s, load time and peak host memory");
   sub->add_option("-m,--model", args->model, "model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
   sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();

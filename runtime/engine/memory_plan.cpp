@@ -42,7 +42,7 @@ std::string format_bytes(uint64_t bytes) {
 uint32_t MemoryPlan::max_context_that_fits() const {
   if (weights + per_pass >= budget) return 0;
   uint64_t tokens = kv_per_token ? (budget - weights - per_pass) / kv_per_token : UINT32_MAX;
-  return uint32_t(std::min<uint64_t>({tokens / 64 * 64, binding_max_context, UINT32_MAX}));  // KV comes in 64s
+  return uint32_t(std::min<uint64_t>({tokens / 64 * 64, device_max_context, UINT32_MAX}));  // KV comes in 64s
 }
 
 MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target, const loader::ModelFiles* draft,
@@ -57,16 +57,16 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
   auto cap_by_binding = [&](uint64_t layer_kv_dim) {
     const uint32_t tokens = uint32_t(std::min<uint64_t>(UINT32_MAX, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
-    if (tokens < p.binding_max_context) {
-      p.binding_max_context = tokens;
+    if (tokens < p.device_max_context) {
+      p.device_max_context = tokens;
       p.context_limit_reason = fmt::format(
           "one layer's KV cache must fit one storage binding (maxStorageBufferRange), which holds {} tokens", tokens);
     }
   };
   auto cap_by_attention = [&](uint32_t head_dim) {
     const uint32_t keys = ops::attention_max_keys(ctx, head_dim) / 64 * 64;
-    if (keys < p.binding_max_context) {
-      p.binding_max_context = keys;
+    if (keys < p.device_max_context) {
+      p.device_max_context = keys;
       p.context_limit_reason = fmt::format(
           "attention on this CPU device sees at most {} keys per row (llvmpipe stops shader loops after 65,535 "
           "iterations)",
@@ -106,7 +106,7 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
   if (requested == 0) {
     uint32_t context = std::min(p.model_max_context, fits);
     if (note && context < p.model_max_context)
-      *note = fits == p.binding_max_context
+      *note = fits == p.device_max_context
                   ? fmt::format("context {} tokens: {}; the model allows {}", context, binding_limit,
                                 p.model_max_context)
                   : fmt::format("context {} tokens: what fits in the device's memory ({} of weights, {} per token "
@@ -116,7 +116,7 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     return context;
   }
   const uint32_t context = std::min(requested, p.model_max_context);
-  if (context > p.binding_max_context) fail("--ctx {} is too long for this device: {}", context, binding_limit);
+  if (context > p.device_max_context) fail("--ctx {} is too long for this device: {}", context, binding_limit);
   if (p.total(context) > p.budget)
     fail("--ctx {} does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
          "{}, but {}; a context of at most {} fits (or use a quantized file)",

@@ -21,8 +21,8 @@ struct MemoryPlan {
   // One layer's K (or V) cache is one storage binding: maxStorageBufferRange caps the context
   // (128 MiB on lavapipe: 65,536 tokens at 8 KV heads of 128).
   // On CPU devices attention also caps it (ops::attention_max_keys).
-  uint32_t binding_max_context = UINT32_MAX;
-  std::string context_limit_reason;  // why binding_max_context is what it is
+  uint32_t device_max_context = UINT32_MAX;
+  std::string context_limit_reason;  // why device_max_context is what it is
 
   uint64_t total(uint32_t context) const { return weights + kv_per_token * context + per_pass; }
   // The largest context that fits memory and the binding limit (0 when the weights and one
