@@ -75,6 +75,7 @@ struct TargetWeights {
 // Device state of the draft for one sequence: its own KV cache, rope table and activations.
 struct Eagle3State {
   uint32_t capacity = 0, max_rows = 0;
+  uint32_t logit_rows = 1;       // rows whose logits one pass computes (tree steps: K)
   vk::Buffer k_cache, v_cache;   // [capacity][nkv hd] f16
   vk::Buffer rope_table;
   vk::Buffer positions;          // int32 [max_rows + k]: catch-up rows, then one per draft step
@@ -84,14 +85,26 @@ struct Eagle3State {
   ops::KvLayer kv() const;
 };
 
+// `capacity` includes any scratch rows of tree steps; `logit_rows` is 1 for the chain.
 Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
-                              uint32_t max_steps, bool arena_reuse);
+                              uint32_t max_steps, bool arena_reuse, uint32_t logit_rows = 1);
 
 // One draft forward over `rows` rows.
 //   catch-up (from_taps): feature = fc(taps rows), tokens from `ids`;
 //   later steps: rows == 1, feature = the previous step's pre-norm output (row `feature_row`
 //   of the feature buffer), token = the previous draft token.
 // Writes the draft argmax of the last row, mapped to the target vocabulary, at `out_token`.
+//   tree steps (tree set): `rows` frontier nodes at once; see DraftTreeStep.
+struct DraftTreeStep {
+  ops::Act u_history;          // pre-norm outputs of earlier rows (row 0: the catch-up's last)
+  uint32_t history_rows = 0;
+  ops::IntVec gather;          // feature row r = u_history row gather[r]
+  ops::IntVec slots;           // KV cache rows the nodes write (scratch rows past the committed)
+  ops::TreePath path;          // each node sees the committed rows, its ancestors and itself
+  uint32_t save_row = 0;       // the nodes' u go to u_history rows [save_row, save_row + rows)
+  // Logits of every row go to the logits buffer ([rows, Vd]); no argmax is taken.
+};
+
 struct DraftPass {
   uint32_t rows = 0;
   bool from_taps = false;
@@ -102,6 +115,7 @@ struct DraftPass {
   uint32_t kv_len = 0;         // last position + 1
   ops::IntVec out_token;
   bool batch_invariant = true;
+  const DraftTreeStep* tree = nullptr;
 };
 
 // Returns the row of the feature buffer that holds this pass's last pre-norm output.

@@ -1,4 +1,5 @@
 // The draft head's device state and its forward pass.
+#include <algorithm>
 #include <cmath>
 
 #include <eaglevk/error.h>
@@ -13,11 +14,12 @@ ops::KvLayer Eagle3State::kv() const {
 }
 
 Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
-                              uint32_t max_steps, bool arena_reuse) {
+                              uint32_t max_steps, bool arena_reuse, uint32_t logit_rows) {
   const loader::LlamaConfig& c = m.config.layer;
   Eagle3State s;
   s.capacity = (capacity + 63) / 64 * 64;
   s.max_rows = max_rows;
+  s.logit_rows = std::max(1u, logit_rows);
   const uint64_t H = c.hidden_size, I = c.intermediate_size, Vd = m.config.draft_vocab_size;
   const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
   const uint64_t q_dim = uint64_t(c.num_attention_heads) * c.head_dim;
@@ -41,8 +43,8 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   s.ffn_norm = plan.add("ffn_norm", R * H * 4, 5, 6);
   s.gate_up = plan.add("gate_up", R * 2 * I * 4, 6, 7);
   s.act = plan.add("act", R * I * 4, 7, 8);
-  s.out_norm = plan.add("out_norm", H * 4, 8, 9);
-  s.logits = plan.add("logits", Vd * 4, 9, 10);
+  s.out_norm = plan.add("out_norm", s.logit_rows * H * 4, 8, 9);
+  s.logits = plan.add("logits", s.logit_rows * Vd * 4, 9, 10);
   s.arena.allocate(ctx, arena_reuse, "draft activations");
   return s;
 }
@@ -54,15 +56,18 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (T == 0 || T > s.max_rows) fail("a draft pass of {} rows (at most {})", T, s.max_rows);
-  if (!pass.from_taps && T != 1) fail("draft steps after the catch-up run one row");
+  if (!pass.from_taps && !pass.tree && T != 1) fail("draft steps after the catch-up run one row");
+  if (pass.tree && (pass.from_taps || T > s.logit_rows)) fail("a draft tree step of {} rows (at most {})", T, s.logit_rows);
   if (pass.kv_len > s.capacity) fail("draft position {} beyond its context {}", pass.kv_len - 1, s.capacity);
   const float eps = c.rms_norm_eps;
   const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
 
   // g: the feature rows this pass works on, updated in place into h and then u.
-  ops::Act g = pass.from_taps ? ops::Act(a[s.feature], H) : ops::Act(a[s.feature], H).row(pass.feature_row);
+  ops::Act g = pass.from_taps || pass.tree ? ops::Act(a[s.feature], H) : ops::Act(a[s.feature], H).row(pass.feature_row);
   if (pass.from_taps) linear(oc, pass.taps, m.fc, g, T, false, path, "draft_fc");
+  if (pass.tree)
+    ops::gather_rows(oc, pass.tree->u_history, pass.tree->history_rows, pass.tree->gather, g, T, H, "draft_tree_feature");
 
   // The two norm paths: independent dispatches into the two halves of one buffer; the
   // recorder puts the one barrier before the q/k/v matmul that reads both.
@@ -76,9 +81,10 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   linear(oc, attn_in, m.qkv, qkv, T, false, path, "draft_qkv");
   ops::rope(oc, qkv, T, nh + nkv, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
   ops::KvLayer kv = s.kv();
-  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.positions, kv);
-  ops::attention(oc, qkv, kv, pass.positions, ops::Act(a[s.attn], q_dim), T,
-                 ops::AttentionParams{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))});
+  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.tree ? pass.tree->slots : pass.positions, kv);
+  ops::AttentionParams attn{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
+  attn.tree = pass.tree ? &pass.tree->path : nullptr;
+  ops::attention(oc, qkv, kv, pass.positions, ops::Act(a[s.attn], q_dim), T, attn);
   // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
   ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;
   linear(oc, ops::Act(a[s.attn], q_dim), m.o, h, T, /*accumulate=*/true, path, "draft_o_proj");
@@ -89,16 +95,20 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   linear(oc, ops::Act(a[s.act], I), m.down, h, T, /*accumulate=*/true, path, "draft_down");
   if (m.config.norm_before_residual) ops::copy_rows(oc, h, g, T, H, "draft_feature");  // u feeds the next step
 
-  // Logits of the last row only: it proposes the next token.
-  ops::Act u_last = g.row(T - 1);
-  ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), 1, H, eps, "draft_final_norm");
+  if (pass.tree) ops::copy_rows(oc, g, pass.tree->u_history.row(pass.tree->save_row), T, H, "draft_tree_u");
+
+  // Logits of the last row only (it proposes the next token), or of every node of a tree step.
+  const uint32_t logit_rows = pass.tree ? T : 1;
+  ops::Act u_last = g.row(T - logit_rows);
+  ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), logit_rows, H, eps, "draft_final_norm");
   if (m.lm_head.buffer)
-    linear(oc, ops::Act(a[s.out_norm], H), m.lm_head, ops::Act(a[s.logits], Vd), 1, false, path, "draft_lm_head");
+    linear(oc, ops::Act(a[s.out_norm], H), m.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
+           "draft_lm_head");
   else
-    ops::matmul(oc, ops::Act(a[s.out_norm], H), target.lm_head, ops::Act(a[s.logits], Vd), 1, false, path,
+    ops::matmul(oc, ops::Act(a[s.out_norm], H), target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
                 "draft_lm_head");
   vk::BufferRange d2t(m.d2t);
-  ops::argmax(oc, ops::Act(a[s.logits], Vd), 1, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
+  if (!pass.tree) ops::argmax(oc, ops::Act(a[s.logits], Vd), 1, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
   return pass.from_taps ? T - 1 : pass.feature_row;
 }
 

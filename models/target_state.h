@@ -61,6 +61,10 @@ struct ForwardPass {
   bool batch_invariant = false;  // matrix-vector kernels at any row count (verify passes)
   const TapRequest* taps = nullptr;
   bool argmax = true;            // false when the caller samples the logits rows itself
+  // Tree verification: the rows are tree nodes written to KV rows `slots` (not their
+  // positions), each attending to the committed rows and its own ancestors (`tree`).
+  const ops::TreePath* tree = nullptr;
+  const ops::IntVec* slots = nullptr;
 };
 
 // Pieces every target's forward records the same way.

@@ -2,24 +2,29 @@
 // Attention of a batch of new query rows over the f16 KV cache, one workgroup per
 // (row, head). Keys are visited in blocks of the workgroup size from a start that depends only
 // on the row's own position, with an online softmax; so a row's result never depends on how
-// many rows share the dispatch. Key j is visible to the row at position p when
+// many rows share the dispatch. The key at position j is visible to the row at position p when
 //   j <= p (causal) and j < kv_len,
-//   chunk > 0: floor(j / chunk) == floor(p / chunk)   (Llama-4 chunked attention),
-//   HAS_MASK: bit j of the row's mask words is set     (tree verification).
+//   chunk > 0: floor(j / chunk) == floor(p / chunk)   (Llama-4 chunked attention).
+// TREE: the rows are nodes of a speculation tree whose keys are not stored at their positions.
+// Positions below path_base are committed rows stored at their position; position
+// path_base + d is the row's own ancestor at depth d (itself at its depth), stored in cache row
+// path_base + path[row * path_stride + d]. Keys are visited in position order exactly as for a
+// sequential pass, with the same blocks, so a tree row computes bit for bit what a one-token
+// decode step along its own branch computes.
 // QSCALE 1 multiplies the row's q by qscale[row]; QSCALE 2 by Llama-4's attention temperature
 // 1 + attn_scale * log(floor((p + 1) / floor_scale) + 1), computed from the row's position.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "shared_constants.h"
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool HAS_MASK = false;
+layout(constant_id = 1) const bool TREE = false;
 layout(constant_id = 2) const uint QSCALE = 0;
 
 layout(binding = 0, std430) readonly buffer Q { float q[]; };
 layout(binding = 1, std430) readonly buffer KCache { uint k_cache[]; };
 layout(binding = 2, std430) readonly buffer VCache { uint v_cache[]; };
 layout(binding = 3, std430) readonly buffer Pos { int pos[]; };
-layout(binding = 4, std430) readonly buffer Mask { uint mask[]; };
+layout(binding = 4, std430) readonly buffer Path { int path[]; };
 layout(binding = 5, std430) readonly buffer QScale { float qscale[]; };
 layout(binding = 6, std430) writeonly buffer Out { float outv[]; };
 
@@ -35,10 +40,12 @@ layout(push_constant) uniform Push {
   uint pos_offset;
   uint kv_len;
   uint chunk;
-  uint mask_stride;  // uint words per row
+  uint path_stride;  // TREE: path entries per row
   float scale;
   float floor_scale;
   float attn_scale;
+  uint path_base;    // TREE: first position of the tree
+  uint path_offset;  // TREE: element offset of row 0's path
 } p;
 
 // llvmpipe (lavapipe) stops an invocation's loops once they have run 65,535 iterations in
@@ -48,6 +55,7 @@ layout(push_constant) uniform Push {
 // which the host checks against the context (ops::attention_max_keys).
 shared float sq[ATTENTION_MAX_HEAD_DIM];
 shared float sp[256];
+shared uint sslot[256];  // TREE: cache row of each key of the block
 shared float red[64];
 
 float block_reduce(float v, bool is_max) {
@@ -74,7 +82,7 @@ void main() {
   for (uint d = tid; d < hd; d += wg) sq[d] = q[p.q_offset + row * p.q_stride + head * hd + d] * qs;
   barrier();
 
-  uint end = min(p.kv_len, uint(position) + 1u);
+  uint end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
   uint start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
@@ -83,9 +91,12 @@ void main() {
   for (uint kb = start; kb < end; kb += wg) {
     uint j = kb + tid;
     float s = -1.0 / 0.0;
-    bool visible = j < end && (!HAS_MASK || (mask[row * p.mask_stride + j / 32u] & (1u << (j % 32u))) != 0u);
+    bool visible = j < end;
+    uint slot = j;
+    if (TREE && visible && j >= p.path_base)
+      slot = p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
     if (visible) {
-      uint base = (j * kv_dim + kvh * hd) / 2u;
+      uint base = (slot * kv_dim + kvh * hd) / 2u;
       float dot_qk = 0.0;
       for (uint d = 0; d < hd; d += 8u) {  // head_dim is a multiple of 8 (checked by the host)
         [[unroll]] for (uint u = 0; u < 4u; ++u) {
@@ -100,6 +111,7 @@ void main() {
     float new_m = max(m, block_max);
     float prob = visible ? exp(s - new_m) : 0.0;
     sp[tid] = prob;
+    if (TREE) sslot[tid] = slot;
     float block_sum = block_reduce(prob, false);  // its barriers also publish sp[]
     if (new_m == -1.0 / 0.0) continue;            // nothing visible yet
     float alpha = exp(m - new_m);                 // 0 when m is -inf
@@ -110,11 +122,11 @@ void main() {
       uint jj = 0;
       for (; jj + 8u <= count; jj += 8u)
         [[unroll]] for (uint u = 0; u < 8u; ++u) {
-          uint idx = (kb + jj + u) * kv_dim + kvh * hd + d;
+          uint idx = (TREE ? sslot[jj + u] : kb + jj + u) * kv_dim + kvh * hd + d;
           a = fma(sp[jj + u], kv_load(v_cache[idx / 2u], idx), a);
         }
       for (; jj < count; ++jj) {
-        uint idx = (kb + jj) * kv_dim + kvh * hd + d;
+        uint idx = (TREE ? sslot[jj] : kb + jj) * kv_dim + kvh * hd + d;
         a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
       }
       acc[i] = a;

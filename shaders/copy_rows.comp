@@ -1,11 +1,14 @@
 #version 450
 // Strided f32 row copy: dst[r, c] = src[r, c] for c < width. Used for hidden-state taps,
-// which land at a column offset of a [rows, taps * hidden] buffer.
+// which land at a column offset of a [rows, taps * hidden] buffer. GATHER reads source row
+// rows_idx[r] instead of r (tree drafting: each frontier row continues from its parent's).
 layout(local_size_x = 64) in;
+layout(constant_id = 0) const bool GATHER = false;
 #include "grid.glsl"
 
 layout(binding = 0, std430) readonly buffer Src { float src[]; };
 layout(binding = 1, std430) writeonly buffer Dst { float dst[]; };
+layout(binding = 2, std430) readonly buffer Rows { int rows_idx[]; };
 
 layout(push_constant) uniform Push {
   uint rows;
@@ -14,11 +17,13 @@ layout(push_constant) uniform Push {
   uint src_stride;
   uint dst_offset;
   uint dst_stride;
+  uint idx_offset;
 } p;
 
 void main() {
   uint idx = linear_invocation();
   if (idx >= p.rows * p.width) return;
   uint r = idx / p.width, c = idx % p.width;
-  dst[p.dst_offset + r * p.dst_stride + c] = src[p.src_offset + r * p.src_stride + c];
+  uint from = GATHER ? uint(rows_idx[p.idx_offset + r]) : r;
+  dst[p.dst_offset + r * p.dst_stride + c] = src[p.src_offset + from * p.src_stride + c];
 }

@@ -232,7 +232,7 @@ TEST_F(OpsTest, RopeBothPairingsWithLlama3Scaling) {
 
 struct AttentionCase {
   uint32_t rows, heads, kv_heads, head_dim, first_pos, chunk;
-  bool mask, qscale;
+  bool qscale;
 };
 
 class AttentionTest : public OpsTest, public ::testing::WithParamInterface<AttentionCase> {};
@@ -249,22 +249,15 @@ TEST_P(AttentionTest, MatchesReference) {
   auto qkv = random_floats(size_t(c.rows) * stride, 53, -2, 2);
   std::vector<int32_t> pos(c.rows);
   for (uint32_t r = 0; r < c.rows; ++r) pos[r] = int32_t(c.first_pos + r);
-  std::vector<uint32_t> mask;
-  uint32_t mask_words = (kv_len + 31) / 32;
-  if (c.mask) {
-    std::mt19937 rng(54);
-    mask.resize(size_t(c.rows) * mask_words);
-    for (auto& m : mask) m = rng() | 1u;  // key 0 stays visible so no row is empty
-  }
   auto qscale = random_floats(c.rows, 55, 1.0f, 1.3f);
 
   vk::Buffer kbuf = device_buffer(k16, "k"), vbuf = device_buffer(v16, "v"), qkvbuf = device_buffer(qkv, "qkv"),
              pbuf = device_buffer(pos, "pos"), out(gpu().ctx, size_t(c.rows) * q_dim * 4, vk::MemoryKind::Device, "out");
-  vk::Buffer mbuf = device_buffer(c.mask ? mask : std::vector<uint32_t>{0}, "mask"), sbuf = device_buffer(qscale, "qscale");
+  vk::Buffer sbuf = device_buffer(qscale, "qscale");
   ops::KvLayer kv{kbuf, vbuf, capacity, kv_dim};
-  vk::BufferRange mr(mbuf), sr(sbuf);
+  vk::BufferRange sr(sbuf);
   ops::AttentionParams params{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, 1.0f / std::sqrt(float(c.head_dim)),
-                              c.mask ? &mr : nullptr, mask_words, c.qscale ? &sr : nullptr};
+                              nullptr, c.qscale ? &sr : nullptr};
   ops::Act rows_act(qkvbuf, stride);
   rec.begin();
   ops::kv_write(oc, rows_act.cols(q_dim), rows_act.cols(q_dim + kv_dim), c.rows, ops::IntVec{pbuf}, kv);
@@ -281,7 +274,7 @@ TEST_P(AttentionTest, MatchesReference) {
       vc[size_t(pos[r]) * kv_dim + d] = f16_to_float(to_f16({qkv[size_t(r) * stride + q_dim + kv_dim + d]})[0]);
     }
   }
-  RefAttention ra{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, params.scale, c.mask ? &mask : nullptr, mask_words,
+  RefAttention ra{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, params.scale, nullptr, 0,
                   c.qscale ? &qscale : nullptr};
   auto want = ref_attention(q, kc, vc, pos, c.rows, ra);
   EXPECT_TRUE(all_close(read_back<float>(out, want.size()), want, 1e-5, 1e-4));
@@ -294,23 +287,22 @@ TEST_P(AttentionTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTest,
-    ::testing::Values(AttentionCase{1, 8, 8, 64, 0, 0, false, false},      // first token, GQA ratio 1
-                      AttentionCase{1, 8, 2, 64, 150, 0, false, false},    // decode, ratio 4
-                      AttentionCase{4, 10, 2, 128, 61, 0, false, false},   // verify of 4, ratio 5
-                      AttentionCase{13, 4, 1, 128, 0, 0, false, false},    // prefill, ratio 4
-                      AttentionCase{9, 8, 2, 64, 59, 64, false, false},    // crosses a 64-chunk boundary
-                      AttentionCase{5, 5, 5, 64, 120, 0, true, false},     // extra mask
-                      AttentionCase{3, 8, 2, 64, 40, 32, false, true},     // chunked + query scale
+    ::testing::Values(AttentionCase{1, 8, 8, 64, 0, 0, false},      // first token, GQA ratio 1
+                      AttentionCase{1, 8, 2, 64, 150, 0, false},    // decode, ratio 4
+                      AttentionCase{4, 10, 2, 128, 61, 0, false},   // verify of 4, ratio 5
+                      AttentionCase{13, 4, 1, 128, 0, 0, false},    // prefill, ratio 4
+                      AttentionCase{9, 8, 2, 64, 59, 64, false},    // crosses a 64-chunk boundary
+                      AttentionCase{3, 8, 2, 64, 40, 32, true},     // chunked + query scale
                       // Long contexts: a 32k+ cache, and Llama-4's 8192 chunks many chunks in.
                       // (near 20,000 keys lavapipe once cut rolled loops short: see attention.comp)
-                      AttentionCase{4, 8, 2, 128, 32765, 0, false, false},
-                      AttentionCase{2, 4, 1, 128, 65000, 0, false, false},
-                      AttentionCase{6, 8, 2, 64, 3 * 8192 - 3, 8192, false, true},
-                      AttentionCase{2, 4, 1, 128, 40000, 8192, false, false}),
+                      AttentionCase{4, 8, 2, 128, 32765, 0, false},
+                      AttentionCase{2, 4, 1, 128, 65000, 0, false},
+                      AttentionCase{6, 8, 2, 64, 3 * 8192 - 3, 8192, true},
+                      AttentionCase{2, 4, 1, 128, 40000, 8192, false}),
     [](const auto& info) {
       const AttentionCase& c = info.param;
-      return fmt::format("r{}_h{}_kv{}_d{}_p{}_c{}{}{}", c.rows, c.heads, c.kv_heads, c.head_dim, c.first_pos, c.chunk,
-                         c.mask ? "_mask" : "", c.qscale ? "_qscale" : "");
+      return fmt::format("r{}_h{}_kv{}_d{}_p{}_c{}{}", c.rows, c.heads, c.kv_heads, c.head_dim, c.first_pos, c.chunk,
+                         c.qscale ? "_qscale" : "");
     });
 
 // Attention of a row must not depend on how many rows share the dispatch.
@@ -335,6 +327,73 @@ TEST_F(OpsTest, AttentionIsBatchInvariant) {
   }
   rec.submit_and_wait();
   EXPECT_TRUE(bitwise_equal(read_back<float>(batch, q.size()), read_back<float>(single, q.size())));
+}
+
+// Tree rows (verification of a speculation tree): every node attends to the committed rows and
+// its own ancestors and computes, bit for bit, what a one-row pass computes along its own branch
+// stored at consecutive positions; also across a Llama-4 chunk boundary inside the tree and with
+// the NoPE temperature taken from each node's own position.
+TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
+  struct Case {
+    uint32_t base, chunk;
+    bool temperature;
+  };
+  const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, nodes = 14;
+  for (const Case& c : {Case{47, 0, false}, Case{61, 64, false}, Case{125, 64, true}, Case{0, 0, true}}) {
+    // A random tree: node j > 0 hangs from a random earlier node.
+    std::mt19937 rng(c.base + 7);
+    std::vector<int32_t> parent(nodes, -1), depth(nodes, 0);
+    for (uint32_t j = 1; j < nodes; ++j) {
+      parent[j] = int32_t(rng() % j);
+      depth[j] = depth[uint32_t(parent[j])] + 1;
+    }
+    const uint32_t stride = uint32_t(*std::max_element(depth.begin(), depth.end())) + 1;
+    std::vector<int32_t> path(size_t(nodes) * stride, 0), pos(nodes);
+    for (uint32_t j = 0; j < nodes; ++j) {
+      pos[j] = int32_t(c.base) + depth[j];
+      for (int32_t m = int32_t(j); m >= 0; m = parent[uint32_t(m)]) path[size_t(j) * stride + uint32_t(depth[uint32_t(m)])] = m;
+    }
+    const uint32_t cap = c.base + nodes + 8;
+    auto k = to_f16(random_floats(size_t(cap) * kv_dim, 81)), v = to_f16(random_floats(size_t(cap) * kv_dim, 82));
+    auto q = random_floats(size_t(nodes) * heads * hd, 83, -2, 2);
+    ops::AttentionParams params{heads, kv_heads, hd, c.base + nodes, c.chunk, 0.125f};
+    params.temperature_tuning = c.temperature;
+    params.floor_scale = 4;
+    params.attn_scale = 0.25f;
+    vk::Buffer kb = device_buffer(k, "k"), vb = device_buffer(v, "v"), qb = device_buffer(q, "q"),
+               pb = device_buffer(pos, "pos"), tb = device_buffer(path, "path"),
+               out(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "tree out");
+    ops::TreePath tree{tb, 0, stride, c.base};
+    ops::AttentionParams tree_params = params;
+    tree_params.tree = &tree;
+    rec.begin();
+    ops::attention(oc, ops::Act(qb, heads * hd), ops::KvLayer{kb, vb, cap, kv_dim}, ops::IntVec{pb},
+                   ops::Act(out, heads * hd), nodes, tree_params);
+    rec.submit_and_wait();
+    auto got = read_back<float>(out, q.size());
+    for (uint32_t j = 0; j < nodes; ++j) {
+      // The branch root..j moved to positions base, base + 1, ...
+      std::vector<uint16_t> ks(k.begin(), k.begin() + size_t(c.base) * kv_dim), vs(v.begin(), v.begin() + size_t(c.base) * kv_dim);
+      for (int32_t d = 0; d <= depth[j]; ++d) {
+        size_t slot = c.base + uint32_t(path[size_t(j) * stride + uint32_t(d)]);
+        ks.insert(ks.end(), k.begin() + slot * kv_dim, k.begin() + (slot + 1) * kv_dim);
+        vs.insert(vs.end(), v.begin() + slot * kv_dim, v.begin() + (slot + 1) * kv_dim);
+      }
+      const uint32_t len = uint32_t(ks.size() / kv_dim);
+      std::vector<float> qj(q.begin() + size_t(j) * heads * hd, q.begin() + size_t(j + 1) * heads * hd);
+      vk::Buffer ksb = device_buffer(ks, "k seq"), vsb = device_buffer(vs, "v seq"), qsb = device_buffer(qj, "q seq"),
+                 psb = device_buffer(std::vector<int32_t>{pos[j]}, "pos seq"),
+                 seq(gpu().ctx, qj.size() * 4, vk::MemoryKind::Device, "seq out");
+      ops::AttentionParams seq_params = params;
+      seq_params.kv_len = len;
+      rec.begin();
+      ops::attention(oc, ops::Act(qsb, heads * hd), ops::KvLayer{ksb, vsb, len, kv_dim}, ops::IntVec{psb},
+                     ops::Act(seq, heads * hd), 1, seq_params);
+      rec.submit_and_wait();
+      std::vector<float> row(got.begin() + size_t(j) * heads * hd, got.begin() + size_t(j + 1) * heads * hd);
+      EXPECT_TRUE(bitwise_equal(row, read_back<float>(seq, qj.size()))) << "base " << c.base << " node " << j;
+    }
+  }
 }
 
 // ---- elementwise, softmax, argmax -----------------------------------------------------

@@ -6,12 +6,13 @@
 
 namespace eaglevk::engine {
 
-void SpecStats::record_round(uint32_t proposed, uint32_t accepted) {
+void SpecStats::record_round(uint32_t proposed, uint32_t accepted, uint32_t positions) {
   if (proposed == 0) return;
+  if (positions == 0) positions = proposed;
   ++num_drafts;
   num_draft_tokens += proposed;
   num_accepted_tokens += accepted;
-  if (accepted_at.size() < proposed) accepted_at.resize(proposed, 0);
+  if (accepted_at.size() < positions) accepted_at.resize(positions, 0);
   for (uint32_t i = 0; i < accepted; ++i) ++accepted_at[i];
   if (rounds_by_accepted.size() <= accepted) rounds_by_accepted.resize(accepted + 1, 0);
   ++rounds_by_accepted[accepted];

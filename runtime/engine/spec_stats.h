@@ -14,7 +14,9 @@ struct SpecStats {
   std::vector<uint64_t> rounds_by_accepted;  // [a]: rounds that accepted exactly a drafts
   uint64_t total_output_tokens = 0;
 
-  void record_round(uint32_t proposed, uint32_t accepted);
+  // `positions`: entries of the per-position acceptance this round counts (0: one per proposed
+  // token; a tree counts its depths, not its nodes).
+  void record_round(uint32_t proposed, uint32_t accepted, uint32_t positions = 0);
   void merge(const SpecStats& other);
   double mean_acceptance_length() const;           // 1 + accepted / drafts
   std::vector<double> acceptance_per_position() const;  // accepted_at[i] / drafts

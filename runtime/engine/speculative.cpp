@@ -7,6 +7,8 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/ops/tree.h"
+
 namespace eaglevk::engine {
 namespace {
 
@@ -14,38 +16,44 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// Layout of the upload buffer (int32 slots).
-struct UploadLayout {
-  uint32_t max_rows, k;
-  uint64_t target_ids() const { return 0; }
-  uint64_t target_positions() const { return max_rows; }
-  uint64_t draft_ids() const { return 2ull * max_rows; }
-  uint64_t draft_positions() const { return 3ull * max_rows; }  // catch-up rows, then the k steps
-  uint64_t slots() const { return 4ull * max_rows + k; }
-};
-
 }  // namespace
+
+uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
                                        const models::Eagle3Model& draft, uint32_t context, uint32_t k,
                                        uint32_t max_rows, bool arena_reuse)
+    : SpeculativeDecoder(gpu, target, draft, context, k, TreeParams{}, max_rows, arena_reuse) {}
+
+SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
+                                       const models::Eagle3Model& draft, uint32_t context, const TreeParams& tree,
+                                       uint32_t max_rows, bool arena_reuse)
+    : SpeculativeDecoder(gpu, target, draft, context, (check_tree_params(tree), tree.steps), tree, max_rows,
+                         arena_reuse) {}
+
+SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
+                                       const models::Eagle3Model& draft, uint32_t context, uint32_t k,
+                                       const TreeParams& tree, uint32_t max_rows, bool arena_reuse)
     : gpu_(gpu),
       target_(target),
       draft_(draft),
       context_(context),
       k_(k),
-      max_rows_(std::max(max_rows, k + 1)),
+      max_rows_(std::max({max_rows, k + 1, tree.draft_tokens})),
       tstate_(models::make_target_state(gpu.ctx, target, context, max_rows_, arena_reuse)),
-      dstate_(models::make_eagle3_state(gpu.ctx, draft, context, max_rows_, k, arena_reuse)),
+      // Tree steps write K (S - 1) scratch rows past the committed draft KV.
+      dstate_(models::make_eagle3_state(gpu.ctx, draft, context + tree.topk * tree.steps, max_rows_, k, arena_reuse,
+                                        std::max(1u, tree.topk))),
       taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config().hidden_size * 4, vk::MemoryKind::Device, "taps"),
       draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),
       verify_drafts_(gpu.ctx, (k + 1) * 4, vk::MemoryKind::Device, "verify drafts"),
-      upload_(gpu.ctx, UploadLayout{max_rows_, k}.slots() * 4, vk::MemoryKind::Upload, "round inputs"),
+      upload_(gpu.ctx, upload_layout(max_rows_, k, tree).slots() * 4, vk::MemoryKind::Upload, "round inputs"),
       // Ids, one row of logits (the last prompt position), and the taps when a sink wants them.
       readback_(gpu.ctx, (2ull * max_rows_ + k) * 4 + uint64_t(target.config().vocab_size) * 4 +
                              uint64_t(max_rows_) * 3 * target.config().hidden_size * 4,
                 vk::MemoryKind::Readback, "round outputs"),
-      rec_(gpu.ctx) {
+      rec_(gpu.ctx),
+      tree_(tree) {
   if (k == 0) fail("-k must be at least 1");
   if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config().hidden_size)
     fail("the draft needs its own embeddings");
@@ -61,6 +69,15 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
   t2d_ = vk::Buffer(gpu.ctx, uint64_t(V) * 4, vk::MemoryKind::Device, "t2d");
   vk::upload(gpu.ctx, t2d_, t2d.data(), uint64_t(V) * 4);
   tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config().hidden_size));
+  if (tree_.enabled()) {
+    if (tree_.topk > Vd) fail("--spec-topk {} exceeds the draft vocabulary of {}", tree_.topk, Vd);
+    const ops::TreeLayout layout{tree_.topk, tree_.steps, tree_.draft_tokens};
+    tree_f_ = vk::Buffer(gpu.ctx, uint64_t(layout.f_size()) * 4, vk::MemoryKind::Device, "tree scores");
+    tree_i_ = vk::Buffer(gpu.ctx, uint64_t(layout.i_size()) * 4, vk::MemoryKind::Device, "tree nodes");
+    u_history_ = vk::Buffer(gpu.ctx, uint64_t(1 + tree_.topk * (tree_.steps - 1)) * draft.config.layer.hidden_size * 4,
+                            vk::MemoryKind::Device, "draft u history");
+    tree_readback_ = vk::Buffer(gpu.ctx, uint64_t(4) * tree_.draft_tokens * 4, vk::MemoryKind::Readback, "tree");
+  }
 }
 
 void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {
@@ -69,7 +86,7 @@ void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, 
 
 void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o,
                                  GenerationResult& result, std::vector<float>& last_logits) {
-  const UploadLayout up{max_rows_, k_};
+  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
   auto* slots = static_cast<int32_t*>(upload_.mapped);
   const uint32_t n = uint32_t(prompt.size()), H = target_.config().hidden_size, V = target_.config().vocab_size;
   const bool need_logits = o.top_logits > 0;
@@ -148,14 +165,15 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   if (prompt.size() >= context_)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
+  if (tree_.enabled() && !o.sampling.greedy()) fail("tree drafting samples at temperature 0 only (use -k at T > 0)");
   GenerationResult result;
   result.prompt = prompt;
-  const UploadLayout up{max_rows_, k_};
   auto* slots = static_cast<int32_t*>(upload_.mapped);
-  const uint32_t H = target_.config().hidden_size, V = target_.config().vocab_size;
+  const uint32_t H = target_.config().hidden_size;
   auto start = std::chrono::steady_clock::now();
 
   std::vector<float> last_logits;
+  compact_path_.clear();
   prefill(prompt, o, result, last_logits);
   if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
   std::vector<int32_t> history = prompt;  // every token whose position is decided
@@ -179,127 +197,145 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
 
   bool running = o.n_predict > 0 && emit(y);
   history.push_back(y);
-  ops::OpContext oc{gpu_, rec_};
   while (running) {
     // Room left in the context bounds this round's draft length.
     if (P + 1 > context_) {
       result.stopped_at_context = true;
       break;
     }
-    const uint32_t k = std::min(k_, context_ - 1 - P);
-    const uint32_t catch_rows = P - c;
-    // Inputs: draft catch-up tokens x_{c+1..P} (x_P = y) at positions c..P-1, the draft
-    // steps' positions, and the verify pass's first token y at P..P+k.
-    for (uint32_t i = 0; i < catch_rows; ++i) {
-      slots[up.draft_ids() + i] = history[c + 1 + i];
-      slots[up.draft_positions() + i] = int32_t(c + i);
-    }
-    for (uint32_t i = 1; i < k; ++i) slots[up.draft_positions() + catch_rows + i - 1] = int32_t(P - 1 + i);
-    slots[up.target_ids()] = y;
-    for (uint32_t i = 0; i <= k; ++i) slots[up.target_positions() + i] = int32_t(P + i);
-
-    // With draft sampling, draft token i (placed at position P + 1 + i) is drawn from q on the
-    // device, over the argmax the draft pass wrote; random stream 8 keeps it independent of
-    // the target's draws at that position.
-    const bool sampled_drafts = draft_sampling_ && !o.sampling.greedy();
-    const uint32_t Vd = draft_.config.draft_vocab_size;
-    vk::BufferRange d2t(draft_.d2t);
-    auto draw_draft = [&](uint32_t i) {
-      if (!sampled_drafts) return;
-      ops::DraftDistribution dist;
-      dist.mode = ops::DraftDistribution::Mode::Draw;
-      dist.q = vk::BufferRange(draft_q_);
-      dist.width = Vd;
-      dist.d2t = draft_.d2t ? &d2t : nullptr;
-      dist.q_row = i;
-      ops::sample(oc, ops::Act(dstate_.arena[dstate_.logits], Vd), 1, Vd, nullptr, ops::IntVec{draft_tokens_, i},
-                  ops::IntVec{draft_accept_, i}, device_params(o.sampling, P + 1 + i), ops::AcceptRule::Correct, &dist,
-                  /*stream=*/8);
-    };
-    rec_.begin();
-    record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows + (k > 0 ? k - 1 : 0));
-    record_inputs_copy(up.target_ids(), tstate_.ids, 1);
-    record_inputs_copy(up.target_positions(), tstate_.positions, k + 1);
-    if (k > 0) {
-      models::DraftPass pass;
-      pass.rows = catch_rows;
-      pass.from_taps = true;
-      pass.taps = tap_request_.out.row(tap_row0);
-      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
-      pass.positions = ops::IntVec{dstate_.positions, 0};
-      pass.kv_len = P;
-      pass.out_token = ops::IntVec{draft_tokens_, 0};
-      uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
-      draw_draft(0);
-      for (uint32_t i = 1; i < k; ++i) {
-        models::DraftPass step;
-        step.rows = 1;
-        step.ids = ops::IntVec{draft_tokens_, i - 1};
-        step.positions = ops::IntVec{dstate_.positions, catch_rows + i - 1};
-        step.feature_row = feature_row;
-        step.kv_len = P + i;
-        step.out_token = ops::IntVec{draft_tokens_, i};
-        models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, step);
-        draw_draft(i);
-      }
-      rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
-      rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
-    }
-    rec_.fill(vk::BufferRange(verify_drafts_, k * 4, 4), 0xffffffffu, "no draft");  // the bonus row
-    // No argmax dispatch: the sampling op below decides every row (greedily at temperature 0).
-    models::record_target_forward(oc, target_, tstate_,
-                                  {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/false});
-    // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
-    ops::IntVec drafts{verify_drafts_};
-    ops::DraftDistribution verify;
-    verify.mode = ops::DraftDistribution::Mode::Verify;
-    verify.q = vk::BufferRange(draft_q_);
-    verify.width = Vd;
-    verify.t2d = vk::BufferRange(t2d_);
-    ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
-                ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_, sampled_drafts ? &verify : nullptr);
-    rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");
-    rec_.copy(vk::BufferRange(tstate_.accept, 0, (k + 1) * 4),
-              vk::BufferRange(readback_, (uint64_t(max_rows_) + k_) * 4, (k + 1) * 4), "accepted");
-    if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
-    if (tap_sink_)
-      rec_.copy(vk::BufferRange(taps_, 0, uint64_t(k + 1) * 3 * H * 4),
-                vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(k + 1) * 3 * H * 4));
-    rec_.submit_and_wait();
-
-    const auto* back = static_cast<const int32_t*>(readback_.mapped);
-    const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k
-    const int32_t* drafted = back + max_rows_;         // d_1..d_k
-    const int32_t* accept = back + max_rows_ + k_;     // d_{j+1} accepted at row j
-    uint32_t accepted = 0;
-    while (accepted < k && accept[accepted]) ++accepted;
-    stats.record_round(k, accepted);
+    RoundOutcome round = tree_.enabled() ? tree_round(P, c, tap_row0, y, history, o) : chain_round(P, c, tap_row0, y, history, o);
+    if (tree_.enabled())
+      stats.record_round(round.proposed, round.accepted, std::min(tree_.steps, round.proposed));
+    else
+      stats.record_round(round.proposed, round.accepted);
     if (tap_sink_) {
       TapRows t;
-      for (uint32_t i = 0; i <= accepted; ++i) {
-        t.tokens.push_back(i == 0 ? y : drafted[i - 1]);
-        t.positions.push_back(int32_t(P + i));
-      }
       const auto* h = reinterpret_cast<const float*>(static_cast<const uint8_t*>(readback_.mapped) + readback_.bytes -
                                                      uint64_t(max_rows_) * 3 * H * 4);
-      t.hidden.assign(h, h + uint64_t(accepted + 1) * 3 * H);
+      for (uint32_t i = 0; i <= round.accepted; ++i) {
+        t.tokens.push_back(i == 0 ? y : round.tokens[i - 1]);
+        t.positions.push_back(int32_t(P + i));
+        const float* row = h + uint64_t(round.tap_rows[i]) * 3 * H;
+        t.hidden.insert(t.hidden.end(), row, row + 3 * H);
+      }
       tap_sink_(t);
     }
     // Emit d_1..d_a and the target's own token after them.
-    for (uint32_t i = 0; i <= accepted && running; ++i) {
-      int32_t token = i < accepted ? drafted[i] : verified[accepted];
-      history.push_back(token);
-      running = emit(token);
+    for (uint32_t i = 0; i <= round.accepted && running; ++i) {
+      history.push_back(round.tokens[i]);
+      running = emit(round.tokens[i]);
     }
     if (!running) break;
     c = P;
-    P += accepted + 1;
+    P += round.accepted + 1;
     y = history[P];
     tap_row0 = 0;
   }
   stats.total_output_tokens += result.tokens.size();
   result.decode_seconds = seconds_since(start);
   return result;
+}
+
+SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y,
+                                                                 const std::vector<int32_t>& history,
+                                                                 const GenerationOptions& o) {
+  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
+  auto* slots = static_cast<int32_t*>(upload_.mapped);
+  const uint32_t H = target_.config().hidden_size, V = target_.config().vocab_size;
+  ops::OpContext oc{gpu_, rec_};
+  const uint32_t k = std::min(k_, context_ - 1 - P);
+  const uint32_t catch_rows = P - c;
+  // Inputs: draft catch-up tokens x_{c+1..P} (x_P = y) at positions c..P-1, the draft
+  // steps' positions, and the verify pass's first token y at P..P+k.
+  for (uint32_t i = 0; i < catch_rows; ++i) {
+    slots[up.draft_ids() + i] = history[c + 1 + i];
+    slots[up.draft_positions() + i] = int32_t(c + i);
+  }
+  for (uint32_t i = 1; i < k; ++i) slots[up.draft_positions() + catch_rows + i - 1] = int32_t(P - 1 + i);
+  slots[up.target_ids()] = y;
+  for (uint32_t i = 0; i <= k; ++i) slots[up.target_positions() + i] = int32_t(P + i);
+
+  // With draft sampling, draft token i (placed at position P + 1 + i) is drawn from q on the
+  // device, over the argmax the draft pass wrote; random stream 8 keeps it independent of
+  // the target's draws at that position.
+  const bool sampled_drafts = draft_sampling_ && !o.sampling.greedy();
+  const uint32_t Vd = draft_.config.draft_vocab_size;
+  vk::BufferRange d2t(draft_.d2t);
+  auto draw_draft = [&](uint32_t i) {
+    if (!sampled_drafts) return;
+    ops::DraftDistribution dist;
+    dist.mode = ops::DraftDistribution::Mode::Draw;
+    dist.q = vk::BufferRange(draft_q_);
+    dist.width = Vd;
+    dist.d2t = draft_.d2t ? &d2t : nullptr;
+    dist.q_row = i;
+    ops::sample(oc, ops::Act(dstate_.arena[dstate_.logits], Vd), 1, Vd, nullptr, ops::IntVec{draft_tokens_, i},
+                ops::IntVec{draft_accept_, i}, device_params(o.sampling, P + 1 + i), ops::AcceptRule::Correct, &dist,
+                /*stream=*/8);
+  };
+  rec_.begin();
+  record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows + (k > 0 ? k - 1 : 0));
+  record_inputs_copy(up.target_ids(), tstate_.ids, 1);
+  record_inputs_copy(up.target_positions(), tstate_.positions, k + 1);
+  if (k > 0) {
+    models::DraftPass pass;
+    pass.rows = catch_rows;
+    pass.from_taps = true;
+    pass.taps = tap_request_.out.row(tap_row0);
+    pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+    pass.positions = ops::IntVec{dstate_.positions, 0};
+    pass.kv_len = P;
+    pass.out_token = ops::IntVec{draft_tokens_, 0};
+    uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
+    draw_draft(0);
+    for (uint32_t i = 1; i < k; ++i) {
+      models::DraftPass step;
+      step.rows = 1;
+      step.ids = ops::IntVec{draft_tokens_, i - 1};
+      step.positions = ops::IntVec{dstate_.positions, catch_rows + i - 1};
+      step.feature_row = feature_row;
+      step.kv_len = P + i;
+      step.out_token = ops::IntVec{draft_tokens_, i};
+      models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, step);
+      draw_draft(i);
+    }
+    rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
+    rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
+  }
+  rec_.fill(vk::BufferRange(verify_drafts_, k * 4, 4), 0xffffffffu, "no draft");  // the bonus row
+  // No argmax dispatch: the sampling op below decides every row (greedily at temperature 0).
+  models::record_target_forward(oc, target_, tstate_,
+                                {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/false});
+  // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
+  ops::IntVec drafts{verify_drafts_};
+  ops::DraftDistribution verify;
+  verify.mode = ops::DraftDistribution::Mode::Verify;
+  verify.q = vk::BufferRange(draft_q_);
+  verify.width = Vd;
+  verify.t2d = vk::BufferRange(t2d_);
+  ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
+              ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_, sampled_drafts ? &verify : nullptr);
+  rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");
+  rec_.copy(vk::BufferRange(tstate_.accept, 0, (k + 1) * 4),
+            vk::BufferRange(readback_, (uint64_t(max_rows_) + k_) * 4, (k + 1) * 4), "accepted");
+  if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
+  if (tap_sink_)
+    rec_.copy(vk::BufferRange(taps_, 0, uint64_t(k + 1) * 3 * H * 4),
+              vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(k + 1) * 3 * H * 4));
+  rec_.submit_and_wait();
+
+  const auto* back = static_cast<const int32_t*>(readback_.mapped);
+  const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k
+  const int32_t* drafted = back + max_rows_;         // d_1..d_k
+  const int32_t* accept = back + max_rows_ + k_;     // d_{j+1} accepted at row j
+  RoundOutcome out;
+  out.proposed = k;
+  while (out.accepted < k && accept[out.accepted]) ++out.accepted;
+  for (uint32_t i = 0; i <= out.accepted; ++i) {
+    out.tokens.push_back(i < out.accepted ? drafted[i] : verified[out.accepted]);
+    out.tap_rows.push_back(i);
+  }
+  return out;
 }
 
 }  // namespace eaglevk::engine

@@ -26,11 +26,57 @@ struct TapRows {
 };
 using TapSink = std::function<void(const TapRows&)>;
 
+// Tree drafting (EAGLE-2's dynamic tree), in SGLang's terms: `steps` draft levels
+// (--speculative-num-steps; the first comes from the catch-up row, each further one from a draft
+// forward over the K frontier nodes), `topk` children per expanded node and frontier width, and
+// `draft_tokens` verified tokens including the root. steps = 0: chain drafting.
+struct TreeParams {
+  uint32_t steps = 0, topk = 0, draft_tokens = 0;
+  bool enabled() const { return steps > 0; }
+};
+// Fails with a message naming the flag unless the shape is valid and within the kernels' limits.
+void check_tree_params(const TreeParams& tree);
+
+// One verified tree, as read back after its round (tests and debugging).
+struct TreeRound {
+  uint32_t base = 0;                 // P: the root's position
+  std::vector<int32_t> tokens;       // node 0 = the root
+  std::vector<int32_t> parents;      // -1 for the root
+  std::vector<int32_t> depths;
+  std::vector<int32_t> target_argmax;
+  std::vector<uint32_t> accepted_path;  // root first
+};
+using TreeObserver = std::function<void(const TreeRound&)>;
+
+// Layout of a round's upload buffer (int32 slots).
+struct UploadLayout {
+  uint32_t max_rows = 0, k = 0;
+  uint32_t tree_rows = 0;   // K (S - 1): the draft's tree-step rows
+  uint32_t tree_nodes = 0;  // M
+  uint64_t target_ids() const { return 0; }
+  uint64_t target_positions() const { return max_rows; }
+  uint64_t draft_ids() const { return 2ull * max_rows; }
+  uint64_t draft_positions() const { return 3ull * max_rows; }  // catch-up rows, then the k steps
+  uint64_t tree_positions() const { return 4ull * max_rows + k; }  // the tree steps' rows
+  uint64_t tree_slots() const { return tree_positions() + tree_rows; }  // their draft KV rows
+  uint64_t target_slots() const { return tree_slots() + tree_rows; }    // the verified nodes' KV rows
+  uint64_t slots() const;
+};
+inline UploadLayout upload_layout(uint32_t max_rows, uint32_t k, const TreeParams& tree) {
+  return UploadLayout{max_rows, k, tree.enabled() ? tree.topk * (tree.steps - 1) : 0, tree.draft_tokens};
+}
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
                      uint32_t context, uint32_t k, uint32_t max_rows = 128,
                      bool arena_reuse = vk::arena_reuse_from_env());
+  // Tree drafting of the given shape (check_tree_params).
+  SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
+                     uint32_t context, const TreeParams& tree, uint32_t max_rows = 128,
+                     bool arena_reuse = vk::arena_reuse_from_env());
+  SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
+                     uint32_t context, uint32_t k, const TreeParams& tree, uint32_t max_rows, bool arena_reuse);
 
   // Greedy generation; stats are added to `stats`.
   GenerationResult generate(std::vector<int32_t> prompt, const GenerationOptions& options, SpecStats& stats,
@@ -41,6 +87,8 @@ class SpeculativeDecoder {
   void set_tap_sink(TapSink sink) { tap_sink_ = std::move(sink); }
 
   uint32_t k() const { return k_; }
+  const TreeParams& tree() const { return tree_; }
+  void set_tree_observer(TreeObserver observer) { tree_observer_ = std::move(observer); }
   // Tests only: a deliberately wrong acceptance rule (negative controls).
   void set_accept_rule(ops::AcceptRule rule) { rule_ = rule; }
   // The second scheme at temperature > 0: draft tokens are drawn from the draft's own
@@ -53,6 +101,22 @@ class SpeculativeDecoder {
   void prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o, GenerationResult& result,
                std::vector<float>& last_logits);
   void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
+
+  // What a round decided: the tokens to emit (accepted drafts, then the target's own token)
+  // and the tap rows of the positions they follow (for the tap sink).
+  struct RoundOutcome {
+    uint32_t proposed = 0, accepted = 0;
+    std::vector<int32_t> tokens;
+    std::vector<uint32_t> tap_rows;
+  };
+  // Both kinds of round take the pending token y at position P with the draft caught up to c.
+  RoundOutcome chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
+                           const GenerationOptions& o);
+  RoundOutcome tree_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
+                          const GenerationOptions& o);
+  // Moves the accepted path of the last tree (KV rows and taps) to consecutive rows; recorded
+  // at the start of the next round.
+  void record_tree_compaction();
 
   ops::Gpu& gpu_;
   const models::TargetModel& target_;
@@ -73,6 +137,14 @@ class SpeculativeDecoder {
   vk::Buffer draft_accept_;  // int32 [k]: unused flags of the draft draws
   vk::Buffer t2d_;           // int32 [vocab]: draft id of each target id, or -1
   models::TapRequest tap_request_;
+  // Tree drafting.
+  TreeParams tree_;
+  TreeObserver tree_observer_;
+  vk::Buffer tree_f_, tree_i_;   // ops::TreeLayout arrays
+  vk::Buffer u_history_;         // [1 + K (S - 1), H]: the draft's pre-norm outputs of the round
+  vk::Buffer tree_readback_;     // int32 [4 M]: tokens, parents, depths, target argmax
+  uint32_t compact_base_ = 0;    // the last tree's root position, and its accepted node path
+  std::vector<uint32_t> compact_path_;
 };
 
 }  // namespace eaglevk::engine

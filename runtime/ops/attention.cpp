@@ -48,20 +48,36 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
   if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
   const vk::Kernel& kernel = oc.gpu.pipelines.get(
-      "attention", {/*WG=*/64, /*HAS_MASK=*/a.mask ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u});
+      "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
-        mask_stride;
+        path_stride;
     float scale, floor_scale, attn_scale;
-  } push{rows,       a.heads,    a.kv_heads, a.head_dim,       q.offset, q.stride, out.offset, out.stride,
-         positions.offset, a.kv_len, a.chunk, a.mask_words, a.scale, a.floor_scale, a.attn_scale};
-  vk::BufferRange mask = a.mask ? *a.mask : vk::BufferRange(oc.gpu.dummy);
+    uint32_t path_base, path_offset;
+  } push{rows,
+         a.heads,
+         a.kv_heads,
+         a.head_dim,
+         q.offset,
+         q.stride,
+         out.offset,
+         out.stride,
+         positions.offset,
+         a.kv_len,
+         a.chunk,
+         a.tree ? a.tree->stride : 0,
+         a.scale,
+         a.floor_scale,
+         a.attn_scale,
+         a.tree ? a.tree->base : 0,
+         a.tree ? a.tree->offset : 0};
+  vk::BufferRange path = a.tree ? a.tree->table : vk::BufferRange(oc.gpu.dummy);
   vk::BufferRange qscale = a.qscale ? *a.qscale : vk::BufferRange(oc.gpu.dummy);
   uint32_t width = a.heads * a.head_dim;
   oc.rec.dispatch(kernel,
                   {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
-                   vk::reads(mask), vk::reads(qscale), out.writes(rows, width)},
+                   vk::reads(path), vk::reads(qscale), out.writes(rows, width)},
                   push, rows, a.heads, 1, "attention");
 }
 

@@ -20,12 +20,26 @@ void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t wi
 
 void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, const char* name) {
   if (rows == 0) return;
-  const vk::Kernel& kernel = oc.gpu.pipelines.get("copy_rows");
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("copy_rows", {/*GATHER=*/0});
   struct {
-    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride;
-  } push{rows, width, src.offset, src.stride, dst.offset, dst.stride};
+    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride, idx_offset;
+  } push{rows, width, src.offset, src.stride, dst.offset, dst.stride, 0};
   const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * width, 64, name);
-  oc.rec.dispatch(kernel, {src.reads(rows, width), dst.writes(rows, width)}, push, g.x, g.y, 1, name);
+  oc.rec.dispatch(kernel, {src.reads(rows, width), dst.writes(rows, width), vk::reads(vk::BufferRange(oc.gpu.dummy))},
+                  push, g.x, g.y, 1, name);
+}
+
+void gather_rows(OpContext& oc, Act src, uint32_t src_rows, IntVec index, Act dst, uint32_t rows, uint32_t width,
+                 const char* name) {
+  if (rows == 0) return;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("copy_rows", {/*GATHER=*/1});
+  struct {
+    uint32_t rows, width, src_offset, src_stride, dst_offset, dst_stride, idx_offset;
+  } push{rows, width, src.offset, src.stride, dst.offset, dst.stride, index.offset};
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * width, 64, name);
+  vk::Arg idx = vk::reads(index.range.sub(uint64_t(index.offset) * 4, uint64_t(rows) * 4));
+  idx.bind = index.range;  // bound whole: the offset is a push constant
+  oc.rec.dispatch(kernel, {src.reads(src_rows, width), dst.writes(rows, width), idx}, push, g.x, g.y, 1, name);
 }
 
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n) {

@@ -94,8 +94,19 @@ struct KvLayer {
   uint32_t kv_dim = 0;
 };
 
-// Writes k (columns [0, kv_dim) of k_rows) and v rows into the cache at their positions.
+// Writes k (columns [0, kv_dim) of k_rows) and v rows into the cache at the given rows (their
+// positions, except for tree nodes).
 void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec positions, const KvLayer& kv);
+
+// The rows of a pass that are nodes of a speculation tree: row r's ancestors (root first, itself
+// last) are stored in cache rows base + table[offset + r * stride + d], d = 0..depth, and its
+// position is base + depth. Keys below base are committed rows stored at their positions.
+struct TreePath {
+  vk::BufferRange table;  // int32
+  uint32_t offset = 0;    // elements
+  uint32_t stride = 0;    // entries per row (the deepest row's depth + 1, or more)
+  uint32_t base = 0;
+};
 
 struct AttentionParams {
   uint32_t heads = 0;
@@ -104,9 +115,9 @@ struct AttentionParams {
   uint32_t kv_len = 0;  // valid cache rows
   uint32_t chunk = 0;   // Llama-4 chunked attention size, 0 = none
   float scale = 0;      // usually 1/sqrt(head_dim)
-  // Optional: [rows][mask_words] visibility bits over cache rows (tree verification).
-  const vk::BufferRange* mask = nullptr;
-  uint32_t mask_words = 0;
+  // Optional: the rows are tree nodes (verification of a speculation tree, the draft's tree
+  // steps); each sees the committed rows and its own ancestors, as a sequential pass would.
+  const TreePath* tree = nullptr;
   // Optional: [rows] per-row query scale.
   const vk::BufferRange* qscale = nullptr;
   // Llama-4 attention temperature tuning from each row's position (NoPE layers).
@@ -126,6 +137,11 @@ void swiglu(OpContext& oc, Act gate, Act up, Act out, uint32_t rows, uint32_t wi
 
 // dst[r, :width] = src[r, :width].
 void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, const char* name = "copy_rows");
+
+// dst[r, :width] = src[index[r], :width] for r < rows; the source has `src_rows` rows (all
+// declared read: which ones is decided on the device).
+void gather_rows(OpContext& oc, Act src, uint32_t src_rows, IntVec index, Act dst, uint32_t rows, uint32_t width,
+                 const char* name = "gather_rows");
 
 // out = a + b over n floats.
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n);

@@ -1,0 +1,178 @@
+// One round of tree drafting (EAGLE-2's dynamic tree with an EAGLE-3 head; docs/tree.md): the
+// draft catches up, expands the tree level by level on the device, the best M - 1 nodes are
+// verified by the target in one pass, and the host walks the accepted path. All of it is one
+// submission; the accepted path's KV rows and taps are moved to consecutive rows at the start
+// of the next round's submission.
+#include <algorithm>
+
+#include <eaglevk/error.h>
+
+#include "runtime/engine/speculative.h"
+#include "runtime/ops/tree.h"
+
+namespace eaglevk::engine {
+
+void check_tree_params(const TreeParams& tree) { ops::check_tree_shape(tree.topk, tree.steps, tree.draft_tokens); }
+
+void SpeculativeDecoder::record_tree_compaction() {
+  const uint32_t H = target_.config().hidden_size;
+  const uint64_t row_bytes = uint64_t(tstate_.kv_dim) * 2, tap_bytes = uint64_t(3) * H * 4;
+  const uint32_t layers = uint32_t(tstate_.k_cache.size());
+  // Node path[i] (i >= 1) moves to row i. path[i] >= i and rises with i, so a row is never
+  // overwritten before it has been read; the recorder orders the copies that touch one row.
+  for (uint32_t i = 1; i < compact_path_.size(); ++i) {
+    const uint32_t from = compact_path_[i];
+    if (from == i) continue;
+    for (uint32_t l = 0; l < layers; ++l) {
+      const ops::KvLayer kv = tstate_.kv_layer(l);
+      for (const vk::BufferRange& cache : {kv.k, kv.v})
+        rec_.copy(cache.sub((compact_base_ + from) * row_bytes, row_bytes), cache.sub((compact_base_ + i) * row_bytes, row_bytes),
+                  "tree_compact_kv");
+    }
+    rec_.copy(vk::BufferRange(taps_, from * tap_bytes, tap_bytes), vk::BufferRange(taps_, i * tap_bytes, tap_bytes),
+              "tree_compact_taps");
+  }
+  compact_path_.clear();
+}
+
+SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y,
+                                                                const std::vector<int32_t>& history,
+                                                                const GenerationOptions& o) {
+  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
+  auto* slots = static_cast<int32_t*>(upload_.mapped);
+  const uint32_t H = target_.config().hidden_size, Vd = draft_.config.draft_vocab_size;
+  ops::OpContext oc{gpu_, rec_};
+  // Near the end of the context the tree shrinks: its M nodes take KV rows P..P+M-1.
+  const uint32_t M = std::min(tree_.draft_tokens, context_ - P);
+  const uint32_t K = std::min(tree_.topk, std::max(M, 2u) - 1), S = std::min(tree_.steps, std::max(M, 2u) - 1);
+  const ops::TreeLayout layout{K, S, M};
+  const ops::TreeBuffers tb{vk::BufferRange(tree_f_), vk::BufferRange(tree_i_)};
+  const uint32_t catch_rows = P - c;
+
+  for (uint32_t i = 0; i < catch_rows; ++i) {
+    slots[up.draft_ids() + i] = history[c + 1 + i];
+    slots[up.draft_positions() + i] = int32_t(c + i);
+  }
+  // Expansion i runs its K rows at position P + i in draft KV rows P + K i + r.
+  for (uint32_t i = 0; i + 1 < S; ++i)
+    for (uint32_t r = 0; r < K; ++r) {
+      slots[up.tree_positions() + i * K + r] = int32_t(P + i);
+      slots[up.tree_slots() + i * K + r] = int32_t(P + K * i + r);
+    }
+  for (uint32_t j = 0; j < M; ++j) slots[up.target_slots() + j] = int32_t(P + j);
+  slots[up.target_ids()] = y;
+  slots[up.target_positions()] = int32_t(P);
+
+  rec_.begin();
+  record_tree_compaction();
+  record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows);
+  const models::TargetWeights shared{target_.embed(), target_.lm_head()};
+  if (M > 1) {
+    // 1. Catch-up; its last row's u and top-K make level 1.
+    models::DraftPass pass;
+    pass.rows = catch_rows;
+    pass.from_taps = true;
+    pass.taps = tap_request_.out.row(tap_row0);
+    pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+    pass.positions = ops::IntVec{dstate_.positions, 0};
+    pass.kv_len = P;
+    pass.out_token = ops::IntVec{draft_tokens_, 0};
+    const uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, shared, pass);
+    const ops::Act u_history(vk::BufferRange(u_history_), draft_.config.layer.hidden_size);
+    ops::copy_rows(oc, ops::Act(dstate_.arena[dstate_.feature], draft_.config.layer.hidden_size).row(feature_row),
+                   u_history, 1, draft_.config.layer.hidden_size, "draft_tree_u");
+    vk::BufferRange d2t(draft_.d2t);
+    const ops::Act logits(dstate_.arena[dstate_.logits], Vd);
+    auto topk = [&](uint32_t rows) {
+      ops::tree_topk(oc, logits, rows, Vd, K, draft_.d2t ? &d2t : nullptr, tb.f, layout.f_topk(), tb.i,
+                     layout.i_topk());
+    };
+    topk(1);
+    ops::tree_level_one(oc, layout, tb);
+    // 2. Expansions: the K frontier nodes as K draft rows, then their children.
+    for (uint32_t i = 0; i + 1 < S; ++i) {
+      models::DraftTreeStep step;
+      step.u_history = u_history;
+      step.history_rows = 1 + K * i;
+      step.gather = ops::IntVec{tb.i, layout.i_step_gather()};
+      step.slots = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.tree_slots() + i * K)};
+      step.path = ops::TreePath{tb.i, layout.i_step_path(), S, P};
+      step.save_row = 1 + K * i;
+      models::DraftPass expand;
+      expand.rows = K;
+      expand.ids = ops::IntVec{tb.i, layout.i_step_ids()};
+      expand.positions = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.tree_positions() + i * K)};
+      expand.kv_len = P + K * (i + 1);
+      expand.tree = &step;
+      models::record_eagle3_forward(oc, draft_, dstate_, shared, expand);
+      topk(K);
+      ops::tree_expand(oc, layout, tb, i);
+    }
+    // 3. The verified nodes.
+    ops::tree_select(oc, layout, tb, layout.pool(), P, y);
+    rec_.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), vk::BufferRange(tstate_.ids, 0, M * 4), "tree tokens");
+    rec_.copy(tb.i.sub(uint64_t(layout.i_pos()) * 4, M * 4), vk::BufferRange(tstate_.positions, 0, M * 4),
+              "tree positions");
+  } else {
+    record_inputs_copy(up.target_ids(), tstate_.ids, 1);
+    record_inputs_copy(up.target_positions(), tstate_.positions, 1);
+  }
+  // 4. Verification: every node at position P + depth over the committed rows and its ancestors.
+  const ops::TreePath verify_path{tb.i, layout.i_path(), S + 1, P};
+  const ops::IntVec target_slots{vk::BufferRange(upload_), uint32_t(up.target_slots())};
+  models::ForwardPass verify{M, P + M, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/true};
+  if (M > 1) {
+    verify.tree = &verify_path;
+    verify.slots = &target_slots;
+  }
+  models::record_target_forward(oc, target_, tstate_, verify);
+  const vk::BufferRange back(tree_readback_);
+  rec_.copy(vk::BufferRange(tstate_.out_ids, 0, M * 4), back.sub(3ull * M * 4, M * 4), "tree argmax");
+  if (M > 1) {
+    rec_.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), back.sub(0, M * 4), "tree tokens");
+    rec_.copy(tb.i.sub(uint64_t(layout.i_parent()) * 4, M * 4), back.sub(uint64_t(M) * 4, M * 4), "tree parents");
+    rec_.copy(tb.i.sub(uint64_t(layout.i_depth()) * 4, M * 4), back.sub(2ull * M * 4, M * 4), "tree depths");
+  }
+  if (tap_sink_)
+    rec_.copy(vk::BufferRange(taps_, 0, uint64_t(M) * 3 * H * 4),
+              vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(M) * 3 * H * 4));
+  rec_.submit_and_wait();
+
+  // 5. Greedy acceptance: from the root, step to the child whose token is the target's argmax
+  // (siblings carry distinct tokens), then the bonus token.
+  const auto* r = static_cast<const int32_t*>(tree_readback_.mapped);
+  TreeRound tree;
+  tree.base = P;
+  tree.target_argmax.assign(r + 3 * M, r + 4 * M);
+  if (M > 1) {
+    tree.tokens.assign(r, r + M);
+    tree.parents.assign(r + M, r + 2 * M);
+    tree.depths.assign(r + 2 * M, r + 3 * M);
+  } else {
+    tree.tokens = {y};
+    tree.parents = {-1};
+    tree.depths = {0};
+  }
+  tree.accepted_path = {0};
+  for (uint32_t node = 0;;) {
+    uint32_t next = 0;
+    for (uint32_t j = node + 1; j < M && !next; ++j)
+      if (tree.parents[j] == int32_t(node) && tree.tokens[j] == tree.target_argmax[node]) next = j;
+    if (!next) break;
+    tree.accepted_path.push_back(next);
+    node = next;
+  }
+  if (tree_observer_) tree_observer_(tree);
+
+  RoundOutcome out;
+  out.proposed = M - 1;
+  out.accepted = uint32_t(tree.accepted_path.size()) - 1;
+  for (uint32_t i = 1; i < tree.accepted_path.size(); ++i) out.tokens.push_back(tree.tokens[tree.accepted_path[i]]);
+  out.tokens.push_back(tree.target_argmax[tree.accepted_path.back()]);
+  out.tap_rows = tree.accepted_path;
+  compact_base_ = P;
+  compact_path_ = tree.accepted_path;
+  return out;
+}
+
+}  // namespace eaglevk::engine

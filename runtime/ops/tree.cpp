@@ -1,0 +1,82 @@
+#include "runtime/ops/tree.h"
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::ops {
+namespace {
+
+struct TreePush {
+  uint32_t k, levels, nodes, pool, step, base;
+  int32_t root;
+  uint32_t f_topk, f_pool, f_front;
+  uint32_t i_topk, i_pool_tok, i_pool_parent, i_front_gid, i_step_ids, i_step_gather, i_step_path;
+  uint32_t i_tok, i_pos, i_path, i_parent, i_depth;
+};
+
+TreePush make_push(const TreeLayout& l) {
+  return TreePush{l.k,          l.levels,          l.nodes,           l.pool(),      0,
+                  0,            0,                 l.f_topk(),        l.f_pool(),    l.f_front(),
+                  l.i_topk(),   l.i_pool_tok(),    l.i_pool_parent(), l.i_front_gid(), l.i_step_ids(),
+                  l.i_step_gather(), l.i_step_path(), l.i_tok(),     l.i_pos(),     l.i_path(),
+                  l.i_parent(), l.i_depth()};
+}
+
+void build(OpContext& oc, uint32_t mode, const TreeBuffers& b, const TreePush& push, const char* name) {
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("tree_build", {/*WG=*/256, mode});
+  oc.rec.dispatch(kernel, {vk::updates(b.f), vk::updates(b.i)}, push, 1, 1, 1, name);
+}
+
+}  // namespace
+
+void check_tree_shape(uint32_t k, uint32_t levels, uint32_t nodes) {
+  if (k == 0 || k > kTreeMaxTopK) fail("--spec-topk {} is out of range (1..{})", k, kTreeMaxTopK);
+  if (levels == 0 || levels > kTreeMaxLevels) fail("--spec-steps {} is out of range (1..{})", levels, kTreeMaxLevels);
+  if (nodes < 2 || nodes > kTreeMaxNodes)
+    fail("--spec-draft-tokens {} is out of range (2..{}, the root included)", nodes, kTreeMaxNodes);
+  if (nodes < levels + 1)
+    fail("--spec-draft-tokens {} cannot reach {} draft levels: it needs at least --spec-steps + 1 = {}", nodes, levels,
+         levels + 1);
+  if (k > nodes) fail("--spec-topk {} is larger than --spec-draft-tokens {}", k, nodes);
+  const uint64_t pool = k + uint64_t(levels - 1) * k * k;
+  if (pool > kTreeMaxPool)
+    fail("a tree of {} levels with top-k {} has {} candidates; at most {} are supported", levels, k, pool,
+         kTreeMaxPool);
+  if (nodes - 1 > pool) fail("--spec-draft-tokens {} exceeds the {} candidates the tree drafts, plus the root", nodes, pool);
+}
+
+void tree_topk(OpContext& oc, Act logits, uint32_t rows, uint32_t n, uint32_t k, const vk::BufferRange* d2t,
+               vk::BufferRange lp, uint32_t lp_offset, vk::BufferRange tok, uint32_t tok_offset) {
+  if (rows == 0) return;
+  if (k == 0 || k > kTreeMaxTopK || k > n) fail("tree_topk: top-{} of {} entries (at most {})", k, n, kTreeMaxTopK);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("tree_topk", {/*WG=*/256, /*HAS_D2T=*/d2t ? 1u : 0u});
+  struct {
+    uint32_t rows, n, offset, stride, k, lp_offset, tok_offset;
+  } push{rows, n, logits.offset, logits.stride, k, lp_offset, tok_offset};
+  vk::BufferRange map = d2t ? *d2t : vk::BufferRange(oc.gpu.dummy);
+  vk::Arg lp_arg = vk::writes(lp.sub(uint64_t(lp_offset) * 4, uint64_t(rows) * k * 4));
+  lp_arg.bind = lp;
+  vk::Arg tok_arg = vk::writes(tok.sub(uint64_t(tok_offset) * 4, uint64_t(rows) * k * 4));
+  tok_arg.bind = tok;
+  oc.rec.dispatch(kernel, {logits.reads(rows, n), vk::reads(map), lp_arg, tok_arg}, push, rows, 1, 1, "tree_topk");
+}
+
+void tree_level_one(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b) {
+  build(oc, 0, b, make_push(layout), "tree_level_one");
+}
+
+void tree_expand(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t step) {
+  TreePush push = make_push(layout);
+  push.step = step;
+  build(oc, 1, b, push, "tree_expand");
+}
+
+void tree_select(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t pool, uint32_t base,
+                 int32_t root) {
+  TreePush push = make_push(layout);
+  push.pool = pool;
+  push.base = base;
+  push.root = root;
+  build(oc, 2, b, push, "tree_select");
+}
+
+}  // namespace eaglevk::ops
