@@ -183,3 +183,57 @@ TEST_F(CApi, FreeInAnyOrder) {
 
 }  // namespace
 }  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+// Tree drafting through the C API: the (EAGLE depth 3, top-k 2, 6 tokens) tree of
+// tree_golden.json gives the golden tokens and rounds, and equals plain greedy output.
+TEST_F(CApi, TreeDraftingMatchesTheTreeGolden) {
+  Shared& s = shared();
+  std::ifstream f(asset("tiny-llama3-eagle3/tree_golden.json"));
+  const nlohmann::json golden = nlohmann::json::parse(f);
+  const nlohmann::json* config = nullptr;
+  for (const auto& c : golden.at("configs"))
+    if (c.at("params").at("total_tokens") == 6) config = &c;
+  ASSERT_NE(config, nullptr);
+  const auto& sg = config->at("params").at("sglang");
+  eaglevk_session_params p = eaglevk_session_params_default();
+  EXPECT_EQ(p.spec_steps, 0u);  // the chain by default
+  p.spec_steps = sg.at("speculative_num_steps").get<uint32_t>();
+  p.spec_topk = sg.at("speculative_eagle_topk").get<uint32_t>();
+  p.spec_draft_tokens = sg.at("speculative_num_draft_tokens").get<uint32_t>();
+  p.max_new_tokens = 64;
+  p.context = 512;
+  p.ignore_eos = 1;
+  eaglevk_session* ses = nullptr;
+  ASSERT_EQ(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_OK) << eaglevk_last_error();
+  for (size_t i : {0u, 7u}) {
+    const auto& want = config->at("prompts").at(i);
+    Generated g = generate(ses, s.golden.prompts[i].prompt_ids, 64);
+    EXPECT_EQ(g.status, EAGLEVK_OK) << g.error;
+    EXPECT_EQ(g.tokens, want.at("generated_ids").get<std::vector<int32_t>>()) << "prompt " << i;
+    EXPECT_EQ(g.stats.num_drafts, want.at("num_drafts").get<uint64_t>()) << "prompt " << i;
+    EXPECT_EQ(g.stats.num_accepted_tokens, want.at("num_accepted_tokens").get<uint64_t>()) << "prompt " << i;
+  }
+  eaglevk_session_free(ses);
+
+  // Bad shapes and tree sampling are refused with a message naming the field.
+  auto refused = [&](eaglevk_session_params q, const char* word) {
+    eaglevk_session* bad = nullptr;
+    EXPECT_FAILS_WITH(eaglevk_session_create(s.pair, &q, &bad), EAGLEVK_ERROR_INVALID_ARGUMENT, word);
+    EXPECT_EQ(bad, nullptr);
+  };
+  eaglevk_session_params q = p;
+  q.spec_draft_tokens = 3;
+  refused(q, "spec-draft-tokens");
+  q = p;
+  q.spec_topk = 40;
+  refused(q, "spec-topk");
+  q = p;
+  q.temperature = 0.7f;
+  refused(q, "temperature 0");
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

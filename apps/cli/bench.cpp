@@ -16,6 +16,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
+#include "apps/cli/spec_flags.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
@@ -25,7 +26,8 @@ namespace {
 
 struct BenchArgs {
   std::string model, draft, device, output = "md";
-  uint32_t n_prompt = 512, n_gen = 128, reps = 5, k = 3;
+  uint32_t n_prompt = 512, n_gen = 128, reps = 5;
+  SpecFlags spec;
 };
 
 // The process's peak resident memory (ru_maxrss, KiB on Linux).
@@ -55,6 +57,12 @@ struct Stat {
 int bench_command(const BenchArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   if (a.reps == 0) fail("-r must be at least 1");
+  engine::TreeParams tree;
+  if (a.spec.tree()) {
+    if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
+    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is not implemented yet; give a count");
+    tree = a.spec.tree_params(/*with_k=*/true);
+  }
   auto gpu = open_gpu(a.device);
   uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
@@ -76,10 +84,13 @@ int bench_command(const BenchArgs& a) {
   std::vector<int32_t> prompt(a.n_prompt);
   for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
   Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}},
-      spec{fmt::format("spec-tg{} k={}", a.n_gen, a.k), {}};
-  std::unique_ptr<engine::SpeculativeDecoder> decoder;
-  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.k);
-  engine::SpecStats spec_stats;
+      spec{fmt::format("spec-tg{} k={}", a.n_gen, a.spec.k), {}},
+      spec_tree{fmt::format("spec-tree-tg{} S={} K={} M={}", a.n_gen, tree.steps, tree.topk, tree.draft_tokens), {}};
+  std::unique_ptr<engine::SpeculativeDecoder> decoder, tree_decoder;
+  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.spec.k);
+  if (draft && tree.enabled())
+    tree_decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, tree);
+  engine::SpecStats spec_stats, tree_stats;
   // One warm-up run builds the pipelines.
   for (uint32_t rep = 0; rep <= a.reps; ++rep) {
     if (a.n_prompt) {
@@ -103,9 +114,18 @@ int bench_command(const BenchArgs& a) {
           spec_stats.merge(stats);
         }
       }
+      if (tree_decoder) {
+        engine::SpecStats stats;
+        auto rs = tree_decoder->generate(start, o, stats);
+        if (rep) {
+          spec_tree.tps.push_back(a.n_gen / rs.decode_seconds);
+          tree_stats.merge(stats);
+        }
+      }
     }
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();
+  spec_tree.acceptance_length = tree_stats.mean_acceptance_length();
   const uint64_t peak_rss = peak_host_memory();
 
   std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes() / double(1 << 20));
@@ -115,6 +135,7 @@ int bench_command(const BenchArgs& a) {
   if (a.n_prompt) stats.push_back(pp);
   if (a.n_gen) stats.push_back(tg);
   if (a.n_gen && decoder) stats.push_back(spec);
+  if (a.n_gen && tree_decoder) stats.push_back(spec_tree);
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Stat& s : stats)
@@ -154,7 +175,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
-  sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
+  add_spec_flags(sub, args->spec);
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });
 }

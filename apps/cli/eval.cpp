@@ -21,6 +21,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
+#include "apps/cli/spec_flags.h"
 #include "runtime/engine/dataset.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
@@ -30,7 +31,8 @@ namespace {
 
 struct EvalArgs {
   std::string model, draft, dataset, json_out, device, aux_layers;
-  uint32_t k = 3, n_predict = 128, limit = 0, ctx = 2048;
+  SpecFlags spec;
+  uint32_t n_predict = 128, limit = 0, ctx = 2048;
   bool chat = false, baseline = false, strict = false, draft_sampling = false, aux_sweep = false;
   float temp = 0;
   uint64_t seed = 0;
@@ -86,12 +88,15 @@ struct EvalSetup {
   const LoadedModel& m;
   uint32_t context = 0;
   engine::GenerationOptions options;
+  engine::TreeParams tree;  // enabled: tree drafting instead of -k
 };
 
 EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain) {
   const EvalArgs& a = e.args;
   const LoadedModel& m = e.m;
-  engine::SpeculativeDecoder spec(e.gpu, m.model, draft, e.context, a.k);
+  engine::SpeculativeDecoder spec = e.tree.enabled()
+                                        ? engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.tree)
+                                        : engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, a.spec.k);
   spec.set_draft_sampling(a.draft_sampling);
 
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages, size_t line) {
@@ -190,13 +195,16 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
   return rows;
 }
 
-void write_json(const EvalArgs& a, const std::filesystem::path& dir, size_t count, const engine::Dataset& data,
-                const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
+void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::filesystem::path& dir, size_t count,
+                const engine::Dataset& data, const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
   nlohmann::json j;
   j["dataset"] = a.dataset;
   j["model"] = dir.string();
   j["draft"] = a.draft;
-  j["k"] = a.k;
+  if (tree.enabled())
+    j["tree"] = {{"spec_steps", tree.steps}, {"spec_topk", tree.topk}, {"spec_draft_tokens", tree.draft_tokens}};
+  else
+    j["k"] = a.spec.k;
   j["prompts"] = count;
   j["skipped_lines"] = data.problems.size();
   j["totals"] = {{"output_tokens", p.spec_tokens},
@@ -238,6 +246,12 @@ int eval_command(const EvalArgs& a) {
     fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
   if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
   if (a.draft.empty()) fail("eval needs a draft (-d)");
+  engine::TreeParams tree;
+  if (a.spec.tree()) {
+    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is not implemented yet; give a count");
+    tree = a.spec.tree_params();
+    if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
+  }
   engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
   size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
@@ -260,7 +274,7 @@ int eval_command(const EvalArgs& a) {
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
 
-  EvalSetup setup{a, data, count, *gpu, m, context, {}};
+  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree};
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
   o.eos_ids = m.model.config().eos_token_ids;
@@ -286,7 +300,7 @@ int eval_command(const EvalArgs& a) {
     fmt::print("baseline: {:.1f} tokens/s plain, {:.1f} tokens/s speculative, speed-up {:.2f}x; outputs match: {}/{}\n",
                p.spec_tokens / p.plain_seconds, p.spec_tokens / p.spec_seconds, p.plain_seconds / p.spec_seconds,
                p.matched, count);
-  if (!a.json_out.empty()) write_json(a, dir, count, data, p, plain != nullptr, sweep);
+  if (!a.json_out.empty()) write_json(a, setup.tree, dir, count, data, p, plain != nullptr, sweep);
   if (plain && p.matched != count) return 2;
   return a.temp == 0 && !sweep_outputs_agree ? 2 : 0;
 }
@@ -305,7 +319,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
   sub->add_option("--dataset", args->dataset, "JSONL: lines with prompt, turns or messages")->required();
-  sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round")->capture_default_str();
+  add_spec_flags(sub, args->spec);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");

@@ -11,6 +11,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
+#include "apps/cli/spec_flags.h"
 #include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
@@ -23,7 +24,7 @@ constexpr uint32_t kMaxRows = 128;
 
 struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps;
-  uint32_t k = 3;
+  SpecFlags spec;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
   float temp = 0, top_p = 1;
@@ -70,6 +71,13 @@ int run_command(const RunArgs& a) {
   if (a.top_p <= 0 || a.top_p > 1) fail("--top-p must be in (0, 1]");
   if (a.top_k < 0) fail("--top-k must be >= 0");
 
+  engine::TreeParams tree;
+  if (a.spec.tree()) {
+    if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
+    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is for eval and bench; run takes a count");
+    tree = a.spec.tree_params();
+    if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
+  }
   if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
   if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
   std::vector<uint32_t> aux;
@@ -111,7 +119,9 @@ int run_command(const RunArgs& a) {
   engine::GenerationResult r;
   engine::SpecStats stats;
   if (draft) {
-    engine::SpeculativeDecoder spec(*gpu, m.model, *draft, context, a.k, kMaxRows);
+    engine::SpeculativeDecoder spec = tree.enabled()
+                                          ? engine::SpeculativeDecoder(*gpu, m.model, *draft, context, tree, kMaxRows)
+                                          : engine::SpeculativeDecoder(*gpu, m.model, *draft, context, a.spec.k, kMaxRows);
     spec.set_draft_sampling(a.draft_sampling);
     TapDump dump;
     if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
@@ -178,7 +188,7 @@ void add_run_command(CLI::App& app) {
                   "what fits)");
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
-  sub->add_option("-k,--num-spec-tokens", args->k, "draft tokens per round (with -d)")->capture_default_str();
+  add_spec_flags(sub, args->spec);
   sub->add_flag("--draft-sampling", args->draft_sampling,
                 "with -d at --temp > 0: draw drafts from the draft's distribution (accept min(1, p/q))");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");

@@ -1,7 +1,11 @@
 // The C API (eaglevk.h) over the facade (eaglevk.hpp). Every entry point catches everything:
 // no exception crosses into C. Handles are heap structs owning facade objects.
+// The library defines the exported functions the header wraps inline for programs.
+#define EAGLEVK_BUILDING_LIBRARY
 #include <eaglevk/eaglevk.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -211,29 +215,83 @@ eaglevk_status eaglevk_apply_chat_template(const eaglevk_model* model, const eag
   });
 }
 
-eaglevk_session_params eaglevk_session_params_default(void) {
+namespace {
+
+// The struct as version 0.1 had it (8 fields): programs built against that header call the two
+// exported functions below, which still read and write exactly this much.
+constexpr size_t kParamsSizeV1 = offsetof(eaglevk_session_params, spec_steps);
+
+eaglevk_session_params full_defaults() {
   api::SessionParams d;
-  return eaglevk_session_params{d.context,          d.k,      d.sampling.temperature, d.sampling.top_k,
-                                d.sampling.top_p,   d.sampling.seed, d.max_new_tokens, d.ignore_eos ? 1 : 0};
+  eaglevk_session_params p{};
+  p.context = d.context;
+  p.k = d.k;
+  p.temperature = d.sampling.temperature;
+  p.top_k = d.sampling.top_k;
+  p.top_p = d.sampling.top_p;
+  p.seed = d.sampling.seed;
+  p.max_new_tokens = d.max_new_tokens;
+  p.ignore_eos = d.ignore_eos ? 1 : 0;
+  p.spec_steps = d.tree.steps;
+  p.spec_topk = d.tree.topk;
+  p.spec_draft_tokens = d.tree.draft_tokens;
+  return p;
 }
 
-eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
-                                      eaglevk_session** out) {
+}  // namespace
+
+void eaglevk_session_params_init(eaglevk_session_params* params, size_t size) {
+  if (!params) return;
+  const eaglevk_session_params d = full_defaults();
+  std::memcpy(params, &d, std::min(size, sizeof d));
+}
+
+eaglevk_status eaglevk_session_create_sized(eaglevk_model* model, const eaglevk_session_params* params, size_t size,
+                                            eaglevk_session** out) {
   return guarded([&] {
     require(out, "out");
     *out = nullptr;
     require(model, "model");
-    eaglevk_session_params p = params ? *params : eaglevk_session_params_default();
+    if (params && size < kParamsSizeV1)
+      fail_as(api::ErrorKind::InvalidArgument, "eaglevk_session_params of {} bytes: older than any version", size);
+    eaglevk_session_params p = full_defaults();
+    if (params) std::memcpy(&p, params, std::min(size, sizeof p));
     api::SessionParams sp;
     sp.context = p.context;
     sp.k = p.k;
     sp.sampling = {p.temperature, p.top_k, p.top_p, p.seed};
     sp.max_new_tokens = p.max_new_tokens;
     sp.ignore_eos = p.ignore_eos != 0;
+    sp.tree = eaglevk::engine::TreeParams{p.spec_steps, p.spec_topk, p.spec_draft_tokens};
     auto handle = std::make_unique<eaglevk_session>();
     handle->session = std::make_unique<api::Session>(model->model, sp);
     *out = handle.release();
   });
+}
+
+// Version 0.1's exports, kept for programs built against its header (where these were plain
+// functions on the 8-field struct).
+extern "C" EAGLEVK_API eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
+                                                             eaglevk_session** out) {
+  return eaglevk_session_create_sized(model, params, kParamsSizeV1, out);
+}
+
+struct SessionParamsV1 {
+  uint32_t context, k;
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+  uint32_t max_new_tokens;
+  int32_t ignore_eos;
+};
+static_assert(sizeof(SessionParamsV1) == 40 && kParamsSizeV1 == 40, "version 0.1's layout");
+
+extern "C" EAGLEVK_API SessionParamsV1 eaglevk_session_params_default(void) {
+  SessionParamsV1 v1;
+  eaglevk_session_params d = full_defaults();
+  std::memcpy(&v1, &d, sizeof v1);
+  return v1;
 }
 
 void eaglevk_session_free(eaglevk_session* session) { delete session; }

@@ -35,8 +35,18 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   if (!model_) fail_as(ErrorKind::InvalidArgument, "no model");
   check_params(params_);
   context_ = std::min(params_.context, model_->max_context());
-  const bool speculate = model_->draft && params_.k > 0;
-  if (speculate && params_.k + 1 >= context_)
+  if (params_.tree.enabled()) {
+    if (params_.tree.topk == 0) params_.tree.topk = 1;
+    if (params_.tree.draft_tokens == 0 && params_.tree.topk == 1) params_.tree.draft_tokens = params_.tree.steps + 1;
+    within(ErrorKind::InvalidArgument, [&] { engine::check_tree_params(params_.tree); });
+    if (params_.sampling.temperature > 0)
+      fail_as(ErrorKind::InvalidArgument, "tree drafting samples at temperature 0 only (use k at temperature > 0)");
+    if (params_.tree.draft_tokens >= context_)
+      fail_as(ErrorKind::InvalidArgument, "spec_draft_tokens = {} does not fit a context of {} tokens",
+              params_.tree.draft_tokens, context_);
+  }
+  const bool speculate = model_->draft && (params_.k > 0 || params_.tree.enabled());
+  if (speculate && !params_.tree.enabled() && params_.k + 1 >= context_)
     fail_as(ErrorKind::InvalidArgument, "k = {} does not fit a context of {} tokens", params_.k, context_);
 
   within(ErrorKind::Device, [&] { engine::choose_context(model_->memory, context_, nullptr); });
@@ -45,8 +55,11 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   std::lock_guard lock(device.queue_mutex);
   within(ErrorKind::Device, [&] {
     if (speculate)
-      spec_ = std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft, context_,
-                                                           params_.k, kMaxRows);
+      spec_ = params_.tree.enabled()
+                  ? std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft,
+                                                                 context_, params_.tree, kMaxRows)
+                  : std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft,
+                                                                 context_, params_.k, kMaxRows);
     else
       runner_ = std::make_unique<engine::TargetRunner>(*device.gpu, *model_->target, context_, kMaxRows);
   });

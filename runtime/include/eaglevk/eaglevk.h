@@ -47,7 +47,7 @@ typedef struct eaglevk_runtime eaglevk_runtime;
 typedef struct eaglevk_model eaglevk_model;
 typedef struct eaglevk_session eaglevk_session;
 
-/* "0.1.0": the library's version (the soname is libeaglevk.so.0). */
+/* "0.2.0": the library's version (the soname is libeaglevk.so.0). */
 EAGLEVK_API const char* eaglevk_version(void);
 /* A constant name for a status: "EAGLEVK_OK", ... */
 EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);
@@ -116,14 +116,37 @@ typedef struct eaglevk_session_params {
   uint64_t seed;           /* the sampling stream: the same seed gives the same tokens */
   uint32_t max_new_tokens; /* default 64 */
   int32_t ignore_eos;      /* nonzero: keep going through end-of-sequence tokens */
+  /* Since 0.2: tree drafting (EAGLE-2 dynamic tree), SGLang's meanings. spec_steps > 0 turns it
+   * on instead of the chain of k: spec_steps draft levels (--speculative-num-steps), spec_topk
+   * children per node (0: 1), spec_draft_tokens verified tokens including the root (0: with
+   * spec_topk 1, spec_steps + 1). Greedy (temperature 0) only. Default 0: the chain. */
+  uint32_t spec_steps;
+  uint32_t spec_topk;
+  uint32_t spec_draft_tokens;
 } eaglevk_session_params;
 
+/* The struct grows at its end from version to version. These two calls take the size the
+ * caller was compiled with (sizeof(eaglevk_session_params)), read and write only that much and
+ * give later fields their defaults, so a program built against an older header keeps working
+ * with a newer library. Programs use the two wrappers below, which pass the size. */
+EAGLEVK_API void eaglevk_session_params_init(eaglevk_session_params* params, size_t size);
+EAGLEVK_API eaglevk_status eaglevk_session_create_sized(eaglevk_model* model, const eaglevk_session_params* params,
+                                                        size_t size, eaglevk_session** out);
+
+#ifndef EAGLEVK_BUILDING_LIBRARY
 /* The defaults above. */
-EAGLEVK_API eaglevk_session_params eaglevk_session_params_default(void);
+static inline eaglevk_session_params eaglevk_session_params_default(void) {
+  eaglevk_session_params p;
+  eaglevk_session_params_init(&p, sizeof p);
+  return p;
+}
 
 /* Allocates the session's device state (KV caches). params NULL: the defaults. */
-EAGLEVK_API eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
-                                                  eaglevk_session** out);
+static inline eaglevk_status eaglevk_session_create(eaglevk_model* model, const eaglevk_session_params* params,
+                                                    eaglevk_session** out) {
+  return eaglevk_session_create_sized(model, params, sizeof(eaglevk_session_params), out);
+}
+#endif
 EAGLEVK_API void eaglevk_session_free(eaglevk_session* session);
 
 /* Called for each generated token with its text: whole UTF-8 characters, special tokens left

@@ -29,6 +29,7 @@
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
+#include "runtime/engine/tree_params.h"
 
 struct eaglevk_runtime;  // eaglevk.h's handles
 struct eaglevk_model;
@@ -113,6 +114,7 @@ struct SessionParams {
   engine::SamplingParams sampling;
   uint32_t max_new_tokens = 64;
   bool ignore_eos = false;
+  engine::TreeParams tree;      // steps > 0: tree drafting instead of the chain of k
 };
 
 struct GenerateOutput {
