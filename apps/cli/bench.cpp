@@ -60,7 +60,6 @@ int bench_command(const BenchArgs& a) {
   engine::TreeParams tree;
   if (a.spec.tree()) {
     if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
-    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is not implemented yet; give a count");
     tree = a.spec.tree_params(/*with_k=*/true);
   }
   auto gpu = open_gpu(a.device);

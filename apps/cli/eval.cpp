@@ -248,7 +248,6 @@ int eval_command(const EvalArgs& a) {
   if (a.draft.empty()) fail("eval needs a draft (-d)");
   engine::TreeParams tree;
   if (a.spec.tree()) {
-    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is not implemented yet; give a count");
     tree = a.spec.tree_params();
     if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
   }

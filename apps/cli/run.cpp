@@ -74,7 +74,6 @@ int run_command(const RunArgs& a) {
   engine::TreeParams tree;
   if (a.spec.tree()) {
     if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
-    if (a.spec.auto_tokens()) fail("--spec-draft-tokens auto is for eval and bench; run takes a count");
     tree = a.spec.tree_params();
     if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
   }
