@@ -71,7 +71,9 @@ TEST_F(GpuTest, ScoutShapeLoadsItsSplitExpertTensorsAndPrefillsInOnePass) {
   const uint64_t expert_bytes = uint64_t(5120) * 16384 * 2;
   EXPECT_LE(uint64_t(gate_up.per_buffer) * expert_bytes, gpu().ctx.max_allocation);
   EXPECT_EQ(gate_up.buffers.size(), (16 + gate_up.per_buffer - 1) / gate_up.per_buffer);
-  EXPECT_GT(gate_up.buffers.size(), 1u) << "lavapipe allows 2 GiB per allocation";
+  // Split only where the device needs it: lavapipe allocates 2 GiB at once, NVIDIA's driver more.
+  EXPECT_EQ(gate_up.buffers.size() > 1, 16 * expert_bytes > gpu().ctx.max_allocation)
+      << "maxMemoryAllocationSize " << gpu().ctx.max_allocation;
 
   const std::vector<int32_t> ids = prompt_ids(64, 5);
   engine::TargetRunner one(gpu(), target(), 128, 64);
