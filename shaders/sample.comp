@@ -2,7 +2,8 @@
 // Token choice and speculative acceptance from logits rows, one workgroup per row.
 // The distribution p of a row is HF's: logits / temperature, then top-k (every logit >= the
 // k-th largest), then top-p (the most likely tokens while the mass before them is < p),
-// renormalised. Row r samples the token at absolute position pos0 + r; its random numbers
+// renormalised. Row r samples the token at absolute position pos0 + r (pos0 + positions[r]
+// when has_positions is set: the rows of a tree verify batch sit at P + depth); its random numbers
 // come from a counter-based hash of (seed, position, stream, index), so a seed reproduces a
 // run on any device.
 //   draft[r] < 0: ids[r] = a draw from p (temperature 0: the argmax, ties to the lowest id).
@@ -28,6 +29,7 @@ layout(binding = 3, std430) writeonly buffer Accept { int accept[]; };
 layout(binding = 4, std430) buffer Q { float q[]; };               // [rows, draft vocab]
 layout(binding = 5, std430) readonly buffer D2T { int d2t[]; };    // MODE 1: draft -> target offset
 layout(binding = 6, std430) readonly buffer T2D { int t2d[]; };    // MODE 2: target -> draft id or -1
+layout(binding = 7, std430) readonly buffer Positions { int positions[]; };  // when has_positions
 
 layout(push_constant) uniform Push {
   uint rows;
@@ -46,6 +48,8 @@ layout(push_constant) uniform Push {
   uint stream;      // first random stream: the draft's draws must not reuse the target's
   uint q_width;     // draft vocabulary size (MODE 1 and 2)
   uint has_d2t;
+  uint has_positions;
+  uint positions_offset;
 } p;
 
 shared float red_f[64];
@@ -107,7 +111,7 @@ void main() {
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   uint base = p.offset + row * p.stride;
   int d = p.has_draft != 0u ? draft[p.draft_offset + row] : -1;
-  uint position = p.pos0 + row;
+  uint position = p.pos0 + (p.has_positions != 0u ? uint(positions[p.positions_offset + row]) : row);
 
   // The argmax (ties to the lowest id) decides greedy rows and the wrong rule 1.
   float m = -1.0 / 0.0;

@@ -260,6 +260,25 @@ TEST(CliDraft, SpeculativeRunPrintsTheAcceptanceBlockAndJsonStats) {
   EXPECT_EQ(nlohmann::json::parse(plain.out.substr(0, plain.out.find('\n')))["tokens"], out["tokens"]);
 }
 
+// Tree flags on `run`: greedy and at T > 0 the output is plain decoding's with the same seed;
+// --draft-sampling (a chain scheme) and -k beside tree flags are refused.
+TEST(CliDraft, TreeFlagsRunLosslessGreedyAndSampled) {
+  std::string d = asset("tiny-llama3-eagle3");
+  auto tokens = [](const Result& r) {
+    EXPECT_EQ(r.code, 0) << r.out;
+    return nlohmann::json::parse(r.out.substr(0, r.out.find('\n')))["tokens"];
+  };
+  const std::string tree = " --spec-steps 4 --spec-topk 2 --spec-draft-tokens 6";
+  for (const char* sampling : {"", " --temp 0.8 --top-p 0.95 --seed 21"}) {
+    const std::string common = fmt::format(" -n 16 --ignore-eos -p \"The modules\" --json{}", sampling);
+    Result spec = run_cli(fmt::format("run -d {}{}{}", d, tree, common), false);
+    EXPECT_EQ(tokens(spec), tokens(run_cli("run" + common, false))) << sampling;
+    EXPECT_TRUE(nlohmann::json::parse(spec.out.substr(0, spec.out.find('\n'))).contains("stats")) << spec.out;
+  }
+  expect_clean_failure(run_cli(fmt::format("run -d {}{} --temp 1 --draft-sampling -p hi", d, tree)), "--draft-sampling");
+  expect_clean_failure(run_cli(fmt::format("run -d {}{} -k 3 -p hi", d, tree)), "-k");
+}
+
 TEST(CliDraft, AuxLayersOverrideIsLoggedAndStillLossless) {
   Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6 -n 12 --ignore-eos -p \"The modules\"",
                                  asset("tiny-llama3-eagle3")));

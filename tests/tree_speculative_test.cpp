@@ -198,6 +198,39 @@ TEST_F(GpuTest, TreeShrinksInANearlyFullContext) {
   }
 }
 
+// At T > 0 each node row draws x ~ p keyed by the position it decides, as plain sampling does,
+// and the walk accepts the child equal to x (the recursive rejection over siblings for top-K
+// children; docs/tree.md). So with one seed the output equals plain sampling token for token,
+// whatever the tree accepts. Greedy acceptance at T > 0 (a wrong rule) departs from it.
+TEST_F(GpuTest, TreeSamplingEqualsPlainSamplingWithTheSameSeed) {
+  Pair& p = pair("A");
+  engine::TargetRunner runner(gpu(), p.target, 512, 64);
+  const std::vector<engine::SamplingParams> settings = {{1.0f, 0, 1.0f, 11}, {0.7f, 40, 0.9f, 12}, {0.3f, 0, 1.0f, 13}};
+  for (const engine::TreeParams& shape : {kSmallTree, kWideTree}) {
+    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64),
+        wrong(gpu(), p.target, p.draft, 512, shape, 64);
+    wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
+    uint64_t accepted = 0, wrong_differs = 0;
+    for (size_t i : {0u, 6u}) {
+      for (const engine::SamplingParams& sp : settings) {
+        engine::GenerationOptions o;
+        o.n_predict = 24;
+        o.ignore_eos = true;
+        o.sampling = sp;
+        auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, o).tokens;
+        engine::SpecStats stats, wrong_stats;
+        auto got = spec.generate(p.golden.prompts[i].prompt_ids, o, stats).tokens;
+        EXPECT_EQ(got, want) << "S" << shape.steps << " K" << shape.topk << " M" << shape.draft_tokens << " prompt "
+                             << i << " T " << sp.temperature;
+        accepted += stats.num_accepted_tokens;
+        if (wrong.generate(p.golden.prompts[i].prompt_ids, o, wrong_stats).tokens != want) ++wrong_differs;
+      }
+    }
+    EXPECT_GT(accepted, 20u) << "the tree must accept drafts at T > 0 for the comparison to mean anything";
+    EXPECT_GT(wrong_differs, 2u) << "greedy acceptance at T > 0 must change the output";
+  }
+}
+
 // Shapes outside the rules or the kernels' limits are refused with the flag's name.
 TEST(TreeParams, BadShapesAreRefused) {
   auto refused = [](engine::TreeParams t, const char* words) {

@@ -249,7 +249,7 @@ int eval_command(const EvalArgs& a) {
   engine::TreeParams tree;
   if (a.spec.tree()) {
     tree = a.spec.tree_params();
-    if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
+    if (a.draft_sampling) fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
   }
   engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);

@@ -75,7 +75,7 @@ int run_command(const RunArgs& a) {
   if (a.spec.tree()) {
     if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
     tree = a.spec.tree_params();
-    if (a.temp > 0) fail("tree drafting samples at temperature 0 only; use -k at --temp > 0");
+    if (a.draft_sampling) fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
   }
   if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
   if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");

@@ -39,8 +39,6 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
     if (params_.tree.topk == 0) params_.tree.topk = 1;
     if (params_.tree.draft_tokens == 0 && params_.tree.topk == 1) params_.tree.draft_tokens = params_.tree.steps + 1;
     within(ErrorKind::InvalidArgument, [&] { engine::check_tree_params(params_.tree); });
-    if (params_.sampling.temperature > 0)
-      fail_as(ErrorKind::InvalidArgument, "tree drafting samples at temperature 0 only (use k at temperature > 0)");
     if (params_.tree.draft_tokens >= context_)
       fail_as(ErrorKind::InvalidArgument, "spec_draft_tokens = {} does not fit a context of {} tokens",
               params_.tree.draft_tokens, context_);

@@ -76,7 +76,8 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
     tree_i_ = vk::Buffer(gpu.ctx, uint64_t(layout.i_size()) * 4, vk::MemoryKind::Device, "tree nodes");
     u_history_ = vk::Buffer(gpu.ctx, uint64_t(1 + tree_.topk * (tree_.steps - 1)) * draft.config.layer.hidden_size * 4,
                             vk::MemoryKind::Device, "draft u history");
-    tree_readback_ = vk::Buffer(gpu.ctx, uint64_t(4) * tree_.draft_tokens * 4, vk::MemoryKind::Readback, "tree");
+    tree_readback_ = vk::Buffer(gpu.ctx, uint64_t(5) * tree_.draft_tokens * 4, vk::MemoryKind::Readback, "tree");
+    tree_draws_ = vk::Buffer(gpu.ctx, uint64_t(tree_.draft_tokens) * 4, vk::MemoryKind::Device, "tree draws");
   }
 }
 
@@ -165,7 +166,8 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   if (prompt.size() >= context_)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
-  if (tree_.enabled() && !o.sampling.greedy()) fail("tree drafting samples at temperature 0 only (use -k at T > 0)");
+  if (tree_.enabled() && draft_sampling_ && !o.sampling.greedy())
+    fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
   GenerationResult result;
   result.prompt = prompt;
   auto* slots = static_cast<int32_t*>(upload_.mapped);

@@ -35,6 +35,7 @@ struct TreeRound {
   std::vector<int32_t> parents;      // -1 for the root
   std::vector<int32_t> depths;
   std::vector<int32_t> target_argmax;
+  std::vector<int32_t> target_draws;    // at T > 0: each node's draw from the target's p
   std::vector<uint32_t> accepted_path;  // root first
 };
 using TreeObserver = std::function<void(const TreeRound&)>;
@@ -80,7 +81,8 @@ class SpeculativeDecoder {
   uint32_t k() const { return k_; }
   const TreeParams& tree() const { return tree_; }
   void set_tree_observer(TreeObserver observer) { tree_observer_ = std::move(observer); }
-  // Tests only: a deliberately wrong acceptance rule (negative controls).
+  // Tests only: a deliberately wrong acceptance rule (negative controls; trees at T > 0 know
+  // AcceptIfArgmax).
   void set_accept_rule(ops::AcceptRule rule) { rule_ = rule; }
   // The second scheme at temperature > 0: draft tokens are drawn from the draft's own
   // filtered distribution q, accepted with min(1, p/q), a rejection replaced from
@@ -133,7 +135,8 @@ class SpeculativeDecoder {
   TreeObserver tree_observer_;
   vk::Buffer tree_f_, tree_i_;   // ops::TreeLayout arrays
   vk::Buffer u_history_;         // [1 + K (S - 1), H]: the draft's pre-norm outputs of the round
-  vk::Buffer tree_readback_;     // int32 [4 M]: tokens, parents, depths, target argmax
+  vk::Buffer tree_readback_;     // int32 [5 M]: tokens, parents, depths, target argmax, draws
+  vk::Buffer tree_draws_;        // int32 [M]: each node's draw at T > 0
   uint32_t compact_base_ = 0;    // the last tree's root position, and its accepted node path
   std::vector<uint32_t> compact_path_;
 };

@@ -7,6 +7,7 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/engine/sampler.h"
 #include "runtime/engine/speculative.h"
 #include "runtime/ops/tree.h"
 
@@ -128,6 +129,18 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
   models::record_target_forward(oc, target_, tstate_, verify);
   const vk::BufferRange back(tree_readback_);
   rec_.copy(vk::BufferRange(tstate_.out_ids, 0, M * 4), back.sub(3ull * M * 4, M * 4), "tree argmax");
+  // At T > 0 every node row also draws x ~ p from its filtered distribution, keyed by the
+  // position it decides (P + depth + 1) as plain sampling keys its draws.
+  const bool sampled = !o.sampling.greedy();
+  if (sampled) {
+    const uint32_t V = target_.config().vocab_size;
+    const ops::IntVec positions = M > 1 ? ops::IntVec{tb.i, layout.i_pos()}
+                                        : ops::IntVec{vk::BufferRange(upload_), uint32_t(up.target_positions())};
+    ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), M, V, nullptr, ops::IntVec{tree_draws_, 0},
+                ops::IntVec{tstate_.accept, 0}, device_params(o.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
+                &positions);
+    rec_.copy(vk::BufferRange(tree_draws_, 0, M * 4), back.sub(4ull * M * 4, M * 4), "tree draws");
+  }
   if (M > 1) {
     rec_.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), back.sub(0, M * 4), "tree tokens");
     rec_.copy(tb.i.sub(uint64_t(layout.i_parent()) * 4, M * 4), back.sub(uint64_t(M) * 4, M * 4), "tree parents");
@@ -138,12 +151,23 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
               vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(M) * 3 * H * 4));
   rec_.submit_and_wait();
 
-  // 5. Greedy acceptance: from the root, step to the child whose token is the target's argmax
-  // (siblings carry distinct tokens), then the bonus token.
+  // 5. Acceptance: from the root, step to the child whose token is the target's choice at the
+  // node (siblings carry distinct tokens), then the target's choice after the last accepted
+  // node. Greedy, the choice is the argmax. At T > 0 it is the node's draw x ~ p: a tree's
+  // children are the draft's top-K tokens (point-mass proposals), for which the recursive
+  // rejection over siblings (accept child c with p(c), else remove c from p, renormalise and
+  // try the next, finally draw from what is left) emits each token with probability p(token)
+  // and accepts exactly the child equal to that token; one draw is that procedure.
   const auto* r = static_cast<const int32_t*>(tree_readback_.mapped);
   TreeRound tree;
   tree.base = P;
   tree.target_argmax.assign(r + 3 * M, r + 4 * M);
+  if (sampled) tree.target_draws.assign(r + 4 * M, r + 5 * M);
+  // The token a node's child must carry to be accepted, and the token emitted after it.
+  auto match = [&](uint32_t node) {
+    return sampled && rule_ != ops::AcceptRule::AcceptIfArgmax ? tree.target_draws[node] : tree.target_argmax[node];
+  };
+  auto choice = [&](uint32_t node) { return sampled ? tree.target_draws[node] : tree.target_argmax[node]; };
   if (M > 1) {
     tree.tokens.assign(r, r + M);
     tree.parents.assign(r + M, r + 2 * M);
@@ -157,7 +181,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
   for (uint32_t node = 0;;) {
     uint32_t next = 0;
     for (uint32_t j = node + 1; j < M && !next; ++j)
-      if (tree.parents[j] == int32_t(node) && tree.tokens[j] == tree.target_argmax[node]) next = j;
+      if (tree.parents[j] == int32_t(node) && tree.tokens[j] == match(node)) next = j;
     if (!next) break;
     tree.accepted_path.push_back(next);
     node = next;
@@ -168,7 +192,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
   out.proposed = M - 1;
   out.accepted = uint32_t(tree.accepted_path.size()) - 1;
   for (uint32_t i = 1; i < tree.accepted_path.size(); ++i) out.tokens.push_back(tree.tokens[tree.accepted_path[i]]);
-  out.tokens.push_back(tree.target_argmax[tree.accepted_path.back()]);
+  out.tokens.push_back(choice(tree.accepted_path.back()));
   out.tap_rows = tree.accepted_path;
   compact_base_ = P;
   compact_path_ = tree.accepted_path;

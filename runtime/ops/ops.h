@@ -181,8 +181,10 @@ struct DraftDistribution {
 // Without drafts: ids[r] = a draw from row r's filtered distribution. With drafts[r] = d:
 // accept[r] = 1 with probability p(d) and ids[r] = a draw from p with d removed. `stream`
 // offsets the random streams so that independent draws at one position stay independent.
+// Row r decides the token at params.first_position + r, or at params.first_position +
+// positions[r] when `positions` is given (tree rows, whose positions follow their depth).
 void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* drafts, IntVec ids, IntVec accept,
             const SampleParams& params, AcceptRule rule = AcceptRule::Correct,
-            const DraftDistribution* distribution = nullptr, uint32_t stream = 0);
+            const DraftDistribution* distribution = nullptr, uint32_t stream = 0, const IntVec* positions = nullptr);
 
 }  // namespace eaglevk::ops

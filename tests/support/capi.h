@@ -75,6 +75,8 @@ inline uint32_t validation_errors(const api::Device& d) { return d.gpu->ctx.vali
 class CApi : public ::testing::Test {
  protected:
   void SetUp() override {
+    // Without a device (no Vulkan driver) every test fails here instead of crashing the binary.
+    ASSERT_NE(shared().runtime, nullptr) << "no runtime: " << eaglevk_last_error();
     ASSERT_TRUE(api::device_of(shared().runtime).gpu->ctx.validation);
     errors_before_ = validation_errors(api::device_of(shared().runtime));
   }
