@@ -5,6 +5,7 @@
 
 #include "runtime/ops/ops.h"
 #include "runtime/vk/arena.h"
+#include "runtime/vk/profile.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -255,12 +256,19 @@ TEST_F(RecorderTest, TimestampsPerNamedDispatch) {
   rec.begin();
   ops::softmax(oc, ops::Act(a, n), 1, n);
   ops::add(oc, a, a, a, n);
+  rec.copy(vk::BufferRange(a, 0, 64), vk::BufferRange(a, 64, 64), "layer12.k23");
   rec.submit_and_wait();
   auto t = rec.timings();
-  ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t[0].name, "softmax");
-  EXPECT_EQ(t[1].name, "add");
+  // Commands are named by shader family and op name, numbers folded (layers share a line).
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].name, "softmax softmax");
+  EXPECT_EQ(t[1].name, "add add");
+  EXPECT_EQ(t[2].name, "transfer layer#.k#");
   EXPECT_GE(t[0].ms, 0.0);
+  // The process-wide report (EAGLEVK_PROFILE=1) holds each command once per submission.
+  const std::string report = vk::profile_report(0);
+  for (const char* name : {"softmax softmax", "add add", "transfer layer#.k#", "host recording"})
+    EXPECT_NE(report.find(name), std::string::npos) << name << " missing in:\n" << report;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -163,6 +164,9 @@ int run_command(const RunArgs& a) {
              r.prompt.size(), r.tokens.size(), prefill_tps, decode_tps,
              r.stopped_at_context ? "  (stopped: context full)" : "");
   if (draft) fmt::print(stderr, "{}", stats.block());
+  // EAGLEVK_PROFILE=1: GPU time per command family over the whole run (prefill included),
+  // divided by the generated tokens, and the host's recording and waiting time.
+  if (const std::string profile = vk::profile_report(r.tokens.size()); !profile.empty()) fmt::print(stderr, "{}", profile);
   return 0;
 }
 

@@ -1,11 +1,13 @@
 #include "runtime/vk/recorder.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
 #include "runtime/vk/check.h"
 #include "runtime/vk/context.h"
 #include "runtime/vk/pipeline.h"
+#include "runtime/vk/profile.h"
 
 namespace eaglevk::vk {
 namespace {
@@ -73,6 +75,7 @@ void Recorder::begin() {
   barriers_ = 0;
   dispatches_ = 0;
   query_names_.clear();
+  began_ = std::chrono::steady_clock::now();
   if (profile && ctx_.info.features.timestamps) {
     if (!queries_) {
       VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
@@ -113,11 +116,18 @@ void Recorder::before_command(std::span<const Arg> args) {
   }
 }
 
-void Recorder::after_command(const char* name) {
+void Recorder::after_command(const char* name, const std::string* kernel) {
   if (sync == SyncMode::Full) barrier();
   if (!query_names_.empty() && query_names_.size() < query_capacity_) {
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, uint32_t(query_names_.size()));
-    query_names_.push_back(name);
+    // The profile groups commands by shader family and op name, layer numbers folded away.
+    std::string label = kernel ? kernel->substr(0, kernel->find('<')) + " " : std::string("transfer ");
+    for (const char* c = name; *c; ++c) {
+      const bool digit = std::isdigit(static_cast<unsigned char>(*c));
+      if (!digit) label += *c;
+      else if (label.back() != '#') label += '#';
+    }
+    query_names_.push_back(std::move(label));
   }
 }
 
@@ -193,7 +203,7 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
   if (push_bytes) vkCmdPushConstants(cmd_, kernel.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
   ++dispatches_;
-  after_command(name);
+  after_command(name, &kernel.name);
 }
 
 void Recorder::copy(BufferRange src, BufferRange dst, const char* name) {
@@ -229,6 +239,7 @@ void Recorder::submit() {
   }
   EAGLEVK_VK(vkEndCommandBuffer(cmd_));
   recording_ = false;
+  record_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
   resubmit();
 }
 
@@ -246,7 +257,13 @@ void Recorder::resubmit() {
 void Recorder::wait() {
   if (!pending_) return;
   pending_ = false;
+  const auto t0 = std::chrono::steady_clock::now();
   EAGLEVK_VK(vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX));
+  if (profile) {
+    const double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const std::vector<TimedCommand> commands = timings();
+    add_profiled_submission(commands.data(), commands.size(), record_ms_, wait_ms);
+  }
 }
 
 void Recorder::submit_and_wait() {

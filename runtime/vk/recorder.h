@@ -2,6 +2,7 @@
 // Records dispatches and copies into one command buffer. Every command declares the buffer
 // ranges it reads and writes; the recorder puts a barrier exactly where a hazard exists since
 // the last one (read-after-write, write-after-write, write-after-read) and nowhere else.
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -84,7 +85,7 @@ class Recorder {
 
  private:
   void before_command(std::span<const Arg> args);
-  void after_command(const char* name);
+  void after_command(const char* name, const std::string* kernel = nullptr);
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
 
   const Context& ctx_;
@@ -96,6 +97,9 @@ class Recorder {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t query_capacity_ = 0;
   std::vector<std::string> query_names_;
+  // Host times of the profiled submission in flight (profile = true).
+  std::chrono::steady_clock::time_point began_;
+  double record_ms_ = 0;
   HazardSet hazards_;
   bool recording_ = false;
   bool pending_ = false;
