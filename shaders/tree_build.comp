@@ -8,7 +8,8 @@
 //   MODE 1, expansion `step`: the K frontier rows' top-K children get cumulative scores
 //     (parent + log p, float32), join the pool, and the best K become the next frontier.
 //   MODE 2, select: the best M-1 of the pool, sorted by global id, become nodes 1..M-1 after the
-//     root; writes each node's token, parent, depth, position and ancestor path for verification.
+//     root; writes each node's token, parent, depth, position and ancestor path for verification,
+//     and its cumulative score (read back for --spec-draft-tokens auto and debugging).
 // A frontier row runs as draft scratch row K * step + r at position base + step; `step_path`
 // lists the scratch rows of its ancestors and itself (the draft attention's tree path),
 // `step_gather` the u-history row of its parent (0: the catch-up row; 1 + K i + r: row (i, r)).
@@ -29,7 +30,7 @@ layout(push_constant) uniform Push {
   uint base;        // P: the root's position
   int root;         // the root token
   // float offsets
-  uint f_topk, f_pool, f_front;
+  uint f_topk, f_pool, f_front, f_node;
   // int offsets
   uint i_topk, i_pool_tok, i_pool_parent, i_front_gid, i_step_ids, i_step_gather, i_step_path;
   uint i_tok, i_pos, i_path, i_parent, i_depth;
@@ -134,6 +135,7 @@ void select_nodes() {
     iv[p.i_pos + t] = int(p.base + depth);
     iv[p.i_parent + t] = parent_node[t];
     iv[p.i_depth + t] = int(depth);
+    f[p.f_node + t] = t == 0u ? 0.0 : f[p.f_pool + sorted_ids[t]];
   }
 }
 

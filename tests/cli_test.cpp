@@ -279,6 +279,39 @@ TEST(CliDraft, TreeFlagsRunLosslessGreedyAndSampled) {
   expect_clean_failure(run_cli(fmt::format("run -d {}{} -k 3 -p hi", d, tree)), "-k");
 }
 
+// --spec-draft-tokens auto: measures the pass costs once (cached in EAGLEVK_CACHE_DIR),
+// calibrates within the --spec-steps / --spec-topk bounds, says what it chose, stays lossless.
+TEST(CliDraft, AutoTreeChoosesCachesAndStaysLossless) {
+  const fs::path cache = fs::temp_directory_path() / fmt::format("eaglevk-auto-cache-{}", ::getpid());
+  fs::remove_all(cache);
+  const std::string args = fmt::format("run -d {} --spec-steps 3 --spec-topk 2 --spec-draft-tokens auto -n 12 --ignore-eos "
+                                       "-p \"The modules\" --json",
+                                       asset("tiny-llama3-eagle3"));
+  ::setenv("EAGLEVK_CACHE_DIR", cache.c_str(), 1);  // the child processes inherit it
+  const std::string env;
+  Result first = run_cli(env + args);
+  ASSERT_EQ(first.code, 0) << first.out;
+  EXPECT_NE(first.out.find("pass costs measured"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("calibrated top-k  2"), std::string::npos) << first.out;
+  EXPECT_EQ(first.out.find("calibrated top-k  4"), std::string::npos) << "--spec-topk 2 bounds the search:\n" << first.out;
+  EXPECT_NE(first.out.find("chose --spec-steps"), std::string::npos) << first.out;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(cache)) files += entry.path().extension() == ".json";
+  EXPECT_EQ(files, 1u);
+  Result second = run_cli(env + args, false);
+  ASSERT_EQ(second.code, 0);
+  Result second_log = run_cli(env + args);
+  EXPECT_NE(second_log.out.find("pass costs from the cache"), std::string::npos) << second_log.out;
+  Result plain = run_cli("run -n 12 --ignore-eos -p \"The modules\" --json", false);
+  EXPECT_EQ(nlohmann::json::parse(second.out.substr(0, second.out.find('\n')))["tokens"],
+            nlohmann::json::parse(plain.out.substr(0, plain.out.find('\n')))["tokens"]);
+  expect_clean_failure(run_cli(env + fmt::format("run -d {} --spec-topk 17 --spec-draft-tokens auto -p hi",
+                                                 asset("tiny-llama3-eagle3"))),
+                       "--spec-topk 17");
+  ::unsetenv("EAGLEVK_CACHE_DIR");
+  fs::remove_all(cache);
+}
+
 TEST(CliDraft, AuxLayersOverrideIsLoggedAndStillLossless) {
   Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6 -n 12 --ignore-eos -p \"The modules\"",
                                  asset("tiny-llama3-eagle3")));

@@ -79,6 +79,9 @@ int bench_command(const BenchArgs& a) {
   const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   engine::TargetRunner runner(*gpu, m.model, context, max_rows);
 
+  const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
+  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, m.model, dir, *draft, a.draft, {bos});
+
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
   for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
@@ -102,7 +105,7 @@ int bench_command(const BenchArgs& a) {
       engine::GenerationOptions o;
       o.n_predict = a.n_gen + 1;  // the first token comes from the 1-token prefill
       o.ignore_eos = true;
-      std::vector<int32_t> start = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
+      const std::vector<int32_t>& start = bos;
       auto r = engine::generate(runner, start, o);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
       if (decoder) {

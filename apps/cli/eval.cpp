@@ -91,6 +91,25 @@ struct EvalSetup {
   engine::TreeParams tree;  // enabled: tree drafting instead of -k
 };
 
+// The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
+// and answers so far.
+std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const engine::DatasetItem& item,
+                                     size_t g, std::vector<loader::ChatMessage>& conversation) {
+  auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
+    if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
+    return m.tokenizer.encode(m.chat->render(messages, true), false);
+  };
+  switch (item.kind) {
+    case engine::DatasetItem::Kind::Prompt:
+      return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
+    case engine::DatasetItem::Kind::Messages: return chat_ids(item.messages);
+    case engine::DatasetItem::Kind::Turns:
+      conversation.push_back({"user", item.turns[g]});
+      return chat_ids(conversation);
+  }
+  return {};
+}
+
 EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain) {
   const EvalArgs& a = e.args;
   const LoadedModel& m = e.m;
@@ -98,11 +117,6 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
                                         ? engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.tree)
                                         : engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, a.spec.k);
   spec.set_draft_sampling(a.draft_sampling);
-
-  auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages, size_t line) {
-    if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, line, m.chat_error);
-    return m.tokenizer.encode(m.chat->render(messages, true), false);
-  };
 
   EvalPass pass;
   Progress progress{e.count};
@@ -116,17 +130,7 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
     std::vector<loader::ChatMessage> conversation;
     size_t generations = item.kind == engine::DatasetItem::Kind::Turns ? item.turns.size() : 1;
     for (size_t g = 0; g < generations; ++g) {
-      std::vector<int32_t> ids;
-      switch (item.kind) {
-        case engine::DatasetItem::Kind::Prompt:
-          ids = a.chat ? chat_ids({{"user", item.prompt}}, item.line) : m.tokenizer.encode(item.prompt, true);
-          break;
-        case engine::DatasetItem::Kind::Messages: ids = chat_ids(item.messages, item.line); break;
-        case engine::DatasetItem::Kind::Turns:
-          conversation.push_back({"user", item.turns[g]});
-          ids = chat_ids(conversation, item.line);
-          break;
-      }
+      std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
       if (ids.size() >= e.context)
         fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
              e.context);
@@ -273,6 +277,15 @@ int eval_command(const EvalArgs& a) {
   std::unique_ptr<engine::TargetRunner> plain;
   if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
 
+  if (tree.enabled() && a.spec.auto_tokens()) {
+    // Calibrated on the first prompts of the dataset (their first turn).
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < std::min<size_t>(count, 4); ++i) {
+      std::vector<loader::ChatMessage> conversation;
+      prompts.push_back(item_prompt_ids(a, m, data.items[i], 0, conversation));
+    }
+    tree = resolve_tree(tree, *gpu, m.model, dir, draft, a.draft, prompts);
+  }
   EvalSetup setup{a, data, count, *gpu, m, context, {}, tree};
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;

@@ -98,6 +98,8 @@ int run_command(const RunArgs& a) {
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
          m.model.config().max_position_embeddings);
 
+  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, m.model, dir, *draft, a.draft, {prompt});
+
   engine::GenerationOptions o;
   o.n_predict = a.n_predict;
   o.ignore_eos = a.ignore_eos;

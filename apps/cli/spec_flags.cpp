@@ -1,10 +1,14 @@
 #include "apps/cli/spec_flags.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
 
 #include <eaglevk/error.h>
+
+#include "runtime/engine/tree_auto.h"
+#include "runtime/ops/tree.h"
 
 namespace eaglevk::cli {
 
@@ -15,7 +19,8 @@ void add_spec_flags(CLI::App* sub, SpecFlags& f) {
                   "tree drafting: draft levels (SGLang's --speculative-num-steps; EAGLE's depth + 1)");
   sub->add_option("--spec-topk", f.topk, "tree drafting: children per expanded node (default 1)");
   sub->add_option("--spec-draft-tokens", f.draft_tokens,
-                  "tree drafting: verified tokens per round including the root (default with top-k 1: steps + 1)");
+                  "tree drafting: verified tokens per round including the root (default with top-k 1: steps + 1), or "
+                  "'auto': choose steps, top-k and tokens for this device from measured pass costs");
 }
 
 engine::TreeParams SpecFlags::tree_params(bool with_k) const {
@@ -24,8 +29,16 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
   engine::TreeParams t;
   t.steps = steps;
   t.topk = topk ? topk : 1;
+  if (auto_tokens()) {
+    // The search's bounds; the shape comes from resolve_tree once the models are loaded.
+    t.steps = steps ? steps : 8;
+    t.topk = topk ? topk : 8;
+    const uint64_t pool = uint64_t(t.topk) + uint64_t(t.steps - 1) * t.topk * t.topk;
+    engine::check_tree_params({t.steps, t.topk, uint32_t(std::min<uint64_t>(ops::kTreeMaxNodes, 1 + pool))});
+    t.draft_tokens = 0;
+    return t;
+  }
   if (steps == 0) fail("tree drafting needs --spec-steps (draft levels, 1..16)");
-  if (auto_tokens()) fail("--spec-draft-tokens auto is not implemented yet; give a count");
   if (draft_tokens.empty()) {
     if (t.topk != 1) fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
     t.draft_tokens = steps + 1;  // the chain: every level's single node
@@ -38,6 +51,30 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
   }
   engine::check_tree_params(t);
   return t;
+}
+
+engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, const models::TargetModel& target,
+                                const std::filesystem::path& model_path, const models::Eagle3Model& draft,
+                                const std::filesystem::path& draft_path,
+                                const std::vector<std::vector<int32_t>>& prompts) {
+  if (tree.draft_tokens != 0) return tree;
+  engine::AutoOptions o;
+  o.prompts = prompts;
+  o.max_steps = tree.steps;
+  o.max_topk = tree.topk;
+  o.cache_dir = engine::default_cache_dir();
+  std::error_code ec;
+  const auto canonical = [&](const std::filesystem::path& p) {
+    auto c = std::filesystem::weakly_canonical(p, ec);
+    return ec ? p.string() : c.string();
+  };
+  const auto& f = gpu.ctx.info;
+  o.cache_key = fmt::format("{}|{}|{}|{}|{}|{}|{}", f.name, f.driver, canonical(model_path), canonical(draft_path),
+                            target.config().hidden_size, target.config().num_hidden_layers, target.config().vocab_size);
+  std::string report;
+  const engine::AutoChoice c = engine::auto_tree_shape(gpu, target, draft, o, &report);
+  fmt::print(stderr, "{}", report);
+  return c.shape;
 }
 
 }  // namespace eaglevk::cli

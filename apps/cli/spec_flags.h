@@ -2,6 +2,8 @@
 // The speculation flags shared by run, eval and bench: -k for chain drafting, and SGLang's
 // --spec-steps / --spec-topk / --spec-draft-tokens for tree drafting.
 #include <cstdint>
+#include <filesystem>
+#include <vector>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -13,16 +15,26 @@ namespace eaglevk::cli {
 struct SpecFlags {
   uint32_t k = 3;
   uint32_t steps = 0, topk = 0;
-  std::string draft_tokens;  // a count ("auto" is refused: not implemented yet)
+  std::string draft_tokens;  // a count, or "auto"
   CLI::Option* k_option = nullptr;
 
   bool tree() const { return steps > 0 || topk > 0 || !draft_tokens.empty(); }
   bool auto_tokens() const { return draft_tokens == "auto"; }
-  // The tree's shape; fails naming the flag when it is incomplete or invalid.
+  // The tree's shape; fails naming the flag when it is incomplete or invalid. With
+  // --spec-draft-tokens auto, draft_tokens is 0 and steps/topk are the search's bounds
+  // (--spec-steps and --spec-topk when given, else 8 and 8): resolve_tree decides.
   // bench measures the chain (-k) and the tree side by side, so it allows both.
   engine::TreeParams tree_params(bool with_k = false) const;
 };
 
 void add_spec_flags(CLI::App* sub, SpecFlags& flags);
+
+// `tree` itself, or for --spec-draft-tokens auto the shape engine::auto_tree_shape chooses
+// after calibrating on `prompts` (its report goes to stderr). The pass costs are cached per
+// device, driver, model and draft in engine::default_cache_dir().
+engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, const models::TargetModel& target,
+                                const std::filesystem::path& model_path, const models::Eagle3Model& draft,
+                                const std::filesystem::path& draft_path,
+                                const std::vector<std::vector<int32_t>>& prompts);
 
 }  // namespace eaglevk::cli

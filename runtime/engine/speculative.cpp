@@ -76,9 +76,46 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
     tree_i_ = vk::Buffer(gpu.ctx, uint64_t(layout.i_size()) * 4, vk::MemoryKind::Device, "tree nodes");
     u_history_ = vk::Buffer(gpu.ctx, uint64_t(1 + tree_.topk * (tree_.steps - 1)) * draft.config.layer.hidden_size * 4,
                             vk::MemoryKind::Device, "draft u history");
-    tree_readback_ = vk::Buffer(gpu.ctx, uint64_t(5) * tree_.draft_tokens * 4, vk::MemoryKind::Readback, "tree");
+    tree_readback_ = vk::Buffer(gpu.ctx, uint64_t(6) * tree_.draft_tokens * 4, vk::MemoryKind::Readback, "tree");
     tree_draws_ = vk::Buffer(gpu.ctx, uint64_t(tree_.draft_tokens) * 4, vk::MemoryKind::Device, "tree draws");
   }
+}
+
+double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
+  if (rows == 0 || rows > max_rows_ || rows >= context_) fail("time_pass: {} rows do not fit", rows);
+  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
+  auto* slots = static_cast<int32_t*>(upload_.mapped);
+  for (uint32_t i = 0; i < rows; ++i) {
+    slots[up.target_ids() + i] = slots[up.draft_ids() + i] = 0;
+    slots[up.target_positions() + i] = slots[up.draft_positions() + i] = int32_t(i);
+  }
+  std::vector<double> times;
+  for (uint32_t r = 0; r <= repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ops::OpContext oc{gpu_, rec_};
+    rec_.begin();
+    if (!draft_pass) {
+      record_inputs_copy(up.target_ids(), tstate_.ids, rows);
+      record_inputs_copy(up.target_positions(), tstate_.positions, rows);
+      models::record_target_forward(oc, target_, tstate_,
+                                    {rows, rows, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/true});
+    } else {
+      record_inputs_copy(up.draft_positions(), dstate_.positions, rows);
+      models::DraftPass pass;
+      pass.rows = rows;
+      pass.from_taps = true;
+      pass.taps = tap_request_.out;
+      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+      pass.positions = ops::IntVec{dstate_.positions, 0};
+      pass.kv_len = rows;
+      pass.out_token = ops::IntVec{draft_tokens_, 0};
+      models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
+    }
+    rec_.submit_and_wait();
+    if (r > 0) times.push_back(seconds_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  return times.empty() ? 0.0 : times[times.size() / 2];
 }
 
 void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {

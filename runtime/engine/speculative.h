@@ -34,6 +34,7 @@ struct TreeRound {
   std::vector<int32_t> tokens;       // node 0 = the root
   std::vector<int32_t> parents;      // -1 for the root
   std::vector<int32_t> depths;
+  std::vector<float> scores;         // cumulative draft log-probability (root 0)
   std::vector<int32_t> target_argmax;
   std::vector<int32_t> target_draws;    // at T > 0: each node's draw from the target's p
   std::vector<uint32_t> accepted_path;  // root first
@@ -89,6 +90,11 @@ class SpeculativeDecoder {
   // max(0, p - q). Off: the draft proposes greedily (vLLM's default with EAGLE).
   void set_draft_sampling(bool on) { draft_sampling_ = on; }
   vk::Recorder& recorder() { return rec_; }
+  // Wall time of one target verify pass of `rows` rows, or of one draft pass of `rows` rows
+  // (recording, submission and the wait included): the median of `repeats` after a warm-up.
+  // For --spec-draft-tokens auto; overwrites the caches' first rows, so it comes before any
+  // generation.
+  double time_pass(bool draft_pass, uint32_t rows, uint32_t repeats);
 
  private:
   void prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o, GenerationResult& result,
@@ -135,7 +141,7 @@ class SpeculativeDecoder {
   TreeObserver tree_observer_;
   vk::Buffer tree_f_, tree_i_;   // ops::TreeLayout arrays
   vk::Buffer u_history_;         // [1 + K (S - 1), H]: the draft's pre-norm outputs of the round
-  vk::Buffer tree_readback_;     // int32 [5 M]: tokens, parents, depths, target argmax, draws
+  vk::Buffer tree_readback_;     // [6 M]: tokens, parents, depths, target argmax, draws, scores
   vk::Buffer tree_draws_;        // int32 [M]: each node's draw at T > 0
   uint32_t compact_base_ = 0;    // the last tree's root position, and its accepted node path
   std::vector<uint32_t> compact_path_;

@@ -145,6 +145,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     rec_.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), back.sub(0, M * 4), "tree tokens");
     rec_.copy(tb.i.sub(uint64_t(layout.i_parent()) * 4, M * 4), back.sub(uint64_t(M) * 4, M * 4), "tree parents");
     rec_.copy(tb.i.sub(uint64_t(layout.i_depth()) * 4, M * 4), back.sub(2ull * M * 4, M * 4), "tree depths");
+    rec_.copy(tb.f.sub(uint64_t(layout.f_node()) * 4, M * 4), back.sub(5ull * M * 4, M * 4), "tree scores");
   }
   if (tap_sink_)
     rec_.copy(vk::BufferRange(taps_, 0, uint64_t(M) * 3 * H * 4),
@@ -172,10 +173,13 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     tree.tokens.assign(r, r + M);
     tree.parents.assign(r + M, r + 2 * M);
     tree.depths.assign(r + 2 * M, r + 3 * M);
+    const auto* scores = reinterpret_cast<const float*>(r + 5 * M);
+    tree.scores.assign(scores, scores + M);
   } else {
     tree.tokens = {y};
     tree.parents = {-1};
     tree.depths = {0};
+    tree.scores = {0.0f};
   }
   tree.accepted_path = {0};
   for (uint32_t node = 0;;) {

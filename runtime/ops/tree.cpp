@@ -8,7 +8,7 @@ namespace {
 struct TreePush {
   uint32_t k, levels, nodes, pool, step, base;
   int32_t root;
-  uint32_t f_topk, f_pool, f_front;
+  uint32_t f_topk, f_pool, f_front, f_node;
   uint32_t i_topk, i_pool_tok, i_pool_parent, i_front_gid, i_step_ids, i_step_gather, i_step_path;
   uint32_t i_tok, i_pos, i_path, i_parent, i_depth;
 };
@@ -16,7 +16,7 @@ struct TreePush {
 TreePush make_push(const TreeLayout& l) {
   return TreePush{l.k,          l.levels,          l.nodes,           l.pool(),      0,
                   0,            0,                 l.f_topk(),        l.f_pool(),    l.f_front(),
-                  l.i_topk(),   l.i_pool_tok(),    l.i_pool_parent(), l.i_front_gid(), l.i_step_ids(),
+                  l.f_node(),   l.i_topk(),   l.i_pool_tok(),    l.i_pool_parent(), l.i_front_gid(), l.i_step_ids(),
                   l.i_step_gather(), l.i_step_path(), l.i_tok(),     l.i_pos(),     l.i_path(),
                   l.i_parent(), l.i_depth()};
 }

@@ -26,7 +26,8 @@ struct TreeLayout {
   uint32_t f_topk() const { return 0; }                         // [K rows][K]
   uint32_t f_pool() const { return k * k; }                     // [pool] cumulative scores
   uint32_t f_front() const { return f_pool() + pool(); }        // [K]
-  uint32_t f_size() const { return f_front() + k; }
+  uint32_t f_node() const { return f_front() + k; }             // verified nodes: scores (root 0)
+  uint32_t f_size() const { return f_node() + nodes; }
   // int buffer
   uint32_t i_topk() const { return 0; }                         // [K rows][K] target tokens
   uint32_t i_pool_tok() const { return k * k; }
