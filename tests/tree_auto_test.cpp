@@ -20,14 +20,20 @@ namespace {
 //   2 token 20, parent 0, depth 1, score -1.0   (argmax 41)
 //   3 token 30, parent 1, depth 2, score -1.2
 //   4 token 41, parent 2, depth 2, score -1.6   (argmax 7: the bonus)
-engine::TreeRound calibration_round() {
+engine::TreeRound verified_tree(std::vector<int32_t> tokens, std::vector<int32_t> parents, std::vector<int32_t> depths,
+                                std::vector<float> scores, std::vector<int32_t> target_argmax) {
   engine::TreeRound r;
-  r.tokens = {5, 10, 20, 30, 41};
-  r.parents = {-1, 0, 0, 1, 2};
-  r.depths = {0, 1, 1, 2, 2};
-  r.scores = {0.0f, -0.5f, -1.0f, -1.2f, -1.6f};
-  r.target_argmax = {20, 99, 41, 1, 7};
+  r.tokens = std::move(tokens);
+  r.parents = std::move(parents);
+  r.depths = std::move(depths);
+  r.scores = std::move(scores);
+  r.target_argmax = std::move(target_argmax);
   return r;
+}
+
+engine::TreeRound calibration_round() {
+  return verified_tree({5, 10, 20, 30, 41}, {-1, 0, 0, 1, 2}, {0, 1, 1, 2, 2}, {0.0f, -0.5f, -1.0f, -1.2f, -1.6f},
+                       {20, 99, 41, 1, 7});
 }
 
 TEST(TreeAuto, AcceptanceOfEverySmallerTree) {
@@ -55,12 +61,8 @@ TEST(TreeAuto, UnverifiedCandidatesMakeBiggerTreesUnknown) {
   // S3 K2 M5: verified are both depth-1 candidates, one of depth 2 (of its 4) and one of
   // depth 3. A depth-2 tree of 4 nodes would need a second depth-2 candidate the calibration
   // never verified: unknown. Depth 1 (pool 2, all verified) is known for every M.
-  engine::TreeRound r;
-  r.tokens = {5, 10, 20, 30, 40};
-  r.parents = {-1, 0, 0, 1, 3};
-  r.depths = {0, 1, 1, 2, 3};
-  r.scores = {0.0f, -0.2f, -1.0f, -0.4f, -0.6f};
-  r.target_argmax = {10, 30, 4, 40, 8};
+  const engine::TreeRound r = verified_tree({5, 10, 20, 30, 40}, {-1, 0, 0, 1, 3}, {0, 1, 1, 2, 3},
+                                            {0.0f, -0.2f, -1.0f, -0.4f, -0.6f}, {10, 30, 4, 40, 8});
   engine::AcceptanceTable t = engine::acceptance_by_shape({r}, {3, 2, 5});
   EXPECT_EQ(t.at(1, 5), 1.0);
   EXPECT_EQ(t.at(2, 4), 2.0);  // {1, 3, 2}: 10 then 30

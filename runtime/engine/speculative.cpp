@@ -101,14 +101,7 @@ double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t re
                                     {rows, rows, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/true});
     } else {
       record_inputs_copy(up.draft_positions(), dstate_.positions, rows);
-      models::DraftPass pass;
-      pass.rows = rows;
-      pass.from_taps = true;
-      pass.taps = tap_request_.out;
-      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
-      pass.positions = ops::IntVec{dstate_.positions, 0};
-      pass.kv_len = rows;
-      pass.out_token = ops::IntVec{draft_tokens_, 0};
+      const models::DraftPass pass = catch_up_pass(rows, tap_request_.out, rows);
       models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
     rec_.submit_and_wait();
@@ -116,6 +109,19 @@ double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t re
   }
   std::sort(times.begin(), times.end());
   return times.empty() ? 0.0 : times[times.size() / 2];
+}
+
+models::DraftPass SpeculativeDecoder::catch_up_pass(uint32_t rows, ops::Act taps, uint32_t kv_len) const {
+  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
+  models::DraftPass pass;
+  pass.rows = rows;
+  pass.from_taps = true;
+  pass.taps = taps;
+  pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
+  pass.positions = ops::IntVec{dstate_.positions, 0};
+  pass.kv_len = kv_len;
+  pass.out_token = ops::IntVec{draft_tokens_, 0};
+  return pass;
 }
 
 void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {
@@ -151,14 +157,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
       // The draft reads its token ids straight from the upload buffer: they are host-written
       // before submission, so no copy is needed.
       record_inputs_copy(up.draft_positions(), dstate_.positions, draft_rows);
-      models::DraftPass pass;
-      pass.rows = draft_rows;
-      pass.from_taps = true;
-      pass.taps = tap_request_.out;
-      pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
-      pass.positions = ops::IntVec{dstate_.positions, 0};
-      pass.kv_len = begin + draft_rows;
-      pass.out_token = ops::IntVec{draft_tokens_, 0};
+      const models::DraftPass pass = catch_up_pass(draft_rows, tap_request_.out, begin + draft_rows);
       models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
     const uint32_t n_logits = rows - logits_from;
@@ -317,14 +316,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
   record_inputs_copy(up.target_ids(), tstate_.ids, 1);
   record_inputs_copy(up.target_positions(), tstate_.positions, k + 1);
   if (k > 0) {
-    models::DraftPass pass;
-    pass.rows = catch_rows;
-    pass.from_taps = true;
-    pass.taps = tap_request_.out.row(tap_row0);
-    pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
-    pass.positions = ops::IntVec{dstate_.positions, 0};
-    pass.kv_len = P;
-    pass.out_token = ops::IntVec{draft_tokens_, 0};
+    const models::DraftPass pass = catch_up_pass(catch_rows, tap_request_.out.row(tap_row0), P);
     uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     draw_draft(0);
     for (uint32_t i = 1; i < k; ++i) {

@@ -100,6 +100,9 @@ class SpeculativeDecoder {
   void prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o, GenerationResult& result,
                std::vector<float>& last_logits);
   void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
+  // A draft pass over `rows` rows whose features come from `taps` and whose token ids and
+  // positions the host wrote to the upload buffer (prefill and the rounds' catch-up).
+  models::DraftPass catch_up_pass(uint32_t rows, ops::Act taps, uint32_t kv_len) const;
 
   // What a round decided: the tokens to emit (accepted drafts, then the target's own token)
   // and the tap rows of the positions they follow (for the tap sink).

@@ -70,14 +70,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
   const models::TargetWeights shared{target_.embed(), target_.lm_head()};
   if (M > 1) {
     // 1. Catch-up; its last row's u and top-K make level 1.
-    models::DraftPass pass;
-    pass.rows = catch_rows;
-    pass.from_taps = true;
-    pass.taps = tap_request_.out.row(tap_row0);
-    pass.ids = ops::IntVec{vk::BufferRange(upload_), uint32_t(up.draft_ids())};
-    pass.positions = ops::IntVec{dstate_.positions, 0};
-    pass.kv_len = P;
-    pass.out_token = ops::IntVec{draft_tokens_, 0};
+    const models::DraftPass pass = catch_up_pass(catch_rows, tap_request_.out.row(tap_row0), P);
     const uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, shared, pass);
     const ops::Act u_history(vk::BufferRange(u_history_), draft_.config.layer.hidden_size);
     ops::copy_rows(oc, ops::Act(dstate_.arena[dstate_.feature], draft_.config.layer.hidden_size).row(feature_row),

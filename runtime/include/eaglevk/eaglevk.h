@@ -119,7 +119,8 @@ typedef struct eaglevk_session_params {
   /* Since 0.2: tree drafting (EAGLE-2 dynamic tree), SGLang's meanings. spec_steps > 0 turns it
    * on instead of the chain of k: spec_steps draft levels (--speculative-num-steps), spec_topk
    * children per node (0: 1), spec_draft_tokens verified tokens including the root (0: with
-   * spec_topk 1, spec_steps + 1). Greedy (temperature 0) only. Default 0: the chain. */
+   * spec_topk 1, spec_steps + 1). Lossless greedy and at temperature > 0 (with a seed, the
+   * output equals plain sampling's). Default 0: the chain. */
   uint32_t spec_steps;
   uint32_t spec_topk;
   uint32_t spec_draft_tokens;
