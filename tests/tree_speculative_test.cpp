@@ -209,29 +209,27 @@ TEST_F(GpuTest, TreeSamplingEqualsPlainSamplingWithTheSameSeed) {
   Pair& p = pair("A");
   engine::TargetRunner runner(gpu(), p.target, 512, 64);
   const std::vector<engine::SamplingParams> settings = {{1.0f, 0, 1.0f, 11}, {0.7f, 40, 0.9f, 12}, {0.3f, 0, 1.0f, 13}};
-  for (const engine::TreeParams& shape : {kWideTree}) {
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64),
-        wrong(gpu(), p.target, p.draft, 512, shape, 64);
-    wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
-    uint64_t accepted = 0, wrong_differs = 0;
-    for (size_t i : {0u}) {
-      for (const engine::SamplingParams& sp : settings) {
-        engine::GenerationOptions o;
-        o.n_predict = 24;
-        o.ignore_eos = true;
-        o.sampling = sp;
-        auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, o).tokens;
-        engine::SpecStats stats, wrong_stats;
-        auto got = spec.generate(p.golden.prompts[i].prompt_ids, o, stats).tokens;
-        EXPECT_EQ(got, want) << "S" << shape.steps << " K" << shape.topk << " M" << shape.draft_tokens << " prompt "
-                             << i << " T " << sp.temperature;
-        accepted += stats.num_accepted_tokens;
-        if (wrong.generate(p.golden.prompts[i].prompt_ids, o, wrong_stats).tokens != want) ++wrong_differs;
-      }
-    }
-    EXPECT_GT(accepted, 10u) << "the tree must accept drafts at T > 0 for the comparison to mean anything";
-    EXPECT_GE(wrong_differs, 2u) << "greedy acceptance at T > 0 must change the output";
+  const engine::TreeParams& shape = kWideTree;
+  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64),
+      wrong(gpu(), p.target, p.draft, 512, shape, 64);
+  wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
+  uint64_t accepted = 0, wrong_differs = 0;
+  const size_t i = 0;
+  for (const engine::SamplingParams& sp : settings) {
+    engine::GenerationOptions o;
+    o.n_predict = 24;
+    o.ignore_eos = true;
+    o.sampling = sp;
+    auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, o).tokens;
+    engine::SpecStats stats, wrong_stats;
+    auto got = spec.generate(p.golden.prompts[i].prompt_ids, o, stats).tokens;
+    EXPECT_EQ(got, want) << "S" << shape.steps << " K" << shape.topk << " M" << shape.draft_tokens << " prompt "
+                         << i << " T " << sp.temperature;
+    accepted += stats.num_accepted_tokens;
+    if (wrong.generate(p.golden.prompts[i].prompt_ids, o, wrong_stats).tokens != want) ++wrong_differs;
   }
+  EXPECT_GT(accepted, 10u) << "the tree must accept drafts at T > 0 for the comparison to mean anything";
+  EXPECT_GE(wrong_differs, 2u) << "greedy acceptance at T > 0 must change the output";
 }
 
 // Two-sample chi-square homogeneity statistic over the tokens seen, tokens with fewer than 10

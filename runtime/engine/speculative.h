@@ -41,6 +41,13 @@ struct TreeRound {
 };
 using TreeObserver = std::function<void(const TreeRound&)>;
 
+// The accepted walk through a verified tree: from the root, to the child whose token is
+// `choice(node)` while one exists (siblings carry distinct tokens), skipping nodes that
+// `allowed` (when given) leaves out. Node ids, root first.
+std::vector<uint32_t> walk_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                                const std::function<int32_t(uint32_t)>& choice,
+                                const std::vector<bool>* allowed = nullptr);
+
 // Layout of a round's upload buffer (int32 slots).
 struct UploadLayout {
   uint32_t max_rows = 0, k = 0;

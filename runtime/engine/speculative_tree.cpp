@@ -15,6 +15,21 @@ namespace eaglevk::engine {
 
 void check_tree_params(const TreeParams& tree) { ops::check_tree_shape(tree.topk, tree.steps, tree.draft_tokens); }
 
+std::vector<uint32_t> walk_tree(const std::vector<int32_t>& tokens, const std::vector<int32_t>& parents,
+                                const std::function<int32_t(uint32_t)>& choice, const std::vector<bool>* allowed) {
+  const uint32_t M = uint32_t(tokens.size());
+  std::vector<uint32_t> path = {0};
+  for (uint32_t node = 0;;) {
+    const int32_t want = choice(node);
+    uint32_t next = 0;
+    for (uint32_t j = node + 1; j < M && !next; ++j)
+      if ((!allowed || (*allowed)[j]) && parents[j] == int32_t(node) && tokens[j] == want) next = j;
+    if (!next) return path;
+    path.push_back(next);
+    node = next;
+  }
+}
+
 void SpeculativeDecoder::record_tree_compaction() {
   const uint32_t H = target_.config().hidden_size;
   const uint64_t row_bytes = uint64_t(tstate_.kv_dim) * 2, tap_bytes = uint64_t(3) * H * 4;
@@ -174,15 +189,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     tree.depths = {0};
     tree.scores = {0.0f};
   }
-  tree.accepted_path = {0};
-  for (uint32_t node = 0;;) {
-    uint32_t next = 0;
-    for (uint32_t j = node + 1; j < M && !next; ++j)
-      if (tree.parents[j] == int32_t(node) && tree.tokens[j] == match(node)) next = j;
-    if (!next) break;
-    tree.accepted_path.push_back(next);
-    node = next;
-  }
+  tree.accepted_path = walk_tree(tree.tokens, tree.parents, match);
   if (tree_observer_) tree_observer_(tree);
 
   RoundOutcome out;

@@ -121,16 +121,8 @@ AcceptanceTable acceptance_by_shape(const std::vector<TreeRound>& rounds, const 
         std::vector<bool> in(M, false);
         in[0] = true;
         for (size_t i = 0; i < std::min<size_t>(m - 1, eligible.size()); ++i) in[eligible[i]] = true;
-        uint32_t accepted = 0;
-        for (uint32_t node = 0;;) {
-          uint32_t next = 0;
-          for (uint32_t j = node + 1; j < M && !next; ++j)
-            if (in[j] && r.parents[j] == int32_t(node) && r.tokens[j] == r.target_argmax[node]) next = j;
-          if (!next) break;
-          ++accepted;
-          node = next;
-        }
-        sum[cell] += accepted;
+        const auto argmax = [&](uint32_t node) { return r.target_argmax[node]; };
+        sum[cell] += double(walk_tree(r.tokens, r.parents, argmax, &in).size() - 1);
       }
     }
   }
