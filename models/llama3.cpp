@@ -88,7 +88,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
 
   auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
 
-  ops::embed(oc, ops::IntVec{s.ids}, T, m.embed.matrix(), x);
+  record_input_embeddings(oc, pass, s, m.embed.matrix(), x, H);
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
     const Llama3Layer& L = m.layers[l];
     tap(l);

@@ -9,6 +9,7 @@
 
 #include "loader/hf_config.h"
 #include "loader/model_files.h"
+#include "models/llama4_vision.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
 
@@ -65,6 +66,10 @@ struct Llama4Model {
   vk::Buffer norm;        // [H] f32
   DeviceMatrix lm_head;   // [V, H]
   uint64_t weight_bytes = 0, parameters = 0;
+  // The vision tower of a multimodal checkpoint whose image token ids are real; absent for
+  // text-only files, and for checkpoints that carry a tower but placeholder image ids (why).
+  std::optional<Llama4Vision> vision;
+  std::string no_vision_reason;
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
 };
 

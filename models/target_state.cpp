@@ -79,4 +79,15 @@ void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, 
   if (pass.argmax) ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
 }
 
+void record_input_embeddings(ops::OpContext& oc, const ForwardPass& pass, const TargetState& s,
+                             const ops::WeightMatrix& embed, ops::Act x, uint32_t hidden) {
+  ops::embed(oc, ops::IntVec{s.ids}, pass.rows, embed, x);
+  if (!pass.embeddings) return;
+  for (const EmbeddingRun& run : pass.embeddings->runs) {
+    if (run.pass_row + run.rows > pass.rows) fail("image feature rows beyond a pass of {} rows", pass.rows);
+    ops::copy_rows(oc, pass.embeddings->features.row(run.feature_row), x.row(run.pass_row), run.rows, hidden,
+                   "image_features");
+  }
+}
+
 }  // namespace eaglevk::models

@@ -54,6 +54,17 @@ struct TapRequest {
   ops::Act out;
 };
 
+// Input rows whose embedding is an image feature row instead of embed_tokens[id] (the
+// <|patch|> tokens of an image prompt): rows [pass_row, pass_row + rows) of the pass take rows
+// [feature_row, feature_row + rows) of the features.
+struct EmbeddingRun {
+  uint32_t pass_row = 0, feature_row = 0, rows = 0;
+};
+struct EmbeddingOverride {
+  ops::Act features;  // [*, hidden]
+  std::vector<EmbeddingRun> runs;
+};
+
 struct ForwardPass {
   uint32_t rows = 0;         // positions in this pass (ids/positions hold them)
   uint32_t kv_len = 0;       // valid cache rows after this pass: last position + 1
@@ -65,9 +76,13 @@ struct ForwardPass {
   // positions), each attending to the committed rows and its own ancestors (`tree`).
   const ops::TreePath* tree = nullptr;
   const ops::IntVec* slots = nullptr;
+  const EmbeddingOverride* embeddings = nullptr;  // image features of a prompt pass
 };
 
 // Pieces every target's forward records the same way.
+// x = embed_tokens[ids] for the pass's rows, then the image feature rows of pass.embeddings.
+void record_input_embeddings(ops::OpContext& oc, const ForwardPass& pass, const TargetState& s,
+                             const ops::WeightMatrix& embed, ops::Act x, uint32_t hidden);
 // Copies the residual stream x into the tap columns of every requested tap at `layer`.
 void record_taps(ops::OpContext& oc, const ForwardPass& pass, ops::Act x, uint32_t layer, uint32_t hidden);
 // Final norm, lm_head and argmax for rows [logits_from, rows) of x.

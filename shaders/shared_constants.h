@@ -6,6 +6,9 @@
 #define MATVEC_MAX_ROWS 8
 // Largest head_dim the attention kernel keeps in shared memory.
 #define ATTENTION_MAX_HEAD_DIM 256
+// Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:
+// 24 x 24 patches + the class token = 577).
+#define VISION_MAX_SEQ 2048
 
 // Quantized weight blocks as llama.cpp's ggml lays them out: elements per block and bytes per
 // block. A row of a quantized matrix is a whole number of blocks.

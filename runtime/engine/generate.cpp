@@ -21,6 +21,7 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   if (prompt.size() >= runner.context())
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), runner.context());
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
+  if (o.images) o.images->check(prompt);
   GenerationResult result;
   result.prompt = prompt;
   const uint32_t n_prompt = uint32_t(prompt.size());
@@ -39,6 +40,11 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     req.read_logits = last && need_logits;
     req.sampling = &o.sampling;  // applies to the last row of the last chunk (the others have no logits)
     if (o.prompt_argmax) req.sampling = nullptr;
+    models::EmbeddingOverride image_rows;
+    if (o.images) {
+      image_rows = o.images->override_for(begin, rows);
+      req.embeddings = &image_rows;
+    }
     runner.run(req, out);
     if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), out.argmax.begin(), out.argmax.end());
   }

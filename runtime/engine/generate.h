@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/engine/prompt_images.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/target_runner.h"
 
@@ -17,6 +18,7 @@ struct GenerationOptions {
   SamplingParams sampling;
   uint32_t top_logits = 0;      // report the k largest logits at the last prompt position
   bool prompt_argmax = false;   // report the argmax at every prompt position
+  const PromptImages* images = nullptr;  // image features of the prompt's <|patch|> tokens
 };
 
 struct GenerationResult {

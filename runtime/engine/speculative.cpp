@@ -152,7 +152,13 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
     record_inputs_copy(up.target_ids(), tstate_.ids, rows);
     record_inputs_copy(up.target_positions(), tstate_.positions, rows);
     const uint32_t logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
-    models::record_target_forward(oc, target_, tstate_, {rows, begin + rows, logits_from, false, &tap_request_});
+    models::ForwardPass target_pass{rows, begin + rows, logits_from, false, &tap_request_};
+    models::EmbeddingOverride image_rows;
+    if (o.images) {
+      image_rows = o.images->override_for(begin, rows);
+      target_pass.embeddings = &image_rows;
+    }
+    models::record_target_forward(oc, target_, tstate_, target_pass);
     if (draft_rows) {
       // The draft reads its token ids straight from the upload buffer: they are host-written
       // before submission, so no copy is needed.
@@ -202,6 +208,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   if (prompt.size() >= context_)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
+  if (o.images) o.images->check(prompt);
   if (tree_.enabled() && draft_sampling_ && !o.sampling.greedy())
     fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
   GenerationResult result;

@@ -43,6 +43,7 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   ops::OpContext oc{gpu_, rec_};
   const bool sampled = req.sampling && !req.sampling->greedy();
   models::ForwardPass pass{rows, req.start + rows, req.logits_from, req.batch_invariant, req.taps, !sampled};
+  pass.embeddings = req.embeddings;
   models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;

@@ -20,6 +20,7 @@ struct PassRequest {
   const models::TapRequest* taps = nullptr;
   // Sample the logits rows on the device instead of taking their argmax (temperature > 0).
   const SamplingParams* sampling = nullptr;
+  const models::EmbeddingOverride* embeddings = nullptr;  // image feature rows of the pass
 };
 
 struct PassOutput {

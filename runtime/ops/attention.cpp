@@ -81,4 +81,25 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
                   push, rows, a.heads, 1, "attention");
 }
 
+void vision_attention(OpContext& oc, Act qkv, Act out, uint32_t rows, uint32_t seq, uint32_t heads, uint32_t head_dim,
+                      float scale) {
+  if (rows == 0) return;
+  if (head_dim > ATTENTION_MAX_HEAD_DIM || head_dim % 8)
+    fail("vision attention: head_dim {} unsupported (a multiple of 8, at most {})", head_dim, ATTENTION_MAX_HEAD_DIM);
+  if (seq == 0 || seq > VISION_MAX_SEQ)
+    fail("vision attention: {} rows per tile (at most {})", seq, VISION_MAX_SEQ);
+  if (rows % seq) fail("vision attention: {} rows are not whole tiles of {}", rows, seq);
+  const vk::Context& ctx = oc.gpu.ctx;
+  if (rows > ctx.max_workgroups[0] || heads > ctx.max_workgroups[1])
+    fail("vision attention: {} rows x {} heads exceed the device's workgroup grid", rows, heads);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("vision_attention");
+  struct {
+    uint32_t rows, seq, heads, head_dim, in_offset, in_stride, out_offset, out_stride;
+    float scale;
+  } push{rows, seq, heads, head_dim, qkv.offset, qkv.stride, out.offset, out.stride, scale};
+  const uint32_t width = heads * head_dim;
+  oc.rec.dispatch(kernel, {qkv.reads(rows, 3 * width), out.writes(rows, width)}, push, rows, heads, 1,
+                  "vision_attention");
+}
+
 }  // namespace eaglevk::ops

@@ -52,6 +52,32 @@ void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange ou
                   g.y, 1, "add");
 }
 
+namespace {
+
+void bias_act(OpContext& oc, Act x, uint32_t rows, uint32_t width, const vk::BufferRange* bias, uint32_t period,
+              bool gelu, const char* name) {
+  if (rows == 0) return;
+  if (bias && period == 0) fail("{}: a bias of 0 rows", name);
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("bias_act", {/*HAS_BIAS=*/bias ? 1u : 0u, /*GELU=*/gelu ? 1u : 0u});
+  struct {
+    uint32_t rows, width, offset, stride, period;
+  } push{rows, width, x.offset, x.stride, bias ? period : 1};
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * width, 64, name);
+  oc.rec.dispatch(kernel, {x.updates(rows, width), vk::reads(bias ? *bias : vk::BufferRange(oc.gpu.dummy))}, push,
+                  g.x, g.y, 1, name);
+}
+
+}  // namespace
+
+void add_bias(OpContext& oc, Act x, uint32_t rows, uint32_t width, vk::BufferRange bias, uint32_t period, bool gelu,
+              const char* name) {
+  bias_act(oc, x, rows, width, &bias, period, gelu, name);
+}
+
+void gelu(OpContext& oc, Act x, uint32_t rows, uint32_t width, const char* name) {
+  bias_act(oc, x, rows, width, nullptr, 0, true, name);
+}
+
 void softmax(OpContext& oc, Act x, uint32_t rows, uint32_t n, float inv_temp) {
   if (rows == 0) return;
   const vk::Kernel& kernel = oc.gpu.pipelines.get("softmax", {/*WG=*/256});

@@ -23,6 +23,10 @@ void embed(OpContext& oc, IntVec ids, uint32_t tokens, const WeightMatrix& table
 void rms_norm(OpContext& oc, Act x, const vk::BufferRange* weight, Act y, uint32_t rows, uint32_t dim, float eps,
               const char* name = "rms_norm");
 
+// nn.LayerNorm per row: y = (x - mean) * rsqrt(var + eps) * weight + bias (f32 vectors of dim).
+void layer_norm(OpContext& oc, Act x, vk::BufferRange weight, vk::BufferRange bias, Act y, uint32_t rows, uint32_t dim,
+                float eps, const char* name = "layer_norm");
+
 // In place, without weight, over each of `heads` consecutive head_dim-wide pieces of each
 // row: Llama-4's QK norm on the q and k heads of a fused qkv row.
 void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps);
@@ -127,6 +131,12 @@ struct AttentionParams {
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
                const AttentionParams& params);
+// Llama-4 vision attention: rows are whole tiles of `seq` rows; each row attends to every row
+// of its own tile (bidirectional), f32 q | k | v column ranges of `qkv` (heads * head_dim
+// each, no GQA), scores scaled by `scale`. out gets heads * head_dim columns.
+void vision_attention(OpContext& oc, Act qkv, Act out, uint32_t rows, uint32_t seq, uint32_t heads, uint32_t head_dim,
+                      float scale);
+
 // The most keys one attention row may see on this device: unbounded (UINT32_MAX) except on CPU
 // devices, where llvmpipe stops an invocation's loops after 65,535 iterations in all (see
 // attention.comp); attention() refuses more rather than return a truncated softmax.
@@ -142,6 +152,14 @@ void copy_rows(OpContext& oc, Act src, Act dst, uint32_t rows, uint32_t width, c
 // declared read: which ones is decided on the device).
 void gather_rows(OpContext& oc, Act src, uint32_t src_rows, IntVec index, Act dst, uint32_t rows, uint32_t width,
                  const char* name = "gather_rows");
+
+// In place: x[r, c] += bias[(r % period) * width + c], then the exact GELU when `gelu`. A
+// linear layer's bias has period 1; a per-position table (the vision positional embedding)
+// has one row per position of a tile.
+void add_bias(OpContext& oc, Act x, uint32_t rows, uint32_t width, vk::BufferRange bias, uint32_t period = 1,
+              bool gelu = false, const char* name = "add_bias");
+// In place: x = GELU(x), the exact (erf) form of nn.GELU().
+void gelu(OpContext& oc, Act x, uint32_t rows, uint32_t width, const char* name = "gelu");
 
 // out = a + b over n floats.
 void add(OpContext& oc, vk::BufferRange a, vk::BufferRange b, vk::BufferRange out, uint32_t n);
