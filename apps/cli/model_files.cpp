@@ -7,6 +7,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/chat_messages.h"
 #include "loader/model_files.h"
 #include "runtime/engine/memory_plan.h"
 
@@ -64,6 +65,46 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source
     return m.tokenizer.encode(m.chat->render(messages, true), false);
   }
   return m.tokenizer.encode(source.text, true);
+}
+
+PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptSource& source) {
+  if (source.messages_file.empty() && source.images.empty()) return {prompt_ids(m, source), std::nullopt};
+  std::vector<loader::ChatMessage> messages;
+  std::vector<std::filesystem::path> image_paths;
+  if (!source.messages_file.empty()) {
+    if (!source.text.empty() || source.chat || !source.system.empty() || !source.ids.empty())
+      fail("--messages holds the whole conversation: it cannot be combined with -p, -f, --chat, --system or "
+           "--prompt-ids");
+    if (!source.images.empty()) fail("--image cannot be combined with --messages: put the images in the messages");
+    const std::filesystem::path file = source.messages_file;
+    loader::ParsedChat chat = loader::parse_chat_messages_json(read_text_file(file), file.parent_path(), file.string());
+    messages = std::move(chat.messages);
+    image_paths = std::move(chat.images);
+  } else {
+    if (!source.chat) fail("--image needs --chat (the images go in the user turn, before the text) or --messages");
+    if (!source.system.empty()) messages.push_back({"system", source.system});
+    loader::ChatMessage user{"user", ""};
+    for (const std::string& path : source.images) {
+      user.parts.push_back({loader::ChatContentPart::Type::Image, "", path});
+      image_paths.push_back(path);
+    }
+    user.parts.push_back({loader::ChatContentPart::Type::Text, source.text, {}});
+    messages.push_back(std::move(user));
+  }
+  // Whether the model takes images at all comes first: it is the reason a user needs to hear.
+  std::optional<engine::ImageSupport> support;
+  if (!image_paths.empty()) {
+    std::string why;
+    support = engine::image_support(m.model, m.dir, m.tokenizer, &why);
+    if (!support) fail("{}", why);
+  }
+  if (!m.chat) fail("{}", m.chat_error);
+  std::vector<int32_t> ids = m.tokenizer.encode(m.chat->render(messages, true), false);
+  if (image_paths.empty()) return {std::move(ids), std::nullopt};
+  std::vector<loader::RgbImage> images;
+  for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
+  engine::ImagePrompt prompt = engine::build_image_prompt(gpu, *support, ids, images);
+  return {std::move(prompt.ids), std::move(prompt.images)};
 }
 
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden) {

@@ -10,6 +10,7 @@
 #include "loader/tokenizer.h"
 #include "models/eagle3.h"
 #include "models/target.h"
+#include "runtime/engine/prompt_images.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::cli {
@@ -48,8 +49,18 @@ struct PromptSource {
   bool chat = false;
   std::string system;
   std::vector<int32_t> ids;  // --prompt-ids: used as given
+  std::vector<std::string> images;  // --image: in the user turn, before the text (needs chat)
+  std::string messages_file;        // --messages: a whole conversation (Hugging Face chat format)
 };
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source);
+
+// The prompt with its images: the rendered chat's image placeholders expanded into the
+// images' token layouts, and the images' features computed on the device.
+struct PreparedPrompt {
+  std::vector<int32_t> ids;
+  std::optional<engine::PromptImages> images;
+};
+PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptSource& source);
 
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);

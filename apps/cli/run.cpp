@@ -24,7 +24,8 @@ namespace {
 constexpr uint32_t kMaxRows = 128;
 
 struct RunArgs {
-  std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps;
+  std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
+  std::vector<std::string> images;
   SpecFlags spec;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
@@ -61,9 +62,12 @@ int run_command(const RunArgs& a) {
   if (!a.file.empty() && !a.prompt.empty()) fail("give either -p or -f, not both");
   PromptSource source;
   source.text = !a.file.empty() ? read_text_file(a.file) : a.prompt;
-  if (a.prompt.empty() && a.file.empty() && a.prompt_ids.empty()) source.text = "The modules described in this chapter";
+  if (a.prompt.empty() && a.file.empty() && a.prompt_ids.empty() && a.messages.empty())
+    source.text = "The modules described in this chapter";
   source.chat = a.chat;
   source.system = a.system;
+  source.images = a.images;
+  source.messages_file = a.messages;
   if (!a.prompt_ids.empty()) {
     if (!a.prompt.empty() || !a.file.empty() || a.chat) fail("--prompt-ids cannot be combined with -p, -f or --chat");
     source.ids = parse_id_list(a.prompt_ids);
@@ -93,7 +97,8 @@ int run_command(const RunArgs& a) {
     draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux));
   progress.reset();
   if (draft) print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
-  std::vector<int32_t> prompt = prompt_ids(m, source);
+  PreparedPrompt prepared = prepare_prompt(*gpu, m, source);
+  const std::vector<int32_t>& prompt = prepared.ids;
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
          m.model.config().max_position_embeddings);
@@ -108,6 +113,7 @@ int run_command(const RunArgs& a) {
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
   o.sampling = {a.temp, a.top_k, a.top_p, a.seed};
   o.top_logits = a.top_logits;
+  if (prepared.images) o.images = &*prepared.images;
 
   loader::StreamDecoder decoder(m.tokenizer, /*skip_special=*/true);
   engine::TokenCallback stream = [&](int32_t id) {
@@ -183,6 +189,12 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
+  sub->add_option("--image", args->images,
+                  "an image (PNG or JPEG) for a Llama-4 vision model, in the user turn before the text (with --chat); "
+                  "repeat for several");
+  sub->add_option("--messages", args->messages,
+                  "a conversation as JSON: [{\"role\": ..., \"content\": text or [{\"type\": \"text\", \"text\": ...}, "
+                  "{\"type\": \"image\", \"image\": PATH}]}], image paths relative to the file");
   sub->add_option("--system", args->system, "system message (with --chat)");
   sub->add_option("--temp", args->temp, "temperature; 0 is greedy")->capture_default_str();
   sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();

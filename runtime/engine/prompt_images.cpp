@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include <eaglevk/error.h>
 
 #include "runtime/vk/recorder.h"
@@ -61,6 +63,52 @@ vk::Buffer encode_image_tiles(ops::Gpu& gpu, const models::Llama4Vision& vision,
   }
   rec.submit_and_wait();
   return features;
+}
+
+std::optional<ImageSupport> image_support(const models::TargetModel& model, const std::filesystem::path& model_dir,
+                                          const loader::Tokenizer& tokenizer, std::string* why) {
+  auto refuse = [&](std::string reason) -> std::optional<ImageSupport> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  const auto* llama4 = std::get_if<models::Llama4Model>(&model.family);
+  if (!llama4) return refuse(fmt::format("{} has no vision tower (a {} text model)", model_dir.filename().string(),
+                                         model.architecture()));
+  if (!llama4->vision) return refuse(fmt::format("{} cannot take images: {}", model_dir.filename().string(),
+                                                 llama4->no_vision_reason));
+  ImageSupport s;
+  s.vision = &*llama4->vision;
+  s.preprocess = loader::load_llama4_image_config(model_dir);
+  s.tokens = loader::load_llama4_image_tokens(model_dir, tokenizer);
+  const models::Llama4VisionConfig& c = s.vision->config;
+  if (s.preprocess.tile != c.image_size)
+    fail("{}: the preprocessor's tile of {} pixels differs from the vision tower's image_size {}", model_dir.string(),
+         s.preprocess.tile, c.image_size);
+  if (s.tokens.tokens_per_tile != c.tokens_per_tile() || s.tokens.ids.patch != c.patch_id)
+    fail("{}: the processor's image tokens ({} per tile, <|patch|> id {}) disagree with the vision tower ({}, {})",
+         model_dir.string(), s.tokens.tokens_per_tile, s.tokens.ids.patch, c.tokens_per_tile(), c.patch_id);
+  return s;
+}
+
+ImagePrompt build_image_prompt(ops::Gpu& gpu, const ImageSupport& support, std::span<const int32_t> ids,
+                               std::span<const loader::RgbImage> images) {
+  std::vector<loader::TileGrid> grids;
+  std::vector<float> pixels;
+  uint32_t tiles = 0;
+  for (const loader::RgbImage& image : images) {
+    loader::PreprocessedImage p = loader::preprocess_llama4_image(image, support.preprocess);
+    grids.push_back({p.rows, p.cols});
+    pixels.insert(pixels.end(), p.pixels.begin(), p.pixels.end());
+    tiles += p.tiles;
+  }
+  loader::ExpandedPrompt expanded = loader::expand_llama4_image_tokens(ids, grids, support.tokens);
+  ImagePrompt out;
+  out.ids = std::move(expanded.ids);
+  out.images.hidden = support.vision->config.text_hidden;
+  out.images.patch_positions = std::move(expanded.patch_positions);
+  out.images.patch_id = support.tokens.ids.patch;
+  if (tiles) out.images.features = encode_image_tiles(gpu, *support.vision, pixels, tiles);
+  return out;
 }
 
 }  // namespace eaglevk::engine

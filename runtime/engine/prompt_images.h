@@ -3,10 +3,17 @@
 // token, in prompt order (vision-spec.md §4). The prefill passes of both generation paths
 // take these rows instead of the <|patch|> embedding; nothing else about the prompt changes.
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "loader/image_decode.h"
+#include "loader/llama4_image.h"
+#include "loader/llama4_image_prompt.h"
 #include "models/llama4_vision.h"
+#include "models/target.h"
 #include "models/target_state.h"
 #include "runtime/ops/gpu.h"
 
@@ -31,5 +38,26 @@ struct PromptImages {
 // [tiles * tokens per tile, text hidden] in the same order.
 vk::Buffer encode_image_tiles(ops::Gpu& gpu, const models::Llama4Vision& vision, std::span<const float> pixels,
                               uint32_t tiles);
+
+// What a model needs to take images: its vision tower, the preprocessing of its
+// preprocessor_config.json, and the image tokens of its tokenizer.
+struct ImageSupport {
+  const models::Llama4Vision* vision = nullptr;
+  loader::Llama4ImageConfig preprocess;
+  loader::Llama4ImageTokens tokens;
+};
+// nullopt, with the reason in `why`, when the model cannot take images (a text-only
+// checkpoint, placeholder image ids, a GGUF file).
+std::optional<ImageSupport> image_support(const models::TargetModel& model, const std::filesystem::path& model_dir,
+                                          const loader::Tokenizer& tokenizer, std::string* why = nullptr);
+
+// A prompt whose ids hold one <|image|> placeholder per image (a rendered chat), with the
+// placeholders expanded into the images' token layouts and the features of all their tiles.
+struct ImagePrompt {
+  std::vector<int32_t> ids;
+  PromptImages images;
+};
+ImagePrompt build_image_prompt(ops::Gpu& gpu, const ImageSupport& support, std::span<const int32_t> ids,
+                               std::span<const loader::RgbImage> images);
 
 }  // namespace eaglevk::engine

@@ -1,0 +1,126 @@
+// Image prompts through the CLI as a user gives them: `run --image FILE --chat -p TEXT` and
+// `run --messages FILE.json` (Hugging Face chat format, image paths relative to the file) give
+// the golden prompt ids and greedy tokens of golden_vision.json, plain and with the draft; bad
+// images and models without a usable vision tower fail cleanly.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "support/golden.h"
+#include "support/process.h"
+
+namespace eaglevk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+ProcessResult run_cli(const std::string& args) {
+  return run_process(fmt::format("EAGLEVK_VALIDATE=1 {} {} 2>&1", EAGLEVK_CLI, args));
+}
+
+// The JSON object `run --json` prints last on stdout (stderr lines come before it).
+json last_json(const ProcessResult& r) {
+  const size_t at = r.out.rfind("\n{");
+  return json::parse(r.out.substr(at == std::string::npos ? 0 : at + 1, r.out.find('\n', at + 1) - at));
+}
+
+void expect_clean_failure(const ProcessResult& r, const std::string& words) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("error:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(words), std::string::npos) << "expected '" << words << "' in: " << r.out;
+}
+
+const json& golden() {
+  static json g = json::parse(std::ifstream(asset("tiny-llama4-vision/golden_vision.json")));
+  return g;
+}
+
+fs::path temp_dir(const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-cli-vision-{}-{}", tag, ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+const std::string kModel = asset("tiny-llama4-vision"), kDraft = asset("tiny-llama4-vision-eagle3");
+
+TEST(CliVision, ImageFlagWithChatGivesTheGoldenPromptAndTokens) {
+  const json& p = golden()["prompts"][0];  // one 1-tile image, then "Describe this image."
+  const std::string image = kModel + "/images/" + p["images"][0].get<std::string>();
+  const std::string text = p["messages"][0]["content"][1]["text"];
+  for (const std::string& draft : std::vector<std::string>{"", " -d " + kDraft + " -k 3"}) {
+    ProcessResult r = run_cli(fmt::format("run -m {} --image {} --chat -p \"{}\" -n 32 --ignore-eos --json{}", kModel,
+                                          image, text, draft));
+    ASSERT_EQ(r.code, 0) << r.out;
+    json j = last_json(r);
+    EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"]) << draft;
+    EXPECT_EQ(j["tokens"], p["greedy_ids"]) << draft;
+  }
+}
+
+TEST(CliVision, MessagesFileWithTwoImagesGivesTheGoldenPromptAndTokens) {
+  const json& p = golden()["prompts"][6];  // two images in one message, text between them
+  fs::path dir = temp_dir("messages");
+  // Images beside the messages file, named relative to it as the golden file names them.
+  fs::create_directories(dir / "pics");
+  json messages = p["messages"];
+  for (json& part : messages[0]["content"])
+    if (part["type"] == "image") {
+      fs::copy_file(kModel + "/images/" + part["image"].get<std::string>(), dir / "pics" / part["image"].get<std::string>());
+      part["image"] = "pics/" + part["image"].get<std::string>();
+    }
+  std::ofstream(dir / "chat.json") << messages.dump(1);
+  ProcessResult r = run_cli(fmt::format("run -m {} --messages {} -n 32 --ignore-eos --json -d {} -k 1", kModel,
+                                        (dir / "chat.json").string(), kDraft));
+  ASSERT_EQ(r.code, 0) << r.out;
+  json j = last_json(r);
+  EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"]);
+  EXPECT_EQ(j["tokens"], p["greedy_ids"]);
+  EXPECT_EQ(j["stats"]["num_drafts"], p["spec"]["1"]["num_drafts"]);
+  EXPECT_EQ(j["stats"]["num_accepted_tokens"], p["spec"]["1"]["num_accepted_tokens"]);
+  fs::remove_all(dir);
+}
+
+TEST(CliVision, BadImagesAndModelsWithoutAVisionTowerFailCleanly) {
+  fs::path dir = temp_dir("bad");
+  const std::string good = kModel + "/images/grad_h56_w56.png";
+  // A PNG cut in the middle of its pixel data, a JPEG whose header is garbage, a GIF.
+  std::string png;
+  {
+    std::ifstream in(good, std::ios::binary);
+    png.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::ofstream(dir / "cut.png", std::ios::binary) << png.substr(0, png.size() / 2);
+  std::ofstream(dir / "bad.jpg", std::ios::binary) << std::string("\xFF\xD8\xFF\xE0\x00\x02garbage garbage", 22);
+  std::ofstream(dir / "anim.gif", std::ios::binary) << "GIF89a\x01\x00\x01\x00";
+  const std::string chat = " --chat -p hi -n 2";
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", kModel, (dir / "cut.png").string(), chat)), "cut.png");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", kModel, (dir / "bad.jpg").string(), chat)), "bad.jpg");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", kModel, (dir / "anim.gif").string(), chat)), "anim.gif");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", kModel, (dir / "none.png").string(), chat)), "none.png");
+  // Images need the chat template's user turn.
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {} -p hi -n 2", kModel, good)), "--chat");
+  // pair B's tiny-llama4 has a tower with placeholder image ids; tiny-llama3 has none.
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", asset("tiny-llama4"), good, chat)), "placeholders");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {}{}", asset("tiny-llama3"), good, chat)), "no vision tower");
+  // Five 2x2 images take 5 x 27 tokens: more than a 64-token context holds.
+  const std::string noise = kModel + "/images/noise_h112_w112.png";
+  std::string five;
+  for (int i = 0; i < 5; ++i) five += " --image " + noise;
+  expect_clean_failure(run_cli(fmt::format("run -m {} --ctx 64{}{}", kModel, five, chat)), "context");
+  // A messages file naming an image that is not there, and one with an unknown part type.
+  std::ofstream(dir / "missing.json") << R"([{"role": "user", "content": [{"type": "image", "image": "nope.png"}]}])";
+  std::ofstream(dir / "video.json") << R"([{"role": "user", "content": [{"type": "video", "video": "a.mp4"}]}])";
+  expect_clean_failure(run_cli(fmt::format("run -m {} --messages {} -n 2", kModel, (dir / "missing.json").string())), "nope.png");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --messages {} -n 2", kModel, (dir / "video.json").string())), "video");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
