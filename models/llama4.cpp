@@ -153,23 +153,8 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
     fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", source, P);
   // The vision tower, when the checkpoint has one with real image token ids; otherwise its
   // tensors are knowingly skipped and the text model runs alone.
-  if (std::optional<Llama4VisionConfig> vc = read_llama4_vision_config(files, uint32_t(H))) {
-    const int32_t ids[] = {vc->image_start_id, vc->image_end_id, vc->patch_id};
-    if (!ckpt.find("vision_model.patch_embedding.linear.weight"))
-      m.no_vision_reason = "config.json has a vision_config but the checkpoint has no vision_model tensors";
-    else if (ids[0] == ids[1] || ids[0] == ids[2] || ids[1] == ids[2])
-      m.no_vision_reason = fmt::format("its image token ids are placeholders (boi {}, eoi {}, image {})", ids[0],
-                                       ids[1], ids[2]);
-    else if (std::any_of(std::begin(ids), std::end(ids), [&](int32_t id) { return id < 0 || id >= V; }))
-      m.no_vision_reason = fmt::format("its image token ids (boi {}, eoi {}, image {}) are outside the vocabulary of {}",
-                                       ids[0], ids[1], ids[2], V);
-    else
-      m.vision = load_llama4_vision(ctx, up, use, *vc);
-  } else {
-    m.no_vision_reason = files.format == "gguf" ? "a GGUF file holds the text model only (llama.cpp keeps the vision "
-                                                  "tower in a separate mmproj file, which eaglevk does not read)"
-                                                : "the checkpoint has no vision_config";
-  }
+  if (std::optional<Llama4VisionConfig> vc = usable_llama4_vision(files, uint32_t(H), V, &m.no_vision_reason))
+    m.vision = load_llama4_vision(ctx, up, use, *vc);
   use.check_all_used(m.vision ? std::vector<std::string>{} : std::vector<std::string>{"vision_model.", "multi_modal_projector."},
                      {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();

@@ -62,6 +62,29 @@ std::optional<Llama4VisionConfig> read_llama4_vision_config(const loader::ModelF
   return c;
 }
 
+std::optional<Llama4VisionConfig> usable_llama4_vision(const loader::ModelFiles& files, uint32_t text_hidden,
+                                                       int64_t vocab, std::string* why) {
+  auto refuse = [&](std::string reason) -> std::optional<Llama4VisionConfig> {
+    if (why) *why = std::move(reason);
+    return std::nullopt;
+  };
+  if (files.format == "gguf")
+    return refuse("a GGUF file holds the text model only (llama.cpp keeps the vision tower in a separate mmproj "
+                  "file, which eaglevk does not read)");
+  std::optional<Llama4VisionConfig> c = read_llama4_vision_config(files, text_hidden);
+  if (!c) return refuse("the checkpoint has no vision_config");
+  const int32_t ids[] = {c->image_start_id, c->image_end_id, c->patch_id};
+  if (!files.checkpoint.find("vision_model.patch_embedding.linear.weight"))
+    return refuse("config.json has a vision_config but the checkpoint has no vision_model tensors");
+  if (ids[0] == ids[1] || ids[0] == ids[2] || ids[1] == ids[2])
+    return refuse(fmt::format("its image token ids are placeholders (boi {}, eoi {}, image {})", ids[0], ids[1], ids[2]));
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab)
+      return refuse(fmt::format("its image token ids (boi {}, eoi {}, image {}) are outside the vocabulary of {}", ids[0],
+                                ids[1], ids[2], vocab));
+  return c;
+}
+
 namespace {
 
 // A 2-D tensor of `rows` x `cols` as one f32 buffer.

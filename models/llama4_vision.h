@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "loader/model_files.h"
@@ -39,6 +40,12 @@ struct Llama4VisionConfig {
 // checkpoint (Llama4ForCausalLM, GGUF). Unsupported values (a pixel shuffle ratio other than
 // 0.5, a non-GELU activation, sizes that do not divide) are errors naming the field.
 std::optional<Llama4VisionConfig> read_llama4_vision_config(const loader::ModelFiles& files, uint32_t text_hidden);
+
+// The vision tower a checkpoint can run: its config when the tensors are there and the image
+// token ids are real ids of the vocabulary; otherwise nullopt and the reason in `why` (a text
+// checkpoint, a GGUF file, pair B's tiny-llama4 whose tower has placeholder ids).
+std::optional<Llama4VisionConfig> usable_llama4_vision(const loader::ModelFiles& files, uint32_t text_hidden,
+                                                       int64_t vocab, std::string* why);
 
 struct Llama4VisionLayer {
   vk::Buffer ln1_weight, ln1_bias, ln2_weight, ln2_bias;  // f32 [D]

@@ -87,6 +87,21 @@ TEST(CliVision, MessagesFileWithTwoImagesGivesTheGoldenPromptAndTokens) {
   fs::remove_all(dir);
 }
 
+TEST(CliVision, InspectSaysWhetherTheVisionTowerIsUsable) {
+  ProcessResult r = run_process(fmt::format("{} inspect --json {} 2>/dev/null", EAGLEVK_CLI, kModel));
+  ASSERT_EQ(r.code, 0) << r.out;
+  json v = json::parse(r.out)["vision"];
+  EXPECT_TRUE(v["usable"].get<bool>()) << v.dump();
+  EXPECT_EQ(v["tokens_per_tile"], golden()["tokens_per_tile"]);
+  EXPECT_EQ(v["tile"], golden()["preprocess"]["tile"]);
+  EXPECT_EQ(v["max_tiles"], golden()["preprocess"]["max_patches"]);
+  r = run_process(fmt::format("{} inspect --json {} 2>/dev/null", EAGLEVK_CLI, asset("tiny-llama4")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  v = json::parse(r.out)["vision"];
+  EXPECT_FALSE(v["usable"].get<bool>());
+  EXPECT_NE(v["reason"].get<std::string>().find("placeholders"), std::string::npos) << v.dump();
+}
+
 TEST(CliVision, BadImagesAndModelsWithoutAVisionTowerFailCleanly) {
   fs::path dir = temp_dir("bad");
   const std::string good = kModel + "/images/grad_h56_w56.png";

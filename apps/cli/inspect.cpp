@@ -15,7 +15,10 @@
 #include "apps/cli/commands.h"
 #include "loader/model_files.h"
 #include "loader/quant.h"
+#include "loader/llama4_image.h"
+#include "loader/llama4_image_prompt.h"
 #include "models/eagle3.h"
+#include "models/llama4_vision.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -35,6 +38,27 @@ uint64_t device_bytes(const loader::TensorView& t) {
   if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq") || t.name == "t2d") return 0;
   if (t.shape.size() == 1) return uint64_t(t.numel()) * 4;  // norms as f32, d2t as int32
   return t.bytes;
+}
+
+// Whether image prompts can run: the tower's config and tensors, real image token ids, the
+// tokenizer's image tokens and the preprocessor's tile size. Every failure is the reason.
+nlohmann::json vision_block(const loader::ModelFiles& files, const nlohmann::json& sizes) {
+  std::string why;
+  try {
+    const uint32_t hidden = sizes.value("hidden_size", 0u);
+    const int64_t vocab = sizes.value("vocab_size", int64_t(0));
+    std::optional<models::Llama4VisionConfig> c = models::usable_llama4_vision(files, hidden, vocab, &why);
+    if (c) {
+      const loader::Llama4ImageConfig pre = loader::load_llama4_image_config(files.folder);
+      const loader::Llama4ImageTokens tokens = loader::load_llama4_image_tokens(files.folder, loader::load_tokenizer(files));
+      return {{"usable", true},         {"layers", c->layers},         {"hidden_size", c->hidden},
+              {"tile", pre.tile},       {"patch_size", c->patch_size}, {"tokens_per_tile", tokens.tokens_per_tile},
+              {"max_tiles", pre.max_patches}};
+    }
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  return {{"usable", false}, {"reason", why}};
 }
 
 int inspect_command(const InspectArgs& a) {
@@ -102,6 +126,7 @@ int inspect_command(const InspectArgs& a) {
                              {"target_id_range", {lo, hi}}};
     }
   }
+  if (!draft) out["vision"] = vision_block(files, sizes);
   out["notes"] = files.notes;
   if (a.json) {
     fmt::print("{}\n", out.dump(2));
@@ -127,6 +152,16 @@ int inspect_command(const InspectArgs& a) {
       fmt::print("  d2t: {} entries ({}), target ids {}..{}\n", d["d2t"]["entries"].get<size_t>(),
                  d["d2t"]["stored_as"].get<std::string>(), d["d2t"]["target_id_range"][0].get<int64_t>(),
                  d["d2t"]["target_id_range"][1].get<int64_t>());
+  }
+  if (out.contains("vision")) {
+    const auto& v = out["vision"];
+    if (v["usable"].get<bool>())
+      fmt::print("  vision tower: usable ({} layers, width {}, {}-pixel tiles of {}-pixel patches, {} tokens per tile, up "
+                 "to {} tiles + 1 global per image)\n",
+                 v["layers"].get<int>(), v["hidden_size"].get<int>(), v["tile"].get<int>(), v["patch_size"].get<int>(),
+                 v["tokens_per_tile"].get<int>(), v["max_tiles"].get<int>());
+    else
+      fmt::print("  vision tower: not usable: {}\n", v["reason"].get<std::string>());
   }
   for (const std::string& note : files.notes) fmt::print("  note: {}\n", note);
   return 0;
