@@ -12,6 +12,8 @@
 
 #include <eaglevk/eaglevk.hpp>
 
+#include "runtime/api/errors.h"
+
 #ifndef EAGLEVK_VERSION_STRING
 #define EAGLEVK_VERSION_STRING "unknown"
 #endif
@@ -296,9 +298,31 @@ extern "C" EAGLEVK_API SessionParamsV1 eaglevk_session_params_default(void) {
 
 void eaglevk_session_free(eaglevk_session* session) { delete session; }
 
-eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
-                                eaglevk_token_callback callback, void* user, int32_t* out_tokens, size_t capacity,
-                                size_t* out_count) {
+namespace {
+
+// A C image as the loader's RGB image: decoded from PNG/JPEG bytes, or copied from pixels.
+eaglevk::loader::RgbImage image_from_c(const eaglevk_image& image, size_t index) {
+  using eaglevk::api::ErrorKind;
+  using eaglevk::api::fail_as;
+  if (!image.data) fail_as(ErrorKind::InvalidArgument, "images[{}].data is NULL", index);
+  if (image.width == 0 && image.height == 0)
+    return eaglevk::api::within(ErrorKind::InvalidArgument, [&] {
+      return eaglevk::loader::decode_image(std::span<const uint8_t>(image.data, image.size), {},
+                                           fmt::format("images[{}]", index));
+    });
+  const uint64_t pixels = uint64_t(image.width) * image.height;
+  if (image.width == 0 || image.height == 0 || pixels > eaglevk::loader::ImageLimits{}.max_pixels)
+    fail_as(ErrorKind::InvalidArgument, "images[{}]: {} x {} pixels (at most {} in all, neither side 0)", index,
+            image.width, image.height, eaglevk::loader::ImageLimits{}.max_pixels);
+  if (image.size != pixels * 3)
+    fail_as(ErrorKind::InvalidArgument, "images[{}]: {} bytes for {} x {} RGB pixels (expected {})", index, image.size,
+            image.width, image.height, pixels * 3);
+  return eaglevk::loader::RgbImage{image.width, image.height, std::vector<uint8_t>(image.data, image.data + image.size)};
+}
+
+eaglevk_status generate_impl(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                             const eaglevk_image* images, size_t image_count, eaglevk_token_callback callback,
+                             void* user, int32_t* out_tokens, size_t capacity, size_t* out_count) {
   return guarded([&] {
     if (out_count) *out_count = 0;
     require(session, "session");
@@ -316,11 +340,42 @@ eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt,
         std::string text(piece);  // NUL-terminated for C
         return callback(token, text.c_str(), user) == 0;
       };
-    api::GenerateOutput r = session->session->generate(std::span<const int32_t>(prompt, prompt_count), on_piece);
+    if (image_count) require(images, "images");
+    std::vector<eaglevk::loader::RgbImage> decoded;
+    for (size_t i = 0; i < image_count; ++i) decoded.push_back(image_from_c(images[i], i));
+    api::GenerateOutput r =
+        session->session->generate(std::span<const int32_t>(prompt, prompt_count), on_piece, decoded);
     session->last_stats = r.stats;
     session->last_output_tokens = r.tokens.size();
     if (out_tokens && !r.tokens.empty()) std::memcpy(out_tokens, r.tokens.data(), r.tokens.size() * sizeof(int32_t));
     if (out_count) *out_count = r.tokens.size();
+  });
+}
+
+}  // namespace
+
+eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                                eaglevk_token_callback callback, void* user, int32_t* out_tokens, size_t capacity,
+                                size_t* out_count) {
+  return generate_impl(session, prompt, prompt_count, nullptr, 0, callback, user, out_tokens, capacity, out_count);
+}
+
+eaglevk_status eaglevk_generate_with_images(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                                            const eaglevk_image* images, size_t image_count,
+                                            eaglevk_token_callback callback, void* user, int32_t* out_tokens,
+                                            size_t capacity, size_t* out_count) {
+  return generate_impl(session, prompt, prompt_count, images, image_count, callback, user, out_tokens, capacity,
+                       out_count);
+}
+
+eaglevk_status eaglevk_model_supports_images(const eaglevk_model* model, int* out_supported) {
+  return guarded([&] {
+    if (out_supported) *out_supported = 0;
+    require(model, "model");
+    require(out_supported, "out_supported");
+    const api::Model& m = *model->model;
+    if (!m.images) api::fail_as(api::ErrorKind::Model, "this model cannot take images: {}", m.no_images_reason);
+    *out_supported = 1;
   });
 }
 

@@ -8,6 +8,7 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/api/errors.h"
+#include "runtime/engine/prompt_images.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::api {
@@ -90,6 +91,8 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& 
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
       if (!draft_dir.empty())
         m->draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(ctx, draft_dir, m->target->config()));
+      if (auto support = engine::image_support(*m->target, files.folder, m->tokenizer, &m->no_images_reason))
+        m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
     });
   }
   m->eos_ids = m->target->config().eos_token_ids;

@@ -9,6 +9,7 @@
 #include "models/target.h"
 #include "runtime/api/errors.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/prompt_images.h"
 #include "runtime/engine/speculative.h"
 #include "runtime/engine/target_runner.h"
 #include "runtime/ops/gpu.h"
@@ -65,13 +66,25 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
 
 Session::~Session() = default;
 
-GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece) {
+GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece,
+                                 std::span<const loader::RgbImage> images) {
   if (prompt.empty()) fail_as(ErrorKind::InvalidArgument, "the prompt is empty");
+  if (!images.empty() && !model_->images)
+    fail_as(ErrorKind::Model, "this model cannot take images: {}", model_->no_images_reason);
   const int32_t vocab = model_->vocab_size();
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail_as(ErrorKind::InvalidArgument, "prompt token {} (at {}) is outside the vocabulary of {}", prompt[i], i,
               vocab);
+  // Images: expand their placeholders and run the vision tower (on the device queue).
+  engine::ImagePrompt image_prompt;
+  if (!images.empty()) {
+    std::lock_guard lock(model_->device->queue_mutex);
+    image_prompt = within(ErrorKind::InvalidArgument, [&] {
+      return engine::build_image_prompt(*model_->device->gpu, *model_->images, prompt, images);
+    });
+    prompt = image_prompt.ids;
+  }
   if (prompt.size() >= context_)
     fail_as(ErrorKind::ContextFull,
             "the prompt has {} tokens but the context holds {} (one more is needed for the first new token)",
@@ -82,6 +95,7 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
   o.ignore_eos = params_.ignore_eos;
   o.eos_ids = model_->eos_ids;
   o.sampling = params_.sampling;
+  if (!images.empty()) o.images = &image_prompt.images;
 
   GenerateOutput out;
   loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);

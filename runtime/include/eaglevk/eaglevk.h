@@ -47,7 +47,7 @@ typedef struct eaglevk_runtime eaglevk_runtime;
 typedef struct eaglevk_model eaglevk_model;
 typedef struct eaglevk_session eaglevk_session;
 
-/* "0.2.0": the library's version (the soname is libeaglevk.so.0). */
+/* "0.3.0": the library's version (the soname is libeaglevk.so.0). */
 EAGLEVK_API const char* eaglevk_version(void);
 /* A constant name for a status: "EAGLEVK_OK", ... */
 EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);
@@ -166,6 +166,33 @@ EAGLEVK_API eaglevk_status eaglevk_generate(eaglevk_session* session, const int3
                                             eaglevk_token_callback callback, void* user, int32_t* out_tokens,
                                             size_t capacity, size_t* out_count);
 
+/* ---- images (since 0.3) ----
+ * Llama-4 vision models (Llama4ForConditionalGeneration with its vision tower) take images in
+ * the prompt. An image is either an encoded PNG or JPEG file in memory (width = height = 0,
+ * size = its bytes), or 8-bit RGB pixels, row-major, size = width * height * 3. */
+typedef struct eaglevk_image {
+  const uint8_t* data;
+  size_t size;
+  uint32_t width;  /* 0 with height 0: data is a PNG or JPEG file */
+  uint32_t height;
+} eaglevk_image;
+/* EAGLEVK_OK with *out_supported = 1 when the model takes images; otherwise
+ * EAGLEVK_ERROR_MODEL, *out_supported = 0, and eaglevk_last_error() says why (a text-only
+ * checkpoint, a GGUF file, placeholder image token ids). */
+EAGLEVK_API eaglevk_status eaglevk_model_supports_images(const eaglevk_model* model, int* out_supported);
+/* eaglevk_generate with images: the prompt holds one "<|image|>" placeholder token per image, in
+ * order (render a chat whose user content has "<|image|>" where each image goes, then tokenize;
+ * special-token strings map to their ids). Each placeholder becomes the image's token layout
+ * (tiles of <|patch|> tokens) whose embeddings are the image's features from the vision tower;
+ * a draft head sees the image only through the target's hidden states, as in vLLM. A broken or
+ * unsupported image, or a count that differs from the placeholders, is
+ * EAGLEVK_ERROR_INVALID_ARGUMENT; a model without a vision tower EAGLEVK_ERROR_MODEL; an
+ * expanded prompt longer than the context EAGLEVK_ERROR_CONTEXT_FULL. */
+EAGLEVK_API eaglevk_status eaglevk_generate_with_images(eaglevk_session* session, const int32_t* prompt,
+                                                        size_t prompt_count, const eaglevk_image* images,
+                                                        size_t image_count, eaglevk_token_callback callback,
+                                                        void* user, int32_t* out_tokens, size_t capacity,
+                                                        size_t* out_count);
 /* Speculative decoding counters of the session's last eaglevk_generate, in vLLM's terms. Without
  * speculation (or after a failed call) the counters are 0 and mean_acceptance_length is 1. */
 typedef struct eaglevk_spec_stats {

@@ -25,6 +25,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/chat_template.h"
+#include "loader/image_decode.h"
 #include "loader/tokenizer.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/sampler.h"
@@ -45,6 +46,7 @@ struct Eagle3Model;
 namespace engine {
 class TargetRunner;
 class SpeculativeDecoder;
+struct ImageSupport;
 }  // namespace engine
 
 namespace api {
@@ -90,6 +92,8 @@ struct Model {
   std::string chat_error;                      // why, when it is absent
   std::vector<int32_t> eos_ids;                // config.json's, then the tokenizer's
   engine::MemoryPlan memory;                   // sessions check their context against it
+  std::unique_ptr<engine::ImageSupport> images;  // null when the target cannot take images
+  std::string no_images_reason;                // why, when it cannot
   ~Model();
 
   int32_t vocab_size() const;     // the target's (ids at or past it are refused)
@@ -137,8 +141,11 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Each call is a new sequence starting at position 0. Stats are those of this call.
-  GenerateOutput generate(std::span<const int32_t> prompt, const PieceCallback& on_piece = {});
+  // Each call is a new sequence starting at position 0. Stats are those of this call. With
+  // images, the prompt holds one <|image|> placeholder per image (in order), which becomes the
+  // image's Llama-4 token layout and features (a model without a usable vision tower refuses).
+  GenerateOutput generate(std::span<const int32_t> prompt, const PieceCallback& on_piece = {},
+                          std::span<const loader::RgbImage> images = {});
 
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
