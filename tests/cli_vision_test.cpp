@@ -87,6 +87,44 @@ TEST(CliVision, MessagesFileWithTwoImagesGivesTheGoldenPromptAndTokens) {
   fs::remove_all(dir);
 }
 
+// eval over a JSONL dataset of the golden image conversations (content parts, image paths
+// relative to the dataset): per-prompt generated ids and the totals equal the golden's.
+TEST(CliVision, EvalTakesImageMessagesAndRecordsTheGeneratedIds) {
+  fs::path dir = temp_dir("eval");
+  fs::create_directories(dir / "pics");
+  std::ofstream lines(dir / "images.jsonl");
+  for (const json& p : golden()["prompts"]) {
+    json messages = p["messages"];
+    for (json& m : messages)
+      if (m["content"].is_array())
+        for (json& part : m["content"])
+          if (part["type"] == "image") {
+            const std::string name = part["image"];
+            if (!fs::exists(dir / "pics" / name)) fs::copy_file(kModel + "/images/" + name, dir / "pics" / name);
+            part["image"] = "pics/" + name;
+          }
+    lines << json{{"messages", messages}}.dump() << "\n";
+  }
+  lines.close();
+  const fs::path out = dir / "out.json";
+  ProcessResult r = run_cli(fmt::format("eval -m {} -d {} --dataset {} -k 3 -n 32 --json {}", kModel, kDraft,
+                                        (dir / "images.jsonl").string(), out.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  json j = json::parse(std::ifstream(out));
+  ASSERT_EQ(j["per_prompt"].size(), golden()["prompts"].size());
+  for (size_t i = 0; i < j["per_prompt"].size(); ++i)
+    EXPECT_EQ(j["per_prompt"][i]["tokens"], golden()["prompts"][i]["greedy_ids"]) << "prompt " << i;
+  const json& want = golden()["acceptance"]["image"]["3"];
+  EXPECT_EQ(j["totals"]["num_drafts"], want["num_drafts"]);
+  EXPECT_EQ(j["totals"]["num_accepted_tokens"], want["num_accepted_tokens"]);
+  // A line whose image is missing is skipped with its line number, or stops a --strict run.
+  std::ofstream(dir / "bad.jsonl") << R"({"messages": [{"role": "user", "content": [{"type": "image", "image": "pics/none.png"}, {"type": "text", "text": "hi"}]}]})"
+                                   << "\n";
+  expect_clean_failure(run_cli(fmt::format("eval -m {} -d {} --dataset {} -n 2", kModel, kDraft, (dir / "bad.jsonl").string())),
+                       "none.png");
+  fs::remove_all(dir);
+}
+
 TEST(CliVision, InspectSaysWhetherTheVisionTowerIsUsable) {
   ProcessResult r = run_process(fmt::format("{} inspect --json {} 2>/dev/null", EAGLEVK_CLI, kModel));
   ASSERT_EQ(r.code, 0) << r.out;

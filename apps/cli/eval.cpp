@@ -41,6 +41,7 @@ struct EvalArgs {
 struct PromptResult {
   size_t index = 0, line = 0;
   size_t output_tokens = 0;
+  std::vector<std::vector<int32_t>> tokens;  // each generation's ids (one per turn)
   engine::SpecStats stats;
   double seconds = 0, baseline_seconds = 0;
   bool matches_baseline = true;
@@ -89,7 +90,19 @@ struct EvalSetup {
   uint32_t context = 0;
   engine::GenerationOptions options;
   engine::TreeParams tree;  // enabled: tree drafting instead of -k
+  std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
 };
+
+// A line's images: their placeholders expanded and their features computed.
+engine::ImagePrompt item_image_prompt(const EvalSetup& e, const engine::DatasetItem& item, std::vector<int32_t> ids) {
+  std::vector<loader::RgbImage> images;
+  for (const std::filesystem::path& path : item.images) images.push_back(loader::load_image(path));
+  try {
+    return engine::build_image_prompt(e.gpu, *e.images, ids, images);
+  } catch (const Error& err) {
+    fail("{}:{}: {}", e.args.dataset, item.line, err.what());
+  }
+}
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
 // and answers so far.
@@ -131,21 +144,29 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
     size_t generations = item.kind == engine::DatasetItem::Kind::Turns ? item.turns.size() : 1;
     for (size_t g = 0; g < generations; ++g) {
       std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
+      engine::GenerationOptions options = e.options;
+      engine::ImagePrompt image_prompt;
+      if (!item.images.empty()) {
+        image_prompt = item_image_prompt(e, item, std::move(ids));
+        ids = image_prompt.ids;
+        options.images = &image_prompt.images;
+      }
       if (ids.size() >= e.context)
         fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
              e.context);
       engine::SpecStats stats;
-      auto out = spec.generate(ids, e.options, stats);
+      auto out = spec.generate(ids, options, stats);
       r.stats.merge(stats);
       r.output_tokens += out.tokens.size();
       r.seconds += out.prefill_seconds + out.decode_seconds;
       if (plain) {
-        auto base = engine::generate(*plain, ids, e.options);
+        auto base = engine::generate(*plain, ids, options);
         r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
         r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
       }
       if (item.kind == engine::DatasetItem::Kind::Turns)
         conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
+      r.tokens.push_back(out.tokens);
       pass.outputs.push_back(std::move(out.tokens));
     }
     pass.total.merge(r.stats);
@@ -232,6 +253,9 @@ void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::fi
                         {"num_accepted_tokens", r.stats.num_accepted_tokens},
                         {"acceptance_length", r.stats.mean_acceptance_length()},
                         {"seconds", r.seconds}};
+    // The generated ids: one list, or one per turn for a `turns` line.
+    const bool turns = data.items[r.index].kind == engine::DatasetItem::Kind::Turns;
+    e["tokens"] = turns ? nlohmann::json(r.tokens) : nlohmann::json(r.tokens.empty() ? std::vector<int32_t>{} : r.tokens[0]);
     if (baseline) {
       e["baseline_seconds"] = r.baseline_seconds;
       e["matches_baseline"] = r.matches_baseline;
@@ -286,7 +310,12 @@ int eval_command(const EvalArgs& a) {
     }
     tree = resolve_tree(tree, *gpu, m.model, dir, draft, a.draft, prompts);
   }
-  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree};
+  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, std::nullopt};
+  if (std::any_of(data.items.begin(), data.items.begin() + count, [](const auto& item) { return !item.images.empty(); })) {
+    std::string why;
+    setup.images = engine::image_support(m.model, dir, m.tokenizer, &why);
+    if (!setup.images) fail("{} has lines with images, but {}", a.dataset, why);
+  }
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
   o.eos_ids = m.model.config().eos_token_ids;
@@ -330,7 +359,9 @@ void add_eval_command(CLI::App& app) {
       "convention it was trained with. At --temp 0 the outputs are the same in every row.");
   sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
-  sub->add_option("--dataset", args->dataset, "JSONL: lines with prompt, turns or messages")->required();
+  sub->add_option("--dataset", args->dataset,
+                  "JSONL: lines with prompt, turns or messages (messages may hold text and image parts)")
+      ->required();
   add_spec_flags(sub, args->spec);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");

@@ -7,11 +7,13 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/chat_messages.h"
+
 namespace eaglevk::engine {
 namespace {
 
 // Returns an empty string when the line parsed into `item`, else the reason it did not.
-std::string parse_line(const std::string& text, DatasetItem& item) {
+std::string parse_line(const std::string& text, const std::filesystem::path& image_dir, DatasetItem& item) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
@@ -37,13 +39,13 @@ std::string parse_line(const std::string& text, DatasetItem& item) {
     return "";
   }
   if (j.contains("messages")) {
-    if (!j["messages"].is_array()) return "'messages' must be a list of {role, content} objects";
     item.kind = DatasetItem::Kind::Messages;
-    for (const auto& m : j["messages"]) {
-      if (!m.is_object() || !m.contains("role") || !m.contains("content") || !m["role"].is_string() ||
-          !m["content"].is_string())
-        return "'messages' must be a list of {role, content} objects with string values";
-      item.messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    try {
+      loader::ParsedChat chat = loader::parse_chat_messages(j["messages"], image_dir);
+      item.messages = std::move(chat.messages);
+      item.images = std::move(chat.images);
+    } catch (const Error& e) {
+      return std::string("'messages': ") + e.what();
     }
     if (item.messages.empty()) return "'messages' is empty";
     return "";
@@ -53,7 +55,8 @@ std::string parse_line(const std::string& text, DatasetItem& item) {
 
 }  // namespace
 
-Dataset parse_dataset(const std::string& text, const std::string& source, bool strict) {
+Dataset parse_dataset(const std::string& text, const std::string& source, bool strict,
+                      const std::filesystem::path& image_dir) {
   Dataset d;
   std::istringstream in(text);
   std::string line;
@@ -64,7 +67,7 @@ Dataset parse_dataset(const std::string& text, const std::string& source, bool s
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     DatasetItem item;
     item.line = number;
-    std::string problem = parse_line(line, item);
+    std::string problem = parse_line(line, image_dir, item);
     if (problem.empty()) {
       d.items.push_back(std::move(item));
     } else if (strict) {
@@ -83,7 +86,7 @@ Dataset load_dataset(const std::filesystem::path& path, bool strict) {
   if (!in) fail("cannot read dataset '{}'", path.string());
   std::stringstream s;
   s << in.rdbuf();
-  return parse_dataset(s.str(), path.string(), strict);
+  return parse_dataset(s.str(), path.string(), strict, path.parent_path());
 }
 
 }  // namespace eaglevk::engine

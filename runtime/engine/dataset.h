@@ -1,7 +1,8 @@
 #pragma once
 // Evaluation datasets: JSONL files whose lines hold a `prompt` (a string), `turns` (MT-bench
 // style: user turns asked one after another in one conversation) or `messages` (chat messages
-// with roles). Bad lines are reported with their line numbers.
+// with roles; content a string or Hugging Face content parts, text and images, image paths
+// relative to the dataset file). Bad lines are reported with their line numbers.
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -18,6 +19,7 @@ struct DatasetItem {
   std::string prompt;
   std::vector<std::string> turns;
   std::vector<loader::ChatMessage> messages;
+  std::vector<std::filesystem::path> images;  // the messages' image parts, in prompt order
 };
 
 struct DatasetProblem {
@@ -32,7 +34,9 @@ struct Dataset {
 
 // Blank lines are ignored. A bad line is skipped and listed in `problems`, or, when `strict`,
 // throws an error naming its line. A file that yields no item is an error either way.
+// Image paths are relative to `image_dir` (load_dataset: the dataset file's folder).
 Dataset load_dataset(const std::filesystem::path& path, bool strict);
-Dataset parse_dataset(const std::string& text, const std::string& source, bool strict);
+Dataset parse_dataset(const std::string& text, const std::string& source, bool strict,
+                      const std::filesystem::path& image_dir = {});
 
 }  // namespace eaglevk::engine
