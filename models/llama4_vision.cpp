@@ -245,7 +245,9 @@ void record_llama4_vision(ops::OpContext& oc, const Llama4Vision& v, VisionWorks
   const uint32_t N = c.patches(), S = c.seq(), D = c.hidden, I = c.intermediate, R = count * S;
   const uint32_t tokens = count * N / 4, P1 = c.projector_input_dim, P2 = c.projector_output_dim;
   const float eps = c.norm_eps;
-  const ops::MatmulPath path = ops::MatmulPath::Auto;
+  // Always the tiled GEMM: a tile's features then do not depend on how many tiles share its
+  // chunk (the matrix-vector path would take a chunk of one or two tiles' adapter rows).
+  const ops::MatmulPath path = ops::MatmulPath::Tiled;
   ops::Act embedded(ws.embedded, D), x(ws.x, D), h(ws.normed, D), qkv(ws.qkv, 3 * D), attn(ws.attn, D),
       mlp(ws.mlp, I);
 

@@ -2,7 +2,7 @@
 // shapes (hidden 4096, 32/8 heads, MLP 14336, vocab 128256, untied) and two layers, written
 // at test time as sharded safetensors with the real Llama-3 tokenizer, and its EAGLE-3 head
 // (original format, 32000-token draft vocabulary with d2t). Checked: sharded loading; the
-// last-position logits against a plain C++ float reference of the same layers; a 600-token
+// last-position logits against a plain C++ float reference of the same layers; a 300-token
 // prefill in one pass (its grids fold past 65,535 workgroups) against a chunked prefill;
 // speculative decoding at k = 3 lossless against plain decoding; the CLI with the real
 // tokenizer, the chat template and --ctx 32768.
@@ -87,10 +87,11 @@ TEST_F(GpuTest, Llama8BShapeLoadsFromShardsAndMatchesTheFloatReference) {
   EXPECT_EQ(argmax(got), argmax(want_f));
 }
 
-TEST_F(GpuTest, Llama8BShapePrefillOf600RowsInOnePassMatchesChunkedPrefill) {
-  // Two 600-token prefills at real width are most of this file's time on lavapipe (about
+TEST_F(GpuTest, Llama8BShapePrefillOf300RowsInOnePassMatchesChunkedPrefill) {
+  // Two 300-token prefills at real width are most of this file's time on lavapipe (about
   // 2 GFLOP/s): one in a single pass, one in passes of 64, then one decoding step after each.
-  const std::vector<int32_t> ids = prompt_ids(600, 11);
+  // 300 rows is the fewest whose SwiGLU grid still passes 65,535 workgroups in x.
+  const std::vector<int32_t> ids = prompt_ids(300, 11);
   auto prefill_and_step = [&](uint32_t max_rows, std::vector<float>& prefill, std::vector<float>& step) {
     engine::TargetRunner runner(gpu(), target(), 1024, max_rows);
     prefill = last_logits(runner, ids, max_rows);
@@ -104,9 +105,9 @@ TEST_F(GpuTest, Llama8BShapePrefillOf600RowsInOnePassMatchesChunkedPrefill) {
     runner.run(req, out);
     step = out.logits;
   };
-  // 600 rows x 14,336 SwiGLU columns = 134,400 workgroups of 64: past 65,535, folded into y.
+  // 300 rows x 14,336 SwiGLU columns = 67,200 workgroups of 64: past 65,535, folded into y.
   std::vector<float> one_pass, one_pass_step, chunked, chunked_step;
-  prefill_and_step(600, one_pass, one_pass_step);
+  prefill_and_step(300, one_pass, one_pass_step);
   prefill_and_step(64, chunked, chunked_step);
   EXPECT_TRUE(all_close(one_pass, std::vector<double>(chunked.begin(), chunked.end()), 2e-3, 0));
   EXPECT_EQ(argmax(one_pass), argmax(chunked));
