@@ -67,10 +67,20 @@ void check_message(const ChatMessage& m, size_t index, ChatFormat format) {
   if (m.role.empty()) fail("chat message {} has an empty role", index);
   if (first_invalid_utf8(m.role) != std::string_view::npos || first_invalid_utf8(m.content) != std::string_view::npos)
     fail("chat message {} is not valid UTF-8", index);
+  for (const ChatContentPart& part : m.parts)
+    if (first_invalid_utf8(part.text) != std::string_view::npos) fail("chat message {} is not valid UTF-8", index);
   // Tool results and calls take other paths through the official templates; they are not modelled.
   if (m.role == "tool" || m.role == "ipython")
     fail("chat message {}: role \"{}\" (tool use) is not supported by the {} chat renderer", index, m.role,
          chat_format_name(format));
+}
+
+// List content as the templates write it: '<|image|>' per image part, text parts as they are.
+std::string render_parts(const ChatMessage& m) {
+  std::string out;
+  for (const ChatContentPart& part : m.parts)
+    out += part.type == ChatContentPart::Type::Image ? std::string("<|image|>") : part.text;
+  return out;
 }
 
 }  // namespace
@@ -91,6 +101,7 @@ ChatTemplate ChatTemplate::from_string(std::string_view jinja, std::string_view 
     t.bos_token = std::string(bos_token);
   }
   t.always_generation_prompt = !contains(jinja, "add_generation_prompt");
+  t.image_parts = contains(jinja, "<|image|>");
   if (t.format == ChatFormat::Llama3) {
     static const std::regex trim_pattern(R"(message(\[\s*['"]content['"]\s*\]|\.content)\s*\|\s*trim)");
     t.trim_content = std::regex_search(t.source, trim_pattern);
@@ -154,12 +165,18 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
     // The tiny Llama-3 template renders any role verbatim; only the official ones route tools.
     if (format == ChatFormat::Llama4 || knowledge_date_preamble) check_message(messages[i], i, format);
     else if (messages[i].role.empty()) fail("chat message {} has an empty role", i);
+    if (!messages[i].parts.empty() && !image_parts)
+      fail("chat message {}: the {} chat template takes string content only (it does not render images)", i,
+           chat_format_name(format));
   }
   const bool gen_prompt = add_generation_prompt || always_generation_prompt;
   std::string out;
 
   if (format == ChatFormat::Llama3) {
-    auto content = [&](const ChatMessage& m) { return trim_content ? std::string(python_strip(m.content)) : m.content; };
+    auto content = [&](const ChatMessage& m) {
+      if (!m.parts.empty()) return render_parts(m);  // list content is never trimmed
+      return trim_content ? std::string(python_strip(m.content)) : m.content;
+    };
     size_t first = 0;
     if (!bos_before_first_message_only) out += bos_token;
     if (knowledge_date_preamble) {
@@ -167,6 +184,8 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
       if (messages.empty()) fail("the {} chat template needs at least one message", chat_format_name(format));
       std::string system;
       if (messages[0].role == "system") {
+        if (!messages[0].parts.empty())
+          fail("the {} chat template takes the system message as a string only", chat_format_name(format));
         system = std::string(python_strip(messages[0].content));
         first = 1;
       }
@@ -188,11 +207,19 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add
   out += bos_token;
   size_t first = 0;
   if (messages[0].role == "system") {
-    out += "<|header_start|>system<|header_end|>\n\n" + std::string(python_strip(messages[0].content)) + "<|eot|>";
+    // Meta's template: the string trimmed, or the text of the first part trimmed.
+    const ChatMessage& system = messages[0];
+    if (!system.parts.empty() && system.parts[0].type != ChatContentPart::Type::Text)
+      fail("the {} chat template needs the system message's first part to be text", chat_format_name(format));
+    const std::string& text = system.parts.empty() ? system.content : system.parts[0].text;
+    out += "<|header_start|>system<|header_end|>\n\n" + std::string(python_strip(text)) + "<|eot|>";
     first = 1;
   }
-  for (size_t i = first; i < messages.size(); ++i)
-    out += "<|header_start|>" + messages[i].role + "<|header_end|>\n\n" + messages[i].content + "<|eot|>";
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    out += "<|header_start|>" + m.role + "<|header_end|>\n\n" + (m.parts.empty() ? m.content : render_parts(m)) +
+           "<|eot|>";
+  }
   if (gen_prompt) out += "<|header_start|>assistant<|header_end|>\n\n";
   return out;
 }

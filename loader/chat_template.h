@@ -14,16 +14,33 @@
 // Llama4: '<|header_start|>' + role + '<|header_end|>\n\n' + content + '<|eot|>', bos_token in
 //   front; a system message is trimmed, other contents are written as they are.
 // The rendered text contains BOS already: encode it with add_special = false.
+//
+// Content may also be a list of parts (Hugging Face's multimodal messages), for templates that
+// render images (their text contains '<|image|>'): an image part is written as "<|image|>" and a
+// text part as its text, never trimmed, even where string content is; for Llama-4 a system
+// message's first part (text) is trimmed, as Meta's template does. The processor later expands
+// each "<|image|>" into the image's tokens (llama4_image_prompt.h).
 #include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace eaglevk::loader {
+
+struct ChatContentPart {
+  enum class Type { Text, Image };
+  Type type = Type::Text;
+  std::string text;             // Type::Text
+  std::filesystem::path image;  // Type::Image: the image file (chat_messages.h resolves it)
+};
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
   std::string content;
+  // When not empty, the content is this list of parts and `content` is ignored (an empty list
+  // renders as an empty string would).
+  std::vector<ChatContentPart> parts = {};
 };
 
 enum class ChatFormat { Llama3, Llama4 };
@@ -36,6 +53,7 @@ struct ChatTemplate {
   bool trim_content = false;         // Llama3: content | trim
   bool always_generation_prompt = false;  // template ignores add_generation_prompt
   bool knowledge_date_preamble = false;   // Llama-3.1 style system block
+  bool image_parts = false;          // list content accepted: image parts render as '<|image|>'
   std::string knowledge_cutoff;      // "December 2023"
   std::string date_string;           // "26 Jul 2024"; today's date when the template asks for strftime_now
   std::string source;                // the Jinja text it was recognised from

@@ -1,0 +1,31 @@
+#pragma once
+// Hugging Face chat messages as JSON, the form transformers' apply_chat_template takes:
+//   [{"role": "user", "content": "Hello"},
+//    {"role": "user", "content": [{"type": "image", "image": "cat.png"},
+//                                 {"type": "text", "text": "What is this?"}]}]
+// Content is a string or a list of parts; a part is {"type": "text", "text": STRING} or
+// {"type": "image", "image": PATH}. Other keys are ignored; any other part type, a missing field
+// or a field of the wrong JSON type is an eaglevk::Error naming the message and part.
+#include <filesystem>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "loader/chat_template.h"
+
+namespace eaglevk::loader {
+
+struct ParsedChat {
+  std::vector<ChatMessage> messages;
+  std::vector<std::filesystem::path> images;  // every image part's path, in prompt order
+};
+
+// Relative image paths are taken relative to `image_dir` (absolute ones are kept). The files are
+// not opened here.
+ParsedChat parse_chat_messages(const nlohmann::json& messages, const std::filesystem::path& image_dir);
+// The same from JSON text; `source` names it in errors.
+ParsedChat parse_chat_messages_json(std::string_view json_text, const std::filesystem::path& image_dir,
+                                    std::string_view source = "messages");
+
+}  // namespace eaglevk::loader
