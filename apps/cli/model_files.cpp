@@ -1,5 +1,7 @@
 #include "apps/cli/model_files.h"
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -101,10 +103,17 @@ PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptS
   if (!m.chat) fail("{}", m.chat_error);
   std::vector<int32_t> ids = m.tokenizer.encode(m.chat->render(messages, true), false);
   if (image_paths.empty()) return {std::move(ids), std::nullopt};
+  const auto start = std::chrono::steady_clock::now();
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
   engine::ImagePrompt prompt = engine::build_image_prompt(gpu, *support, ids, images);
-  return {std::move(prompt.ids), std::move(prompt.images)};
+  PreparedPrompt out{std::move(prompt.ids), std::move(prompt.images)};
+  out.image_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.image_tiles = uint32_t(out.images->patch_positions.size() / support->tokens.tokens_per_tile);
+  fmt::print(stderr, "eaglevk: {} image(s), {} tiles, {} image tokens: {:.1f} ms ({:.1f} ms per tile)\n",
+             images.size(), out.image_tiles, out.images->patch_positions.size(), out.image_seconds * 1e3,
+             out.image_seconds * 1e3 / std::max(out.image_tiles, 1u));
+  return out;
 }
 
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden) {

@@ -59,6 +59,8 @@ std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source
 struct PreparedPrompt {
   std::vector<int32_t> ids;
   std::optional<engine::PromptImages> images;
+  uint32_t image_tiles = 0;
+  double image_seconds = 0;  // decoding, preprocessing and the vision tower (one submission)
 };
 PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptSource& source);
 

@@ -151,6 +151,10 @@ int run_command(const RunArgs& a) {
     j["text"] = text;
     j["context"] = context;
     j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+    if (prepared.images) {
+      j["timing"]["image_seconds"] = prepared.image_seconds;
+      j["image_tiles"] = prepared.image_tiles;
+    }
     if (draft)
       j["stats"] = {{"num_drafts", stats.num_drafts},
                     {"num_draft_tokens", stats.num_draft_tokens},
