@@ -7,6 +7,10 @@
 #include <memory>
 #include <vector>
 
+#include "loader/image_decode.h"
+#include "loader/llama4_image.h"
+#include "models/target.h"
+#include "runtime/engine/prompt_images.h"
 #include "runtime/ops/ops.h"
 
 namespace {
@@ -123,5 +127,33 @@ void matvec_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 }  // namespace
+
+// The Llama-4 vision tower of the bundled tiny-llama4-vision on `range(0)` tiles (copies of the
+// 2x2 test image's 5 tiles): wall time of encode_image_tiles (patch unfold and upload, the
+// tower, one submission), with the time per tile as a counter.
+void BM_VisionTower(benchmark::State& state) {
+  auto& gpu = bench_gpu();
+  static const std::string dir = std::string(EAGLEVK_SOURCE_DIR) + "/assets/tiny-llama4-vision";
+  static const models::TargetModel target = models::load_target(gpu.ctx, dir);
+  const models::Llama4Vision& vision = *std::get<models::Llama4Model>(target.family).vision;
+  const loader::PreprocessedImage image = loader::preprocess_llama4_image(
+      loader::load_image(dir + "/images/noise_h112_w112.png"), loader::load_llama4_image_config(dir));
+  const uint32_t tiles = uint32_t(state.range(0));
+  const size_t per_tile = image.pixels.size() / image.tiles;
+  std::vector<float> pixels;
+  for (uint32_t t = 0; t < tiles; ++t)
+    pixels.insert(pixels.end(), image.pixels.begin() + (t % image.tiles) * per_tile,
+                  image.pixels.begin() + (t % image.tiles + 1) * per_tile);
+  double seconds = 0;
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    vk::Buffer features = engine::encode_image_tiles(gpu, vision, pixels, tiles);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    seconds += s;
+  }
+  state.counters["ms/tile"] = seconds * 1e3 / double(state.iterations() * tiles);
+}
+BENCHMARK(BM_VisionTower)->Arg(1)->Arg(5)->Arg(17)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
 BENCHMARK_MAIN();
