@@ -43,6 +43,13 @@ void expect_clean_failure(const Result& r, const std::string& words) {
   EXPECT_NE(r.out.find(words), std::string::npos) << "expected '" << words << "' in: " << r.out;
 }
 
+// A command line that cannot run: exit 2, the same prefix as every other error.
+void expect_usage_error(const Result& r, const std::string& words) {
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("eaglevk: error:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(words), std::string::npos) << "expected '" << words << "' in: " << r.out;
+}
+
 TEST(Cli, NonExistentModelPath) { expect_clean_failure(run_cli("run -m /no/such/model -p hi"), "does not exist"); }
 
 TEST(Cli, TruncatedSafetensors) {
@@ -170,8 +177,63 @@ TEST(Cli, PromptLongerThanContext) {
 }
 
 TEST(Cli, BadPromptIds) {
-  expect_clean_failure(run_cli("run --prompt-ids 1,2,abc"), "abc");
+  expect_usage_error(run_cli("run --prompt-ids 1,2,abc"), "--prompt-ids: 'abc'");
   expect_clean_failure(run_cli("run --prompt-ids 1,2,99999"), "vocabulary");
+  // The speculative path checks the ids too: the embedding shader would skip the row and a
+  // stale hidden state would reach the draft.
+  expect_clean_failure(run_cli(fmt::format("run -d {} --prompt-ids 1,99999 -n 2", asset("tiny-llama3-eagle3"))),
+                       "prompt token 99999 (position 1) is outside the vocabulary of 4096");
+  expect_clean_failure(
+      run_cli(fmt::format("run -d {} --spec-steps 2 --spec-topk 2 --spec-draft-tokens 4 --prompt-ids 5,4096 -n 2",
+                          asset("tiny-llama3-eagle3"))),
+      "outside the vocabulary");
+}
+
+// The command lines a new user tries: each is a usage error (exit 2, `eaglevk: error:`) that
+// names what is wrong, found before any model is loaded; none silently does something else.
+TEST(Cli, UsageErrorsExitTwoWithThePrefix) {
+  const std::string d = asset("tiny-llama3-eagle3");
+  expect_usage_error(run_cli("run --temp inf -p hi -n 2"), "temperature must be a finite number >= 0, got inf");
+  expect_usage_error(run_cli("run --temp nan -p hi -n 2"), "temperature must be a finite number >= 0, got nan");
+  expect_usage_error(run_cli("run --temp 0.5 --top-p nan -p hi -n 2"), "top-p must be in (0, 1]");
+  expect_usage_error(run_cli(fmt::format("eval -d {} --dataset /dev/null --temp -1", d)), "temperature");
+  // An empty prompt is not replaced by the demo's, with or without -m.
+  expect_usage_error(run_cli("run -p \"\" -n 2"), "the prompt (-p) is empty");
+  expect_usage_error(run_cli(fmt::format("run -m {} --chat -p \"\" -n 2", asset("tiny-llama3"))), "is empty");
+  expect_usage_error(run_cli("run --prompt-ids \"\" -n 2"), "--prompt-ids is empty");
+  expect_usage_error(run_cli(fmt::format("run -m {} -n 2", asset("tiny-llama3"))), "run needs a prompt");
+  // -k is bounded (-k 1000 once ran for minutes).
+  expect_usage_error(run_cli(fmt::format("run -d {} -k 1000 -p hi -n 8", d)), "-k must be in 1..16");
+  expect_usage_error(run_cli(fmt::format("run -d {} -k 0 -p hi -n 8", d)), "-k must be in 1..16");
+  // A bad --aux-layers value is reported as --aux-layers.
+  expect_usage_error(run_cli(fmt::format("run -d {} --aux-layers 2,x,4 -p hi", d)), "--aux-layers: 'x'");
+  // CLI11's own parse errors: exit 2 (not 104..114), with the prefix.
+  expect_usage_error(run_cli("run --no-such-flag -p hi"), "--no-such-flag");
+  expect_usage_error(run_cli("run -n many -p hi"), "many");
+  expect_usage_error(run_cli("frobnicate"), "frobnicate");
+  // --help is no error.
+  EXPECT_EQ(run_cli("run --help").code, 0);
+}
+
+// A speculators draft names its verifier: another target runs (losslessly) with a warning.
+TEST(CliDraft, DraftForAnotherVerifierWarns) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-cli-verifier-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::copy(asset("tiny-llama4-eagle3"), dir);
+  fs::permissions(dir / "config.json", fs::perms::owner_write, fs::perm_options::add);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  Result fits = run_cli(fmt::format("run -m {} -d {} -p hi -n 2", asset("tiny-llama4"), dir.string()));
+  EXPECT_EQ(fits.code, 0) << fits.out;
+  EXPECT_EQ(fits.out.find("warning"), std::string::npos) << "the draft names tiny-llama4 itself:\n" << fits.out;
+  config["speculators_config"]["verifier"]["name_or_path"] = "meta-llama/Llama-4-Maverick-17B-128E-Instruct";
+  std::ofstream(dir / "config.json") << config.dump();
+  Result other = run_cli(fmt::format("run -m {} -d {} -p hi -n 2", asset("tiny-llama4"), dir.string()));
+  EXPECT_EQ(other.code, 0) << other.out;
+  EXPECT_NE(other.out.find("eaglevk: warning: the draft was trained for the verifier "
+                           "'meta-llama/Llama-4-Maverick-17B-128E-Instruct'"),
+            std::string::npos)
+      << other.out;
+  fs::remove_all(dir);
 }
 
 TEST(Cli, JsonMatchesGoldenForAPrompt) {
@@ -275,8 +337,8 @@ TEST(CliDraft, TreeFlagsRunLosslessGreedyAndSampled) {
     EXPECT_EQ(tokens(spec), tokens(run_cli("run" + common, false))) << sampling;
     EXPECT_TRUE(nlohmann::json::parse(spec.out.substr(0, spec.out.find('\n'))).contains("stats")) << spec.out;
   }
-  expect_clean_failure(run_cli(fmt::format("run -d {}{} --temp 1 --draft-sampling -p hi", d, tree)), "--draft-sampling");
-  expect_clean_failure(run_cli(fmt::format("run -d {}{} -k 3 -p hi", d, tree)), "-k");
+  expect_usage_error(run_cli(fmt::format("run -d {}{} --temp 1 --draft-sampling -p hi", d, tree)), "--draft-sampling");
+  expect_usage_error(run_cli(fmt::format("run -d {}{} -k 3 -p hi", d, tree)), "-k");
 }
 
 // --spec-draft-tokens auto: measures the pass costs once (cached in EAGLEVK_CACHE_DIR),
@@ -305,7 +367,7 @@ TEST(CliDraft, AutoTreeChoosesCachesAndStaysLossless) {
   Result plain = run_cli("run -n 12 --ignore-eos -p \"The modules\" --json", false);
   EXPECT_EQ(nlohmann::json::parse(second.out.substr(0, second.out.find('\n')))["tokens"],
             nlohmann::json::parse(plain.out.substr(0, plain.out.find('\n')))["tokens"]);
-  expect_clean_failure(run_cli(env + fmt::format("run -d {} --spec-topk 17 --spec-draft-tokens auto -p hi",
+  expect_usage_error(run_cli(env + fmt::format("run -d {} --spec-topk 17 --spec-draft-tokens auto -p hi",
                                                  asset("tiny-llama3-eagle3"))),
                        "--spec-topk 17");
   ::unsetenv("EAGLEVK_CACHE_DIR");

@@ -37,6 +37,7 @@ Result run_cli(const std::string& args) {
   std::ifstream e(err);
   r.err.assign(std::istreambuf_iterator<char>(e), {});
   fs::remove(err);
+  expect_no_validation_errors(r.err, args);
   return r;
 }
 
@@ -195,11 +196,11 @@ TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
 
 TEST(Eval, AuxShiftSweepNeedsADraft) {
   Result r = run_cli(fmt::format("eval --dataset {} --aux-shift-sweep", dataset()));
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);  // a usage error
   EXPECT_NE(r.err.find("--aux-shift-sweep needs a draft (-d)"), std::string::npos) << r.err;
   // Without the sweep the message is the general one.
   Result plain = run_cli(fmt::format("eval --dataset {}", dataset()));
-  EXPECT_EQ(plain.code, 1);
+  EXPECT_EQ(plain.code, 2);
   EXPECT_NE(plain.err.find("eval needs a draft (-d)"), std::string::npos) << plain.err;
   Result help = run_cli("eval --help");
   EXPECT_NE(help.out.find("--aux-shift-sweep"), std::string::npos) << help.out;

@@ -17,6 +17,7 @@
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
+#include "apps/cli/usage.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
@@ -56,12 +57,13 @@ struct Stat {
 
 int bench_command(const BenchArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
-  if (a.reps == 0) fail("-r must be at least 1");
+  if (a.reps == 0) usage_fail("-r must be at least 1");
   engine::TreeParams tree;
   if (a.spec.tree()) {
-    if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
+    if (a.draft.empty()) usage_fail("the --spec-* tree flags need a draft (-d)");
     tree = a.spec.tree_params(/*with_k=*/true);
   }
+  if (!a.draft.empty()) a.spec.check_chain();
   auto gpu = open_gpu(a.device);
   uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);

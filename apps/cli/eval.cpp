@@ -22,6 +22,7 @@
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
+#include "apps/cli/usage.h"
 #include "runtime/engine/dataset.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
@@ -271,13 +272,17 @@ void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::fi
 
 int eval_command(const EvalArgs& a) {
   if (a.aux_sweep && a.draft.empty())
-    fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
-  if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
-  if (a.draft.empty()) fail("eval needs a draft (-d)");
+    usage_fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
+  if (!a.aux_layers.empty() && a.draft.empty()) usage_fail("--aux-layers needs a draft (-d)");
+  if (a.draft.empty()) usage_fail("eval needs a draft (-d)");
+  as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
   engine::TreeParams tree;
   if (a.spec.tree()) {
     tree = a.spec.tree_params();
-    if (a.draft_sampling) fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
+    if (a.draft_sampling)
+      usage_fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
+  } else {
+    a.spec.check_chain();
   }
   engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
@@ -286,10 +291,7 @@ int eval_command(const EvalArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
-    for (int32_t id : parse_id_list(a.aux_layers)) {
-      if (id < 0) fail("--aux-layers: {} is not a layer id", id);
-      aux.push_back(uint32_t(id));
-    }
+    for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
   auto gpu = open_gpu(a.device);
   const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, 128, a.ctx);
   const uint32_t context = plan.context;

@@ -1,4 +1,5 @@
-// The eaglevk command line: one subcommand per use. Errors become a message and exit code 1.
+// The eaglevk command line: one subcommand per use. Every error is one `eaglevk: error: ...`
+// line on stderr; a usage error (a command line that cannot run) exits 2, any other 1.
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,8 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/usage.h"
+#include "runtime/vk/context.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"eaglevk: LLM inference with EAGLE-3 speculative decoding on Vulkan"};
@@ -26,17 +29,32 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version arrive as "errors" with status 0: CLI11 prints what they ask for.
+    if (e.get_exit_code() == 0) return app.exit(e);
+    fmt::print(stderr, "eaglevk: error: {} (see `eaglevk {}--help`)\n", e.what(),
+               app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name() + " ");
+    return 2;
   }
   try {
-    for (CLI::App* sub : app.get_subcommands()) return eaglevk::cli::run_selected(*sub);
+    for (CLI::App* sub : app.get_subcommands()) {
+      const int status = eaglevk::cli::run_selected(*sub);
+      // With EAGLEVK_VALIDATE=1 a run the validation layer objected to has not succeeded.
+      if (const uint32_t errors = eaglevk::vk::validation_errors_in_process()) {
+        fmt::print(stderr, "eaglevk: error: the Vulkan validation layer reported {} error(s) (above)\n", errors);
+        return status ? status : 1;
+      }
+      return status;
+    }
     fmt::print("{}", app.help());
     return 0;
+  } catch (const eaglevk::cli::UsageError& e) {
+    fmt::print(stderr, "eaglevk: error: {}\n", e.what());
+    return 2;
   } catch (const eaglevk::Error& e) {
     fmt::print(stderr, "eaglevk: error: {}\n", e.what());
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "eaglevk: unexpected error: {}\n", e.what());
+    fmt::print(stderr, "eaglevk: error: {}\n", e.what());
     return 1;
   }
 }

@@ -9,7 +9,9 @@
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/usage.h"
 #include "loader/chat_messages.h"
+#include "loader/draft_verifier.h"
 #include "loader/model_files.h"
 #include "runtime/engine/memory_plan.h"
 
@@ -48,7 +50,11 @@ ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& mo
                          uint32_t max_rows, uint32_t requested) {
   loader::ModelFiles target = loader::open_model_files(model);
   std::optional<loader::ModelFiles> head;
-  if (!draft.empty()) head = loader::open_model_files(draft);
+  if (!draft.empty()) {
+    head = loader::open_model_files(draft);
+    if (auto warning = loader::verifier_mismatch(head->config, target.config, model))
+      fmt::print(stderr, "eaglevk: warning: {}\n", *warning);
+  }
   engine::MemoryPlan plan = engine::plan_memory(ctx, target, head ? &*head : nullptr, max_rows);
   std::string note;
   uint32_t context = engine::choose_context(plan, requested, &note);
@@ -124,7 +130,7 @@ void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool 
              d[1], d[2]);
 }
 
-std::vector<int32_t> parse_id_list(const std::string& csv) {
+std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag) {
   std::vector<int32_t> ids;
   std::stringstream in(csv);
   std::string item;
@@ -135,10 +141,10 @@ std::vector<int32_t> parse_id_list(const std::string& csv) {
       if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
       ids.push_back(int32_t(v));
     } catch (const std::exception&) {
-      fail("--prompt-ids: '{}' is not a token id", item);
+      usage_fail("{}: '{}' is not a non-negative integer", flag, item);
     }
   }
-  if (ids.empty()) fail("--prompt-ids is empty");
+  if (ids.empty()) usage_fail("{} is empty", flag);
   return ids;
 }
 

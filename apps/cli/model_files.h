@@ -67,7 +67,8 @@ PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptS
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);
 
-std::vector<int32_t> parse_id_list(const std::string& csv);
+// Comma-separated non-negative integers; a usage error naming `flag` otherwise.
+std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag);
 std::string read_text_file(const std::filesystem::path& path);
 
 }  // namespace eaglevk::cli

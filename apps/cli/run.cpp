@@ -12,6 +12,7 @@
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
+#include "apps/cli/usage.h"
 #include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
@@ -27,6 +28,7 @@ struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
   std::vector<std::string> images;
   SpecFlags spec;
+  CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
   float temp = 0, top_p = 1;
@@ -59,34 +61,40 @@ struct TapDump {
 
 int run_command(const RunArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
-  if (!a.file.empty() && !a.prompt.empty()) fail("give either -p or -f, not both");
+  const bool given_prompt = a.prompt_option->count() > 0, given_ids = a.prompt_ids_option->count() > 0;
+  if (!a.file.empty() && given_prompt) usage_fail("give either -p or -f, not both");
+  // No prompt is an error, not a stand-in text: the demo prompt is the bare `eaglevk`'s only.
+  if (!given_prompt && a.file.empty() && !given_ids && a.messages.empty())
+    usage_fail("run needs a prompt: -p TEXT, -f FILE, --prompt-ids IDS or --messages FILE.json");
+  if (given_prompt && a.prompt.empty()) usage_fail("the prompt (-p) is empty");
   PromptSource source;
   source.text = !a.file.empty() ? read_text_file(a.file) : a.prompt;
-  if (a.prompt.empty() && a.file.empty() && a.prompt_ids.empty() && a.messages.empty())
-    source.text = "The modules described in this chapter";
+  if (!a.file.empty() && source.text.empty()) fail("the prompt file '{}' is empty", a.file);
   source.chat = a.chat;
   source.system = a.system;
   source.images = a.images;
   source.messages_file = a.messages;
-  if (!a.prompt_ids.empty()) {
-    if (!a.prompt.empty() || !a.file.empty() || a.chat) fail("--prompt-ids cannot be combined with -p, -f or --chat");
-    source.ids = parse_id_list(a.prompt_ids);
+  if (given_ids) {
+    if (given_prompt || !a.file.empty() || a.chat) usage_fail("--prompt-ids cannot be combined with -p, -f or --chat");
+    source.ids = parse_id_list(a.prompt_ids, "--prompt-ids");
   }
-  if (a.temp < 0) fail("--temp must be >= 0");
-  if (a.top_p <= 0 || a.top_p > 1) fail("--top-p must be in (0, 1]");
-  if (a.top_k < 0) fail("--top-k must be >= 0");
+  const engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, a.seed};
+  as_usage_error([&] { engine::check_sampling(sampling); });
 
   engine::TreeParams tree;
   if (a.spec.tree()) {
-    if (a.draft.empty()) fail("the --spec-* tree flags need a draft (-d)");
+    if (a.draft.empty()) usage_fail("the --spec-* tree flags need a draft (-d)");
     tree = a.spec.tree_params();
-    if (a.draft_sampling) fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
+    if (a.draft_sampling)
+      usage_fail("--draft-sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
+  } else if (!a.draft.empty()) {
+    a.spec.check_chain();
   }
-  if (!a.dump_taps.empty() && a.draft.empty()) fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
-  if (!a.aux_layers.empty() && a.draft.empty()) fail("--aux-layers needs a draft (-d)");
+  if (!a.dump_taps.empty() && a.draft.empty()) usage_fail("--dump-taps needs a draft (-d): it writes the draft's tap layers");
+  if (!a.aux_layers.empty() && a.draft.empty()) usage_fail("--aux-layers needs a draft (-d)");
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
-    for (int32_t id : parse_id_list(a.aux_layers)) aux.push_back(uint32_t(id));
+    for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
   auto gpu = open_gpu(a.device);
   const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, kMaxRows, a.ctx);
   const uint32_t context = plan.context;
@@ -111,7 +119,7 @@ int run_command(const RunArgs& a) {
   o.eos_ids = m.model.config().eos_token_ids;
   for (int32_t id : m.tokenizer.eos_ids())
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
-  o.sampling = {a.temp, a.top_k, a.top_p, a.seed};
+  o.sampling = sampling;
   o.top_logits = a.top_logits;
   if (prepared.images) o.images = &*prepared.images;
 
@@ -188,9 +196,9 @@ void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt (the bundled tiny model without -m)");
   sub->add_option("-m,--model", args->model, "model: a Hugging Face folder (config.json, safetensors, tokenizer.json) or a GGUF file");
-  sub->add_option("-p,--prompt", args->prompt, "prompt text");
+  args->prompt_option = sub->add_option("-p,--prompt", args->prompt, "prompt text");
   sub->add_option("-f,--file", args->file, "read the prompt from a file");
-  sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
+  args->prompt_ids_option = sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--image", args->images,

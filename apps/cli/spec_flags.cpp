@@ -7,6 +7,7 @@
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/usage.h"
 #include "runtime/engine/tree_auto.h"
 #include "runtime/ops/tree.h"
 
@@ -25,7 +26,7 @@ void add_spec_flags(CLI::App* sub, SpecFlags& f) {
 
 engine::TreeParams SpecFlags::tree_params(bool with_k) const {
   if (!with_k && k_option && k_option->count() > 0)
-    fail("-k chooses chain drafting; give either -k or the --spec-* tree flags, not both");
+    usage_fail("-k chooses chain drafting; give either -k or the --spec-* tree flags, not both");
   engine::TreeParams t;
   t.steps = steps;
   t.topk = topk ? topk : 1;
@@ -34,23 +35,29 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
     t.steps = steps ? steps : 8;
     t.topk = topk ? topk : 8;
     const uint64_t pool = uint64_t(t.topk) + uint64_t(t.steps - 1) * t.topk * t.topk;
-    engine::check_tree_params({t.steps, t.topk, uint32_t(std::min<uint64_t>(ops::kTreeMaxNodes, 1 + pool))});
+    as_usage_error(
+        [&] { engine::check_tree_params({t.steps, t.topk, uint32_t(std::min<uint64_t>(ops::kTreeMaxNodes, 1 + pool))}); });
     t.draft_tokens = 0;
     return t;
   }
-  if (steps == 0) fail("tree drafting needs --spec-steps (draft levels, 1..16)");
+  if (steps == 0) usage_fail("tree drafting needs --spec-steps (draft levels, 1..16)");
   if (draft_tokens.empty()) {
-    if (t.topk != 1) fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
+    if (t.topk != 1) usage_fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
     t.draft_tokens = steps + 1;  // the chain: every level's single node
   } else {
     uint32_t m = 0;
     auto [end, ec] = std::from_chars(draft_tokens.data(), draft_tokens.data() + draft_tokens.size(), m);
     if (ec != std::errc() || end != draft_tokens.data() + draft_tokens.size())
-      fail("--spec-draft-tokens must be a token count, got '{}'", draft_tokens);
+      usage_fail("--spec-draft-tokens must be a token count, got '{}'", draft_tokens);
     t.draft_tokens = m;
   }
-  engine::check_tree_params(t);
+  as_usage_error([&] { engine::check_tree_params(t); });
   return t;
+}
+
+void SpecFlags::check_chain() const {
+  if (k == 0 || k > engine::kMaxChainDraftTokens)
+    usage_fail("-k must be in 1..{} draft tokens per round, got {}", engine::kMaxChainDraftTokens, k);
 }
 
 engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, const models::TargetModel& target,

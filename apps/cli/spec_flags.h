@@ -25,6 +25,8 @@ struct SpecFlags {
   // (--spec-steps and --spec-topk when given, else 8 and 8): resolve_tree decides.
   // bench measures the chain (-k) and the tree side by side, so it allows both.
   engine::TreeParams tree_params(bool with_k = false) const;
+  // -k within 1..engine::kMaxChainDraftTokens; a usage error otherwise.
+  void check_chain() const;
 };
 
 void add_spec_flags(CLI::App* sub, SpecFlags& flags);

@@ -53,6 +53,8 @@ eaglevk_status status_of(ErrorKind kind) {
     case ErrorKind::ContextFull: return EAGLEVK_ERROR_CONTEXT_FULL;
     case ErrorKind::BufferTooSmall: return EAGLEVK_ERROR_BUFFER_TOO_SMALL;
     case ErrorKind::Internal: return EAGLEVK_ERROR_INTERNAL;
+    case ErrorKind::DeviceLost: return EAGLEVK_ERROR_DEVICE_LOST;
+    case ErrorKind::OutOfMemory: return EAGLEVK_ERROR_OUT_OF_MEMORY;
   }
   return EAGLEVK_ERROR_INTERNAL;
 }
@@ -75,11 +77,16 @@ eaglevk_status guarded(Body&& body) noexcept {
     return EAGLEVK_OK;
   } catch (const api::ApiError& e) {
     return failed(status_of(e.kind), e.what());
+  } catch (const eaglevk::vk::VulkanError& e) {
+    return failed(e.device_lost()     ? EAGLEVK_ERROR_DEVICE_LOST
+                  : e.out_of_memory() ? EAGLEVK_ERROR_OUT_OF_MEMORY
+                                      : EAGLEVK_ERROR_DEVICE,
+                  e.what());
   } catch (const eaglevk::Error& e) {
     // Thrown outside every classified stage: a bug.
     return failed(EAGLEVK_ERROR_INTERNAL, e.what());
   } catch (const std::bad_alloc&) {
-    return failed(EAGLEVK_ERROR_INTERNAL, "out of host memory");
+    return failed(EAGLEVK_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {
     return failed(EAGLEVK_ERROR_INTERNAL, e.what());
   } catch (...) {
@@ -129,6 +136,8 @@ const char* eaglevk_status_string(eaglevk_status status) {
     case EAGLEVK_ERROR_CONTEXT_FULL: return "EAGLEVK_ERROR_CONTEXT_FULL";
     case EAGLEVK_ERROR_BUFFER_TOO_SMALL: return "EAGLEVK_ERROR_BUFFER_TOO_SMALL";
     case EAGLEVK_ERROR_INTERNAL: return "EAGLEVK_ERROR_INTERNAL";
+    case EAGLEVK_ERROR_DEVICE_LOST: return "EAGLEVK_ERROR_DEVICE_LOST";
+    case EAGLEVK_ERROR_OUT_OF_MEMORY: return "EAGLEVK_ERROR_OUT_OF_MEMORY";
   }
   return "unknown eaglevk_status";
 }

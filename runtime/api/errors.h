@@ -7,6 +7,8 @@
 
 #include <eaglevk/eaglevk.hpp>
 
+#include "runtime/vk/check.h"
+
 namespace eaglevk::api {
 
 // Allocation and Vulkan call failures are device failures whatever stage hit them (a model too
@@ -23,6 +25,12 @@ decltype(auto) within(ErrorKind stage, Body&& body) {
     return std::forward<Body>(body)();
   } catch (const ApiError&) {
     throw;
+  } catch (const vk::VulkanError& e) {
+    // Whatever the stage: a lost (or hung) device and exhausted memory have their own kinds.
+    throw ApiError(e.device_lost() ? ErrorKind::DeviceLost : e.out_of_memory() ? ErrorKind::OutOfMemory : ErrorKind::Device,
+                   e.what());
+  } catch (const std::bad_alloc&) {
+    throw ApiError(ErrorKind::OutOfMemory, "out of host memory");
   } catch (const Error& e) {
     throw ApiError(refine(stage, e.what()), e.what());
   }

@@ -15,13 +15,20 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& o,
-                          const TokenCallback& on_token) {
+void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& o) {
   if (prompt.empty()) fail("the prompt is empty");
-  if (prompt.size() >= runner.context())
-    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), runner.context());
+  if (prompt.size() >= context)
+    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      fail("prompt token {} (position {}) is outside the vocabulary of {}", prompt[i], i, vocab);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
   if (o.images) o.images->check(prompt);
+}
+
+GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& o,
+                          const TokenCallback& on_token) {
+  check_prompt(prompt, runner.context(), runner.model().config().vocab_size, o);
   GenerationResult result;
   result.prompt = prompt;
   const uint32_t n_prompt = uint32_t(prompt.size());

@@ -35,6 +35,12 @@ struct GenerationResult {
 // on_token returns false to stop generation.
 using TokenCallback = std::function<bool(int32_t)>;
 
+// Refuses a prompt that cannot run: empty, as long as the context or longer, a token id
+// outside the vocabulary (the embedding shader would skip the row and leave stale memory as
+// its hidden state), options that do not go together, images that do not fit the prompt.
+// Plain and speculative generation both call it before anything is recorded.
+void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& options);
+
 GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& options,
                           const TokenCallback& on_token = {});
 

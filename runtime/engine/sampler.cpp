@@ -4,7 +4,16 @@
 #include <cmath>
 #include <numeric>
 
+#include <eaglevk/error.h>
+
 namespace eaglevk::engine {
+
+void check_sampling(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    fail("the temperature must be a finite number >= 0, got {}", p.temperature);
+  if (p.top_k < 0) fail("top-k must be >= 0, got {}", p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1)) fail("top-p must be in (0, 1], got {}", p.top_p);
+}
 
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position) {
   return ops::SampleParams{p.greedy() ? 0.0f : p.temperature, uint32_t(std::max(p.top_k, 0)), p.top_p, p.seed, position};

@@ -18,6 +18,11 @@ struct SamplingParams {
   bool greedy() const { return temperature <= 0; }
 };
 
+// Fails unless the temperature is finite and >= 0, top-k >= 0 and top-p in (0, 1]: an
+// infinite or NaN temperature would otherwise read as "not greedy" and sample garbage, or as
+// greedy and silently ignore the setting.
+void check_sampling(const SamplingParams& p);
+
 // The device sampler's parameters for a logits row deciding the token at `position`.
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
 

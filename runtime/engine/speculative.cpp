@@ -16,6 +16,12 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Checked before any buffer is sized by k.
+uint32_t checked_chain_k(uint32_t k) {
+  if (k == 0 || k > kMaxChainDraftTokens) fail("-k must be in 1..{}, got {}", kMaxChainDraftTokens, k);
+  return k;
+}
+
 }  // namespace
 
 uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
@@ -23,7 +29,7 @@ uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
                                        const models::Eagle3Model& draft, uint32_t context, uint32_t k,
                                        uint32_t max_rows, bool arena_reuse)
-    : SpeculativeDecoder(gpu, target, draft, context, k, TreeParams{}, max_rows, arena_reuse) {}
+    : SpeculativeDecoder(gpu, target, draft, context, checked_chain_k(k), TreeParams{}, max_rows, arena_reuse) {}
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
                                        const models::Eagle3Model& draft, uint32_t context, const TreeParams& tree,
@@ -54,7 +60,6 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
                 vk::MemoryKind::Readback, "round outputs"),
       rec_(gpu.ctx),
       tree_(tree) {
-  if (k == 0) fail("-k must be at least 1");
   if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config().hidden_size)
     fail("the draft needs its own embeddings");
   tap_request_.layers = draft.aux_layers;
@@ -204,11 +209,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const Gener
 
 GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const GenerationOptions& o,
                                               SpecStats& stats, const TokenCallback& on_token) {
-  if (prompt.empty()) fail("the prompt is empty");
-  if (prompt.size() >= context_)
-    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context_);
-  if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
-  if (o.images) o.images->check(prompt);
+  check_prompt(prompt, context_, target_.config().vocab_size, o);
   if (tree_.enabled() && draft_sampling_ && !o.sampling.greedy())
     fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
   GenerationResult result;

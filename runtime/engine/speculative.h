@@ -19,6 +19,10 @@
 
 namespace eaglevk::engine {
 
+// Chain drafting's most draft tokens per round: past it a round's verify pass and draft
+// steps cost more than the tokens they can win, and the per-round buffers grow with k.
+constexpr uint32_t kMaxChainDraftTokens = 16;
+
 // Hidden states handed to research code: rows of [taps x H] for consecutive positions.
 struct TapRows {
   std::vector<int32_t> tokens;     // the token at each position

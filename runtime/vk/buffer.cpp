@@ -5,6 +5,7 @@
 
 #include "runtime/vk/check.h"
 #include "runtime/vk/context.h"
+#include "runtime/vk/fault.h"
 #include "runtime/vk/recorder.h"
 
 namespace eaglevk::vk {
@@ -12,6 +13,7 @@ namespace eaglevk::vk {
 Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, std::string buffer_name)
     : ctx(&context), bytes(size), kind(memory_kind), name(std::move(buffer_name)) {
   if (size == 0) fail("buffer '{}' has size 0", name);
+  ctx->check_usable();
   if (size > ctx->max_allocation)
     fail("buffer '{}' needs {} MiB in one allocation, more than the device allows ({} MiB, maxMemoryAllocationSize)",
          name, (size + (1 << 20) - 1) >> 20, ctx->max_allocation >> 20);
@@ -37,11 +39,15 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   alloc.allocationSize = req.size;
   alloc.memoryTypeIndex = ctx->find_memory_type(req.memoryTypeBits, required, preferred);
-  VkResult result = vkAllocateMemory(ctx->device, &alloc, nullptr, &memory);
+  VkResult result = take_fault(FaultPoint::Allocation);
+  if (result == VK_SUCCESS) result = vkAllocateMemory(ctx->device, &alloc, nullptr, &memory);
   if (result != VK_SUCCESS) {
     vkDestroyBuffer(ctx->device, handle, nullptr);
     handle = VK_NULL_HANDLE;
-    fail("cannot allocate {} MiB for buffer '{}': {}", size >> 20, name, result_name(result));
+    memory = VK_NULL_HANDLE;
+    VulkanError e(result, fmt::format("cannot allocate {} MiB for buffer '{}': {}", size >> 20, name, result_name(result)));
+    ctx->note_failure(e);
+    throw e;
   }
   EAGLEVK_VK(vkBindBufferMemory(ctx->device, handle, memory, 0));
   if (kind != MemoryKind::Device) EAGLEVK_VK(vkMapMemory(ctx->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped));

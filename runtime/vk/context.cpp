@@ -41,16 +41,31 @@ ContextOptions ContextOptions::from_env() {
 
 namespace {
 
+std::atomic<uint32_t> process_validation_errors{0};
+
+// `user` is the Context, or null for the messages of vkCreateInstance/vkDestroyInstance
+// themselves (reported through the create info chained into the instance's).
 VkBool32 VKAPI_PTR on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                          VkDebugUtilsMessageTypeFlagsEXT,
                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
   if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
-    static_cast<Context*>(user)->validation_errors.fetch_add(1);
+    process_validation_errors.fetch_add(1);
+    if (user) static_cast<Context*>(user)->validation_errors.fetch_add(1);
     fmt::print(stderr, "eaglevk: validation error: {}\n", data->pMessage);
   } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
     fmt::print(stderr, "eaglevk: validation warning: {}\n", data->pMessage);
   }
   return VK_FALSE;
+}
+
+VkDebugUtilsMessengerCreateInfoEXT messenger_info(Context* user) {
+  VkDebugUtilsMessengerCreateInfoEXT info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  info.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  info.pfnUserCallback = on_validation_message;
+  info.pUserData = user;
+  return info;
 }
 
 bool has_layer(const char* name) {
@@ -74,6 +89,8 @@ VkInstance create_instance(bool validate) {
   VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
   features.enabledValidationFeatureCount = 1;
   features.pEnabledValidationFeatures = enables;
+  VkDebugUtilsMessengerCreateInfoEXT instance_messages = messenger_info(nullptr);
+  features.pNext = &instance_messages;
   if (validate) {
     if (!has_layer(layer))
       fail("EAGLEVK_VALIDATE=1 but {} is not installed (Debian: apt-get install vulkan-validationlayers)", layer);
@@ -240,19 +257,36 @@ void find_memory_budget(Context& ctx) {
 
 }  // namespace
 
+uint32_t validation_errors_in_process() { return process_validation_errors.load(); }
+
+void Context::check_usable() const {
+  if (lost.load())
+    throw VulkanError(VK_ERROR_DEVICE_LOST,
+                      fmt::format("the Vulkan device '{}' was lost earlier (VK_ERROR_DEVICE_LOST or a hung queue); "
+                                  "free everything made on it and open the device again",
+                                  info.name));
+}
+
+void Context::note_failure(const VulkanError& e) const {
+  if (e.device_lost()) lost = true;
+}
+
+static uint64_t fence_timeout_from_env() {
+  constexpr uint64_t kDefaultSeconds = 600;
+  const char* env = std::getenv("EAGLEVK_FENCE_TIMEOUT");
+  char* end = nullptr;
+  const double seconds = env ? std::strtod(env, &end) : 0;
+  if (!env || end == env || *end || !(seconds > 0) || seconds > 1e7) return kDefaultSeconds * 1'000'000'000ull;
+  return uint64_t(seconds * 1e9);
+}
+
 Context::Context(const ContextOptions& options) {
   validation = options.validate;
+  fence_timeout_ns = fence_timeout_from_env();
   instance = create_instance(validation);
   try {
     if (validation) {
-      VkDebugUtilsMessengerCreateInfoEXT info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-      info.messageSeverity =
-          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
-      info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                         VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                         VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-      info.pfnUserCallback = on_validation_message;
-      info.pUserData = this;
+      const VkDebugUtilsMessengerCreateInfoEXT info = messenger_info(this);
       auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
           vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
       if (!create) fail("validation requested but VK_EXT_debug_utils is unavailable");

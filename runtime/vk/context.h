@@ -12,6 +12,8 @@
 
 namespace eaglevk::vk {
 
+struct VulkanError;
+
 struct ContextOptions {
   // A device index ("1") or a case-insensitive substring of its name; empty picks the best:
   // discrete GPU, then integrated, then virtual, then CPU (lavapipe).
@@ -21,6 +23,11 @@ struct ContextOptions {
   bool validate = false;
   static ContextOptions from_env();
 };
+
+// Validation messages of error severity seen by every context of this process since it
+// started, instance and device creation included: the tests and `EAGLEVK_VALIDATE=1` runs of
+// the CLI fail when it is not zero.
+uint32_t validation_errors_in_process();
 
 // Enumerates the physical devices without creating a logical device.
 std::vector<DeviceInfo> list_devices();
@@ -56,6 +63,20 @@ struct Context {
   std::string memory_budget_source;  // how memory_budget was found, for messages
   // Told the bytes of each weight upload as it is submitted (an application's progress bar).
   std::function<void(uint64_t bytes)> on_upload;
+
+  // Set when a submission or wait reported VK_ERROR_DEVICE_LOST or did not finish within
+  // fence_timeout_ns: nothing more is recorded or allocated on this device (each attempt
+  // throws VulkanError(VK_ERROR_DEVICE_LOST)); the objects can still be destroyed.
+  mutable std::atomic<bool> lost{false};
+  // How long a fence wait may take before the device counts as hung. Generous, since one
+  // submission of a large prefill on a CPU device takes minutes; EAGLEVK_FENCE_TIMEOUT
+  // (seconds) overrides it.
+  uint64_t fence_timeout_ns = 0;
+  // Throws VulkanError(VK_ERROR_DEVICE_LOST) once the device is lost.
+  void check_usable() const;
+  // Records `e` as the loss of the device when it is one, then rethrows nothing: callers
+  // rethrow themselves.
+  void note_failure(const VulkanError& e) const;
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

@@ -26,7 +26,10 @@ bool interval_meets_rows(uint64_t begin, uint64_t end, const Access& s) {
 bool overlaps(const Access& a, const Access& b) {
   if (a.buffer != b.buffer || a.bytes == 0 || b.bytes == 0) return false;
   if (span_end(a) <= b.offset || span_end(b) <= a.offset) return false;
-  if (is_contiguous(a)) return interval_meets_rows(a.offset, span_end(a), b.rows <= 1 ? Access{b.buffer, b.offset, b.bytes, b.bytes, 1} : b);
+  // Rows that touch or overlap (stride <= bytes, stride 0 included) cover one interval, so
+  // only the strided case below divides by a stride, and that stride exceeds bytes >= 1.
+  if (is_contiguous(a) && is_contiguous(b)) return true;  // both one interval, and the spans meet
+  if (is_contiguous(a)) return interval_meets_rows(a.offset, span_end(a), b);
   if (is_contiguous(b)) return interval_meets_rows(b.offset, span_end(b), a);
   // Both strided: test each row of the shorter against the other.
   const Access& few = a.rows <= b.rows ? a : b;

@@ -6,6 +6,7 @@
 
 #include "runtime/vk/check.h"
 #include "runtime/vk/context.h"
+#include "runtime/vk/fault.h"
 #include "runtime/vk/pipeline.h"
 #include "runtime/vk/profile.h"
 
@@ -55,7 +56,9 @@ Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
 }
 
 Recorder::~Recorder() {
-  if (pending_) vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX);
+  // The command buffer may not be freed while it runs. A lost device's driver answers at once;
+  // a hung one gets a second only, since the user already waited fence_timeout_ns for it.
+  if (pending_) vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, ctx_.lost ? 1'000'000'000ull : ctx_.fence_timeout_ns);
   for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(ctx_.device, p, nullptr);
   if (queries_) vkDestroyQueryPool(ctx_.device, queries_, nullptr);
   vkDestroyFence(ctx_.device, fence_, nullptr);
@@ -64,6 +67,7 @@ Recorder::~Recorder() {
 
 void Recorder::begin() {
   if (pending_) wait();
+  ctx_.check_usable();
   for (VkDescriptorPool p : descriptor_pools_) EAGLEVK_VK(vkResetDescriptorPool(ctx_.device, p, 0));
   current_pool_ = 0;
   EAGLEVK_VK(vkResetCommandBuffer(cmd_, 0));
@@ -246,19 +250,42 @@ void Recorder::submit() {
 void Recorder::resubmit() {
   if (recording_) fail("resubmit while recording");
   if (pending_) wait();
+  ctx_.check_usable();
   EAGLEVK_VK(vkResetFences(ctx_.device, 1, &fence_));
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
   info.pCommandBuffers = &cmd_;
-  EAGLEVK_VK(vkQueueSubmit(ctx_.queue, 1, &info, fence_));
+  VkResult result = take_fault(FaultPoint::Submit);
+  if (result == VK_SUCCESS) result = vkQueueSubmit(ctx_.queue, 1, &info, fence_);
+  try {
+    check(result, "vkQueueSubmit");
+  } catch (const VulkanError& e) {
+    ctx_.note_failure(e);
+    throw;
+  }
   pending_ = true;
 }
 
 void Recorder::wait() {
   if (!pending_) return;
-  pending_ = false;
   const auto t0 = std::chrono::steady_clock::now();
-  EAGLEVK_VK(vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, UINT64_MAX));
+  VkResult result = take_fault(FaultPoint::Wait);
+  if (result == VK_SUCCESS) result = vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, ctx_.fence_timeout_ns);
+  if (result == VK_TIMEOUT) {
+    // The submission may still be running: leave the fence alone and count the device as hung.
+    const VulkanError e(VK_TIMEOUT, fmt::format("the device did not finish a submission within {} s "
+                                                "(EAGLEVK_FENCE_TIMEOUT): treated as lost",
+                                                ctx_.fence_timeout_ns / 1'000'000'000ull));
+    ctx_.note_failure(e);
+    throw e;
+  }
+  try {
+    check(result, "vkWaitForFences");
+  } catch (const VulkanError& e) {
+    ctx_.note_failure(e);
+    throw;
+  }
+  pending_ = false;
   if (profile) {
     const double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<TimedCommand> commands = timings();

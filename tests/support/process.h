@@ -10,6 +10,12 @@ struct ProcessResult {
   std::string out;   // standard output (and whatever the command line redirects into it)
 };
 
+// Adds a test failure when the output holds a validation-layer error message (commands run
+// with EAGLEVK_VALIDATE=1; the CLI also exits non-zero then, which covers runs whose stderr
+// is not collected).
 ProcessResult run_process(const std::string& command_line);
+
+// The failure run_process adds, for output collected another way (a stderr file).
+void expect_no_validation_errors(const std::string& output, const std::string& command_line);
 
 }  // namespace eaglevk::testing

@@ -40,14 +40,21 @@ typedef enum eaglevk_status {
   EAGLEVK_ERROR_DEVICE = 4,           /* no usable Vulkan device; a failed Vulkan call or allocation */
   EAGLEVK_ERROR_CONTEXT_FULL = 5,     /* the prompt does not fit the session's context */
   EAGLEVK_ERROR_BUFFER_TOO_SMALL = 6, /* the out count holds the size needed */
-  EAGLEVK_ERROR_INTERNAL = 7          /* anything else (a bug, host out of memory) */
+  EAGLEVK_ERROR_INTERNAL = 7,         /* anything else (a bug) */
+  /* The device was lost (VK_ERROR_DEVICE_LOST: a driver reset, a GPU fault) or did not finish
+   * a submission within EAGLEVK_FENCE_TIMEOUT seconds (default 600). Every later call that
+   * needs the device returns it too; free the sessions, models and runtime and create a new
+   * runtime. The host process is unaffected. */
+  EAGLEVK_ERROR_DEVICE_LOST = 8,
+  /* Device or host memory ran out (an allocation failed); the runtime stays usable. */
+  EAGLEVK_ERROR_OUT_OF_MEMORY = 9
 } eaglevk_status;
 
 typedef struct eaglevk_runtime eaglevk_runtime;
 typedef struct eaglevk_model eaglevk_model;
 typedef struct eaglevk_session eaglevk_session;
 
-/* "0.3.0": the library's version (the soname is libeaglevk.so.0). */
+/* "0.4.0": the library's version (the soname is libeaglevk.so.0). */
 EAGLEVK_API const char* eaglevk_version(void);
 /* A constant name for a status: "EAGLEVK_OK", ... */
 EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);

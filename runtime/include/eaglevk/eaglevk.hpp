@@ -51,7 +51,7 @@ struct ImageSupport;
 
 namespace api {
 
-enum class ErrorKind { InvalidArgument, Io, Model, Device, ContextFull, BufferTooSmall, Internal };
+enum class ErrorKind { InvalidArgument, Io, Model, Device, ContextFull, BufferTooSmall, Internal, DeviceLost, OutOfMemory };
 
 struct ApiError : Error {
   ApiError(ErrorKind kind, const std::string& message) : Error(message), kind(kind) {}
