@@ -236,6 +236,82 @@ TEST(CliDraft, DraftForAnotherVerifierWarns) {
   fs::remove_all(dir);
 }
 
+// ---- tests/data/bad_inputs.json: broken and malicious files and arguments ---------------
+
+// A JSON array nested `depth` deep, as text (building it as a json value and dumping it would
+// itself need `depth` stack frames).
+std::string deep_json(size_t depth = 100000) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+// Sets `pointer` in the JSON file to `value`; "@deep" and "@truncated_utf8_template" are
+// spliced in as raw text (the first too deep to build, the second not valid UTF-8).
+void json_set(const fs::path& file, const std::string& pointer, const nlohmann::json& value) {
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(file));
+  const bool raw = value.is_string() && value.get<std::string>().starts_with("@");
+  j[nlohmann::json::json_pointer(pointer)] = raw ? nlohmann::json("@@RAW@@") : value;
+  std::string text = j.dump();
+  if (raw) {
+    const std::string what = value.get<std::string>();
+    const std::string splice = what == "@deep" ? deep_json() : "\"{{ bos_token }}caf\xc3\"";
+    text.replace(text.find("\"@@RAW@@\""), 9, splice);
+  }
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
+}
+
+// Every entry gives exit status 1 and one short `eaglevk: error:` message naming what is
+// wrong: never a signal, a hang or a run that goes on with a wrong value.
+TEST(Cli, EveryBadInputIsACleanError) {
+  const nlohmann::json table =
+      nlohmann::json::parse(std::ifstream(std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/bad_inputs.json"));
+  ASSERT_GE(table.size(), 20u);
+  for (const nlohmann::json& entry : table) {
+    const std::string name = entry.at("name");
+    SCOPED_TRACE(name);
+    const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-bad-{}", ::getpid());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const std::string model : entry.value("copy", nlohmann::json::array())) {
+      fs::copy(asset(model), dir / model);
+      for (auto& f : fs::directory_iterator(dir / model)) fs::permissions(f.path(), fs::perms::owner_write, fs::perm_options::add);
+    }
+    if (entry.contains("copy_file")) {
+      fs::copy_file(asset(entry["copy_file"][0]), dir / entry["copy_file"][1].get<std::string>());
+      fs::permissions(dir / entry["copy_file"][1].get<std::string>(), fs::perms::owner_write, fs::perm_options::add);
+    }
+    if (entry.contains("json_set"))
+      json_set(dir / entry["json_set"][0].get<std::string>(), entry["json_set"][1], entry["json_set"][2]);
+    if (entry.contains("write"))
+      std::ofstream(dir / entry["write"][0].get<std::string>(), std::ios::binary) << entry["write"][1].get<std::string>();
+    if (entry.contains("truncate")) fs::resize_file(dir / entry["truncate"][0].get<std::string>(), entry["truncate"][1]);
+    if (entry.contains("header_length")) {
+      std::fstream f(dir / entry["header_length"][0].get<std::string>(), std::ios::in | std::ios::out | std::ios::binary);
+      const uint64_t length = std::stoull(entry["header_length"][1].get<std::string>());
+      f.write(reinterpret_cast<const char*>(&length), 8);
+    }
+    if (entry.contains("deep_header")) {
+      const std::string header = "{\"model.embed_tokens.weight\": {\"dtype\": \"F32\", \"shape\": " + deep_json() +
+                                 ", \"data_offsets\": [0, 4]}}";
+      const uint64_t length = header.size();
+      std::ofstream f(dir / entry["deep_header"].get<std::string>(), std::ios::binary | std::ios::trunc);
+      f.write(reinterpret_cast<const char*>(&length), 8);
+      f << header << "abcd";
+    }
+    if (entry.contains("deep_file")) std::ofstream(dir / entry["deep_file"].get<std::string>()) << deep_json() << "\n";
+
+    std::string args = entry.at("args");
+    for (auto [key, value] : {std::pair{std::string("{dir}"), dir.string()}, std::pair{std::string("{assets}"), asset("")}})
+      for (size_t at; (at = args.find(key)) != std::string::npos;) args.replace(at, key.size(), value);
+    // A hang fails too: the run gets two minutes.
+    const Result r = run_process(fmt::format("EAGLEVK_VALIDATE=1 timeout 120 {} {} 2>&1", EAGLEVK_CLI, args));
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out.substr(0, 3000);
+    const size_t at = r.out.find("eaglevk: error: ");
+    ASSERT_NE(at, std::string::npos) << args << "\n" << r.out.substr(0, 3000);
+    const std::string message = r.out.substr(at, r.out.find('\n', at) - at);
+    EXPECT_NE(message.find(entry.at("words").get<std::string>()), std::string::npos) << message;
+    EXPECT_LT(message.size(), 1000u) << "an error message should be short: " << message.substr(0, 1000);
+    fs::remove_all(dir);
+  }
+}
+
 TEST(Cli, JsonMatchesGoldenForAPrompt) {
   Golden g = load_golden(asset("tiny-llama3"));
   const GoldenPrompt& p = g.prompts[0];
@@ -375,10 +451,17 @@ TEST(CliDraft, AutoTreeChoosesCachesAndStaysLossless) {
 }
 
 TEST(CliDraft, AuxLayersOverrideIsLoggedAndStillLossless) {
-  Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6 -n 12 --ignore-eos -p \"The modules\"",
-                                 asset("tiny-llama3-eagle3")));
+  const std::string common = " -n 24 --ignore-eos -p \"The modules\" --json";
+  Result r = run_cli(fmt::format("run -d {} --aux-layers 1,3,6{}", asset("tiny-llama3-eagle3"), common));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("layers 1,3,6"), std::string::npos) << r.out;
+  // Other taps change what the draft proposes, never what is emitted.
+  auto json_of = [](const Result& x) { return nlohmann::json::parse(x.out.substr(x.out.find('{'), x.out.find('\n', x.out.find('{')) - x.out.find('{'))); };
+  Result plain = run_cli("run" + common, false);
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_EQ(json_of(r)["tokens"], json_of(plain)["tokens"]);
+  EXPECT_EQ(json_of(r)["tokens"].size(), 24u);
+  EXPECT_GT(json_of(r)["stats"]["num_drafts"].get<int>(), 0);
 }
 
 TEST(CliDraft, DumpTapsWritesSafetensors) {

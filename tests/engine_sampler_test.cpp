@@ -11,6 +11,27 @@
 namespace eaglevk::engine {
 namespace {
 
+// The device keeps every token at or above its top-k and top-p thresholds, so a tie at the
+// boundary keeps all the tied tokens; the host reference must do the same.
+TEST(Sampler, TiesAtTheTopKAndTopPBoundariesAreAllKept) {
+  SamplingParams p{1.0f, 2, 1.0f, 0};
+  // top-2: 3.0, then 2.0 twice.
+  auto dist = filtered_distribution(std::vector<float>{1.0f, 3.0f, 2.0f, 2.0f, 0.0f}, p);
+  ASSERT_EQ(dist.size(), 3u);
+  EXPECT_EQ(dist[0].first, 1);
+  EXPECT_EQ(dist[1].first, 2);
+  EXPECT_EQ(dist[2].first, 3);
+  EXPECT_DOUBLE_EQ(dist[1].second, dist[2].second);
+  // top-p 0.3: the first of two equal favourites (0.47 each) reaches it; its twin stays.
+  p = {1.0f, 0, 0.3f, 0};
+  dist = filtered_distribution(std::vector<float>{2.0f, 2.0f, 0.0f}, p);
+  ASSERT_EQ(dist.size(), 2u);
+  EXPECT_DOUBLE_EQ(dist[0].second, 0.5);
+  // No tie: exactly k.
+  p = {1.0f, 2, 1.0f, 0};
+  EXPECT_EQ(filtered_distribution(std::vector<float>{1.0f, 3.0f, 2.0f, 2.5f, 0.0f}, p).size(), 2u);
+}
+
 TEST(Sampler, FilteredDistributionMatchesHandComputation) {
   std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f, 3.0f};
   SamplingParams p{0.5f, 3, 1.0f, 0};

@@ -57,10 +57,10 @@ TEST_P(GgufSpeculative, LosslessAndAcceptanceOfLlamaCpp) {
   EXPECT_NEAR(total.mean_acceptance_length(), want, 0.03 * want);
 }
 
+// Each target type and each draft type once (the two other pairings of these files, for which
+// llama.cpp's figures are vendored too, add no type the kernels have not met).
 INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufSpeculative,
                          ::testing::Values(SpecCase{"tiny-llama3-q8_0", "tiny-llama3-eagle3-f32"},
-                                           SpecCase{"tiny-llama3-q8_0", "tiny-llama3-eagle3-q8_0"},
-                                           SpecCase{"tiny-llama3-q4_k_m", "tiny-llama3-eagle3-f32"},
                                            SpecCase{"tiny-llama3-q4_k_m", "tiny-llama3-eagle3-q8_0"}),
                          [](const auto& info) {
                            return fmt::format("{}_{}", std::string(info.param.target).substr(12),

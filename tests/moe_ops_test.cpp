@@ -76,9 +76,11 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
   // expert and chunk of rows (of k when k-major, accumulated).
   std::vector<uint64_t> limits = {0};
   if (T * K <= 40) limits.push_back(std::max<uint64_t>(4096, uint64_t(T) * K * std::max(H, 2 * I) * 4 + 64));
+  for (const VendorMatvecShape& config : vendor_matvec_shapes())
   for (const Layout& layout : layouts)
   for (uint64_t limit : limits) {
-    SCOPED_TRACE(fmt::format("{}, binding limit {}", layout.name, limit));
+    SCOPED_TRACE(fmt::format("{}, binding limit {}, matvec configuration {}", layout.name, limit, config.name));
+    MatvecShapeScope scope(config.shape);
     const ops::ExpertWeights &wgu = layout.gate_up, &wdn = layout.down;
     const uint64_t saved = gpu().ctx.max_binding_range;
     auto set_limit = [&](bool lowered) { gpu().ctx.max_binding_range = lowered && limit ? limit : saved; };

@@ -19,6 +19,7 @@
 
 #include "loader/quant.h"
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -111,15 +112,22 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   auto weights = upload(wbuf, w, type, n, k);
   vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
   auto product = ref_matmul(x, w.values, rows, n, k);
-  for (bool accumulate : {false, true}) {
-    if (accumulate) vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
-    rec.begin();
-    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
-    rec.submit_and_wait();
-    auto want = product;
-    if (accumulate)
-      for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
-    EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol)) << "accumulate " << accumulate;
+  // The matrix-vector kernel runs in every vendor's configuration; the tiled GEMM has one.
+  const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
+    MatvecShapeScope scope(config.shape);
+    for (bool accumulate : {false, true}) {
+      vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
+      rec.submit_and_wait();
+      auto want = product;
+      if (accumulate)
+        for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
+      EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
+          << "accumulate " << accumulate << " matvec configuration " << config.name;
+    }
+    if (!vector) break;
   }
 }
 
@@ -146,7 +154,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest, ::testing::ValuesIn(quant_matm
 
 // A verify pass of up to 8 rows must give each row the bits a one-row decode step gives it.
 TEST_F(QuantTest, MatvecIsBatchInvariant) {
+  for (const VendorMatvecShape& config : vendor_matvec_shapes())
   for (WeightType t : kQuantTypes) {
+    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(config.name);
     const uint32_t n = 61, k = several_blocks(t);
     QuantMatrix w = quantized(t, n, k, 7);
     vk::Buffer wbuf;
@@ -254,7 +265,9 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
       }
       vk::Buffer xbuf = device_buffer(x, "x"), idbuf = device_buffer(ids, "ids"),
                  ybuf(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "y");
+      for (const VendorMatvecShape& config : vendor_matvec_shapes())
       for (uint64_t limit : {uint64_t(0), uint64_t(20 * 1024)}) {
+        MatvecShapeScope scope(config.shape);
         std::optional<BindingLimit> lowered;
         if (limit) {
           lowered.emplace(limit);
@@ -264,7 +277,8 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
         ops::matmul_id(oc, ops::Act(xbuf, k), ew, ops::IntVec{idbuf}, ops::Act(ybuf, n), rows, 1, 0, false);
         rec.submit_and_wait();
         EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
-            << ops::weight_type_name(t) << " rows " << rows << " binding limit " << limit;
+            << ops::weight_type_name(t) << " rows " << rows << " binding limit " << limit << " matvec configuration "
+            << config.name;
       }
     }
   }

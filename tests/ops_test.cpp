@@ -7,6 +7,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -63,16 +64,24 @@ TEST_P(MatmulTest, MatchesReference) {
   vk::Buffer wbuf;
   auto weights = upload_weights(wbuf, w, type, n, k);
   vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
-  // Plain product, then the same product accumulated onto y (the fused residual add).
-  for (bool accumulate : {false, true}) {
-    if (accumulate) vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
-    rec.begin();
-    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
-    rec.submit_and_wait();
-    auto want = ref_matmul(x, round_through(w, type), rows, n, k);
-    if (accumulate)
-      for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
-    EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, 1e-4, 1e-4)) << "accumulate " << accumulate;
+  const auto product = ref_matmul(x, round_through(w, type), rows, n, k);
+  // The matrix-vector kernel runs in every vendor's configuration; the tiled GEMM has one.
+  const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
+    MatvecShapeScope scope(config.shape);
+    // Plain product, then the same product accumulated onto y (the fused residual add).
+    for (bool accumulate : {false, true}) {
+      vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
+      rec.submit_and_wait();
+      auto want = product;
+      if (accumulate)
+        for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
+      EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, 1e-4, 1e-4))
+          << "accumulate " << accumulate << " matvec configuration " << config.name;
+    }
+    if (!vector) break;
   }
 }
 
@@ -96,7 +105,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(matmul_cases())
 // A verify pass of k+1 rows must give each row the bits a one-row decode step gives it.
 TEST_F(OpsTest, MatvecIsBatchInvariant) {
   const uint32_t n = 300, k = 256;
+  for (const VendorMatvecShape& config : vendor_matvec_shapes())
   for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(config.name);
     auto w = random_floats(size_t(n) * k, 7);
     vk::Buffer wbuf;
     auto weights = upload_weights(wbuf, w, t, n, k);

@@ -72,6 +72,21 @@ TEST_F(SamplingTest, PlainDrawsFollowTheFilteredDistribution) {
   }
 }
 
+// Ties at the top-k and top-p boundaries: the device keeps all tied tokens, and so must the
+// reference it is compared with (a reference keeping k exactly would fail the bound here).
+TEST_F(SamplingTest, TiesAtTheFilterBoundariesFollowTheReference) {
+  for (auto [k, p] : {std::pair{2, 1.0f}, std::pair{0, 0.2f}}) {
+    auto logits = test_logits();
+    if (k == 2) logits[7] = logits[40];  // tied with the second favourite: top-k 2 keeps three tokens
+    else logits[23] = logits[11];        // tied with the favourite: top-p 0.2 keeps both
+    engine::SamplingParams sp{1.0f, k, p, 77};
+    const auto dist = engine::filtered_distribution(logits, sp);
+    EXPECT_EQ(dist.size(), k == 2 ? 3u : 2u);
+    auto samples = draw(logits, 4000, engine::device_params(sp, 0));
+    EXPECT_LT(total_variation(samples, dist), kTvBound) << "top-k " << k << " top-p " << p;
+  }
+}
+
 // A row wider than any supported vocabulary (Llama-4: 202,048): five favourites at +12 hold
 // three quarters of the mass against 262,139 tokens at 0, so a draw outside the five means
 // the top-k or top-p threshold was wrong (as when lavapipe cut the search loops short).

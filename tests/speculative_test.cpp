@@ -1,6 +1,6 @@
 // EAGLE-3 on pair A (tiny-llama3 + tiny-llama3-eagle3): lossless to the bit against eaglevk's
-// own plain greedy output for k = 1, 2, 3, 5, 8 on every golden prompt; acceptance within 5%
-// of golden.json; verify logits equal decode logits bitwise; the rollback edge cases.
+// own plain greedy output for k = 1, 3, 5 on every golden prompt (and 2, 8 on four); acceptance
+// within 5% of golden.json; verify logits equal decode logits bitwise; the rollback edge cases.
 #include <cmath>
 
 #include <fmt/format.h>
@@ -40,7 +40,18 @@ TEST_F(PairA, DraftUsesTheDefaultTapLayers) {
   EXPECT_EQ(draft->config.draft_vocab_size, 1024);
 }
 
-TEST_F(PairA, LosslessAndAcceptanceForEveryK) { check_lossless_and_acceptance(pair("A"), {1, 2, 3, 5, 8}); }
+// k = 1, 3, 5 on every prompt (golden.json has their acceptance); k = 2 and 8, which it has
+// not, for losslessness on four. The k = 3 rounds include ones that reject every draft and ones
+// that accept every draft, so both rollback paths ran.
+TEST_F(PairA, LosslessAndAcceptanceForEveryK) {
+  Pair& p = pair("A");
+  check_lossless_and_acceptance(p, {1, 5});
+  const engine::SpecStats k3 = check_lossless_and_acceptance(p, {3}).front();
+  ASSERT_EQ(k3.rounds_by_accepted.size(), 4u);
+  EXPECT_GT(k3.rounds_by_accepted[0], 0u);
+  EXPECT_GT(k3.rounds_by_accepted[3], 0u);
+  for (uint32_t k : {2u, 8u}) expect_lossless(p, p.draft, k, 4);
+}
 
 }  // namespace
 }  // namespace eaglevk::testing
@@ -56,29 +67,13 @@ engine::GenerationOptions greedy(uint32_t n, std::vector<int32_t> eos = {}) {
   return o;
 }
 
-// Rounds that reject every draft and rounds that accept every draft both occur (and the
-// lossless test above ran through them).
-TEST_F(PairA, RoundsThatRejectAllAndAcceptAllOccur) {
-  engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, 3, 64);
-  engine::SpecStats total;
-  for (size_t i = 0; i < 6; ++i) {
-    engine::SpecStats stats;
-    auto r = spec.generate(golden->prompts[i].prompt_ids, greedy(64), stats);
-    EXPECT_EQ(r.tokens, plain_tokens(i));
-    total.merge(stats);
-  }
-  ASSERT_EQ(total.rounds_by_accepted.size(), 4u);
-  EXPECT_GT(total.rounds_by_accepted[0], 0u);
-  EXPECT_GT(total.rounds_by_accepted[3], 0u);
-}
-
 // An end-of-sequence token inside a run of accepted drafts stops output right after it, as
 // plain decoding does.
 TEST_F(PairA, EosInsideAcceptedDrafts) {
   engine::TargetRunner runner(gpu(), *target, 512, 64);
-  for (size_t i : {0u, 3u, 9u}) {
+  for (size_t i : {0u, 9u}) {
     const auto& full = plain_tokens(i);
-    for (size_t stop_at : {5u, 17u, 30u}) {
+    for (size_t stop_at : {5u, 30u}) {
       std::vector<int32_t> eos = {full[stop_at]};
       auto want = engine::generate(runner, golden->prompts[i].prompt_ids, greedy(64, eos)).tokens;
       ASSERT_LE(want.size(), stop_at + 1);

@@ -72,7 +72,9 @@ TEST_P(TreeGolden, EveryConfigurationMatchesTheReference) {
       accepted_per_round.clear();
       engine::SpecStats stats;
       auto r = spec.generate(p.golden.prompts[i].prompt_ids, greedy64(), stats);
-      EXPECT_EQ(r.tokens, p.plain_tokens(i)) << name << " prompt " << i << ": not lossless";
+      // The reference's tokens are its greedy ones (matches_greedy); that the tree's equal
+      // eaglevk's own plain decoding is TreeTopOne's and the GpuTests' check, not repeated here.
+      ASSERT_TRUE(g.at("matches_greedy").get<bool>()) << name << " prompt " << i;
       EXPECT_EQ(r.tokens, g.at("generated_ids").get<std::vector<int32_t>>()) << name << " prompt " << i;
       EXPECT_EQ(stats.num_drafts, g.at("num_drafts").get<uint64_t>()) << name << " prompt " << i;
       EXPECT_EQ(stats.num_accepted_tokens, g.at("num_accepted_tokens").get<uint64_t>()) << name << " prompt " << i;
@@ -123,10 +125,10 @@ class TreeTopOne : public GpuTest, public ::testing::WithParamInterface<std::str
 
 TEST_P(TreeTopOne, EqualsTheChain) {
   Pair& p = pair(GetParam());
-  for (uint32_t k : {1u, 3u, 5u}) {
+  for (uint32_t k : {1u, 4u}) {
     engine::SpeculativeDecoder chain(gpu(), p.target, p.draft, 512, k, 64);
     engine::SpeculativeDecoder tree(gpu(), p.target, p.draft, 512, engine::TreeParams{k, 1, k + 1}, 64);
-    for (size_t i = 0; i < 5; ++i) {
+    for (size_t i = 0; i < 3; ++i) {
       engine::SpecStats cs, ts;
       auto c = chain.generate(p.golden.prompts[i].prompt_ids, greedy64(), cs);
       auto t = tree.generate(p.golden.prompts[i].prompt_ids, greedy64(), ts);
@@ -159,9 +161,9 @@ TEST_F(GpuTest, TreeStopsInsideAnAcceptedPath) {
   for (const engine::TreeParams& shape : {kSmallTree, kWideTree}) {
     engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64);
     uint64_t mid_path_stops = 0;
-    for (size_t i : {0u, 3u}) {
+    for (size_t i : {0u}) {
       const auto& full = p.plain_tokens(i);
-      for (size_t stop_at : {5u, 17u, 30u}) {
+      for (size_t stop_at : {5u, 17u}) {
         std::vector<int32_t> eos = {full[stop_at]};
         auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, greedy(64, eos)).tokens;
         engine::SpecStats stats;
@@ -171,7 +173,7 @@ TEST_F(GpuTest, TreeStopsInsideAnAcceptedPath) {
         // Emitted tokens fall short of what the rounds decided: the stop came inside a path.
         if (stats.num_accepted_tokens + stats.num_drafts > r.tokens.size() - 1) ++mid_path_stops;
       }
-      for (uint32_t n : {1u, 2u, 7u, 11u}) {
+      for (uint32_t n : {1u, 7u}) {
         engine::SpecStats stats;
         auto r = spec.generate(p.golden.prompts[i].prompt_ids, greedy(n), stats);
         EXPECT_EQ(r.tokens, std::vector<int32_t>(full.begin(), full.begin() + n)) << "prompt " << i << " n " << n;
@@ -187,7 +189,7 @@ TEST_F(GpuTest, TreeStopsInsideAnAcceptedPath) {
 TEST_F(GpuTest, TreeShrinksInANearlyFullContext) {
   Pair& p = pair("B");
   const auto& prompt = p.golden.prompts[4].prompt_ids;
-  for (uint32_t room : {1u, 2u, 5u, 9u, 20u}) {
+  for (uint32_t room : {1u, 5u, 20u}) {  // M = 16 larger than the room, and smaller
     const uint32_t context = uint32_t(prompt.size()) + room;
     engine::TargetRunner runner(gpu(), p.target, context, 64);
     auto want = engine::generate(runner, prompt, greedy(64));

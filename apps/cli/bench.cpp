@@ -18,6 +18,7 @@
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
+#include "runtime/engine/elapsed.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
@@ -78,7 +79,7 @@ int bench_command(const BenchArgs& a) {
   std::unique_ptr<models::Eagle3Model> draft;
   if (!a.draft.empty()) draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
   progress.reset();
-  const double load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const double load_seconds = engine::seconds_since(load_start);
   engine::TargetRunner runner(*gpu, m.model, context, max_rows);
 
   const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};

@@ -23,6 +23,7 @@
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
+#include "runtime/engine/elapsed.h"
 #include "runtime/engine/dataset.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
@@ -57,7 +58,7 @@ struct Progress {
 
   void update(size_t done, const PromptResult& last) {
     tokens += last.output_tokens;
-    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double elapsed = engine::seconds_since(start);
     double eta = done ? elapsed / done * (total - done) : 0;
     double tps = elapsed > 0 ? tokens / elapsed : 0;
     if (tty) {
@@ -293,7 +294,7 @@ int eval_command(const EvalArgs& a) {
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
   auto gpu = open_gpu(a.device);
-  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, 128, a.ctx);
+  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, engine::kPrefillRows, a.ctx);
   const uint32_t context = plan.context;
   auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
   LoadedModel m = load_model(gpu->ctx, dir);
@@ -301,7 +302,7 @@ int eval_command(const EvalArgs& a) {
   progress.reset();
   const std::vector<uint32_t> configured = draft.aux_layers;
   std::unique_ptr<engine::TargetRunner> plain;
-  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, 128);
+  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, engine::kPrefillRows);
 
   if (tree.enabled() && a.spec.auto_tokens()) {
     // Calibrated on the first prompts of the dataset (their first turn).
@@ -320,9 +321,7 @@ int eval_command(const EvalArgs& a) {
   }
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
-  o.eos_ids = m.model.config().eos_token_ids;
-  for (int32_t id : m.tokenizer.eos_ids())
-    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
+  o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
   o.sampling = {a.temp, 0, 1.0f, a.seed};
 
   if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));

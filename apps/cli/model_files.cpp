@@ -13,6 +13,7 @@
 #include "loader/chat_messages.h"
 #include "loader/draft_verifier.h"
 #include "loader/model_files.h"
+#include "runtime/engine/elapsed.h"
 #include "runtime/engine/memory_plan.h"
 
 namespace eaglevk::cli {
@@ -114,7 +115,7 @@ PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptS
   for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
   engine::ImagePrompt prompt = engine::build_image_prompt(gpu, *support, ids, images);
   PreparedPrompt out{std::move(prompt.ids), std::move(prompt.images)};
-  out.image_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.image_seconds = engine::seconds_since(start);
   out.image_tiles = uint32_t(out.images->patch_positions.size() / support->tokens.tokens_per_tile);
   fmt::print(stderr, "eaglevk: {} image(s), {} tiles, {} image tokens: {:.1f} ms ({:.1f} ms per tile)\n",
              images.size(), out.image_tiles, out.images->patch_positions.size(), out.image_seconds * 1e3,

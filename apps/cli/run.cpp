@@ -21,8 +21,7 @@
 namespace eaglevk::cli {
 namespace {
 
-// Rows of a prefill pass (longer prompts go in chunks) and of the memory plan.
-constexpr uint32_t kMaxRows = 128;
+constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of the memory plan
 
 struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
@@ -116,9 +115,7 @@ int run_command(const RunArgs& a) {
   engine::GenerationOptions o;
   o.n_predict = a.n_predict;
   o.ignore_eos = a.ignore_eos;
-  o.eos_ids = m.model.config().eos_token_ids;
-  for (int32_t id : m.tokenizer.eos_ids())
-    if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) == o.eos_ids.end()) o.eos_ids.push_back(id);
+  o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
   o.sampling = sampling;
   o.top_logits = a.top_logits;
   if (prepared.images) o.images = &*prepared.images;

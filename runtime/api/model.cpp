@@ -95,9 +95,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& 
         m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
     });
   }
-  m->eos_ids = m->target->config().eos_token_ids;
-  for (int32_t id : m->tokenizer.eos_ids())
-    if (std::find(m->eos_ids.begin(), m->eos_ids.end(), id) == m->eos_ids.end()) m->eos_ids.push_back(id);
+  m->eos_ids = engine::merge_eos_ids(m->target->config().eos_token_ids, m->tokenizer.eos_ids());
   return m;
 }
 

@@ -6,14 +6,15 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/engine/elapsed.h"
+
 namespace eaglevk::engine {
-namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+std::vector<int32_t> merge_eos_ids(std::vector<int32_t> config_ids, const std::vector<int32_t>& tokenizer_ids) {
+  for (int32_t id : tokenizer_ids)
+    if (std::find(config_ids.begin(), config_ids.end(), id) == config_ids.end()) config_ids.push_back(id);
+  return config_ids;
 }
-
-}  // namespace
 
 void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& o) {
   if (prompt.empty()) fail("the prompt is empty");

@@ -23,9 +23,14 @@ std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const fl
   std::vector<int32_t> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::sort(order.begin(), order.end(), by_logit);
+  // top-k keeps every logit >= the k-th largest (HF's `scores < topk[..., -1]` removal, and
+  // the device's threshold): tokens tied with the k-th all stay.
   size_t keep = logits.size();
-  if (p.top_k > 0 && size_t(p.top_k) < keep) keep = size_t(p.top_k);
-  std::partial_sort(order.begin(), order.begin() + keep, order.end(), by_logit);
+  if (p.top_k > 0 && size_t(p.top_k) < keep) {
+    keep = size_t(p.top_k);
+    while (keep < order.size() && logits[order[keep]] == logits[order[keep - 1]]) ++keep;
+  }
   order.resize(keep);
   double inv_t = 1.0 / std::max(double(p.temperature), 1e-6);
   double max_logit = double(logits[order[0]]) * inv_t, total = 0;
@@ -40,6 +45,8 @@ std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const fl
     double mass = 0;
     size_t n = 0;
     while (n < dist.size() && mass < p.top_p * total) mass += dist[n++].second;
+    // As on the device (a threshold on the probability): tokens tied with the last kept stay.
+    while (n > 0 && n < dist.size() && dist[n].second == dist[n - 1].second) ++n;
     dist.resize(std::max<size_t>(n, 1));
     total = 0;
     for (auto& d : dist) total += d.second;

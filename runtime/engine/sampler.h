@@ -27,7 +27,9 @@ void check_sampling(const SamplingParams& p);
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
 
 // The filtered, normalised distribution HF's generate uses: logits / T, then top-k, then
-// top-p (the smallest set of most likely tokens whose mass reaches p), renormalised.
+// top-p (the smallest set of most likely tokens whose mass reaches p), renormalised. Tokens
+// tied with the last one kept by top-k or top-p are kept too, as the device sampler's
+// thresholds keep them.
 // Returns (id, probability) pairs of the kept tokens, most likely first.
 std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p);
 

@@ -7,14 +7,11 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/engine/elapsed.h"
 #include "runtime/ops/tree.h"
 
 namespace eaglevk::engine {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // Checked before any buffer is sized by k.
 uint32_t checked_chain_k(uint32_t k) {

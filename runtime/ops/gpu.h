@@ -1,4 +1,6 @@
 #pragma once
+#include <optional>
+
 // What every op needs: the device, the pipeline cache, and a small dummy buffer that fills
 // optional bindings (no mask, no d2t). Ops record into a Recorder the caller owns.
 #include "runtime/vk/buffer.h"
@@ -8,10 +10,18 @@
 
 namespace eaglevk::ops {
 
+// The matrix-vector kernel's shape: workgroup size, outputs per workgroup, and whether the
+// workgroup is one subgroup (no shared-memory reduction). Chosen per device (matvec_shape).
+struct MatvecShape {
+  uint32_t workgroup, outs, one_subgroup;
+};
+
 struct Gpu {
   vk::Context ctx;
   vk::PipelineCache pipelines;
   vk::Buffer dummy;
+  // Tests set it to run the configurations other vendors' devices get on this one.
+  std::optional<MatvecShape> matvec_shape_override;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };

@@ -16,15 +16,20 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 
 }  // namespace
 
-MatvecShape matvec_shape(const vk::Context& ctx) {
+MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
   // with small subgroups (lavapipe: 8) get several outputs per workgroup to amortise loads.
   // A workgroup is known to be one subgroup only where the driver cannot pick another
   // subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
-  const auto& f = ctx.info.features;
-  uint32_t sg = std::max(f.subgroup_size, 1u);
-  bool fixed = f.min_subgroup_size == f.max_subgroup_size;
+  uint32_t sg = std::max(subgroup_size, 1u);
+  bool fixed = min_subgroup_size == max_subgroup_size;
   return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u};
+}
+
+MatvecShape matvec_shape(const Gpu& gpu) {
+  if (gpu.matvec_shape_override) return *gpu.matvec_shape_override;
+  const auto& f = gpu.ctx.info.features;
+  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size);
 }
 
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
@@ -33,7 +38,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
   check_whole_blocks(w.type, w.cols, name);
   const vk::Context& ctx = oc.gpu.ctx;
   bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
-  const MatvecShape shape = matvec_shape(ctx);
+  const MatvecShape shape = matvec_shape(oc.gpu);
   const vk::Kernel& kernel =
       vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type),
                                     {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs, /*ONE_SUBGROUP=*/shape.one_subgroup})

@@ -48,7 +48,7 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
                uint32_t slot, bool accumulate, const char* name) {
   if (rows == 0) return;
   const vk::Context& ctx = oc.gpu.ctx;
-  const MatvecShape shape = matvec_shape(ctx);
+  const MatvecShape shape = matvec_shape(oc.gpu);
   if (w.k_major && weight_type_quantized(w.type))
     fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
   const uint32_t outs = w.k_major ? 1 : shape.outs;

@@ -37,12 +37,13 @@ enum class MatmulPath {
   Tiled,   // always the tiled GEMM
 };
 
-// The matrix-vector kernel's shape on this device: workgroup size, outputs per workgroup,
-// and whether the workgroup is one subgroup. Fixed per device, so results are reproducible.
-struct MatvecShape {
-  uint32_t workgroup, outs, one_subgroup;
-};
-MatvecShape matvec_shape(const vk::Context& ctx);
+// The matrix-vector kernel's shape on this device (or gpu.matvec_shape_override). Fixed per
+// device, so results are reproducible.
+MatvecShape matvec_shape(const Gpu& gpu);
+// The shape a device with these subgroup properties gets: lavapipe's (8: one subgroup of 8,
+// 4 outputs), NVIDIA's (32: one subgroup of 32, 2 outputs), AMD's and Intel's (variable
+// subgroup size: 64 threads with a shared-memory reduction, 2 outputs).
+MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size);
 
 // y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,

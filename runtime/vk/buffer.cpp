@@ -1,5 +1,6 @@
 #include "runtime/vk/buffer.h"
 
+#include <atomic>
 #include <cstring>
 #include <utility>
 
@@ -9,6 +10,13 @@
 #include "runtime/vk/recorder.h"
 
 namespace eaglevk::vk {
+namespace {
+
+std::atomic<uint64_t> bytes_in_use{0};
+
+}  // namespace
+
+uint64_t memory_in_use() { return bytes_in_use.load(); }
 
 Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, std::string buffer_name)
     : ctx(&context), bytes(size), kind(memory_kind), name(std::move(buffer_name)) {
@@ -49,6 +57,7 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
     ctx->note_failure(e);
     throw e;
   }
+  bytes_in_use += bytes;
   EAGLEVK_VK(vkBindBufferMemory(ctx->device, handle, memory, 0));
   if (kind != MemoryKind::Device) EAGLEVK_VK(vkMapMemory(ctx->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped));
 }
@@ -58,7 +67,10 @@ Buffer::~Buffer() { release(); }
 void Buffer::release() {
   if (!ctx) return;
   if (handle) vkDestroyBuffer(ctx->device, handle, nullptr);
-  if (memory) vkFreeMemory(ctx->device, memory, nullptr);
+  if (memory) {
+    vkFreeMemory(ctx->device, memory, nullptr);
+    bytes_in_use -= bytes;
+  }
   handle = VK_NULL_HANDLE;
   memory = VK_NULL_HANDLE;
   mapped = nullptr;

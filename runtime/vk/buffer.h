@@ -16,6 +16,10 @@ enum class MemoryKind {
   Readback,  // host-visible, preferably cached: staging for read-back
 };
 
+// Bytes of Vulkan memory held by the live buffers of this process (every allocation is a
+// Buffer's): the soak test checks that generation does not grow it.
+uint64_t memory_in_use();
+
 // One VkBuffer with its own memory. Move-only; destroyed with its owner.
 struct Buffer {
   const Context* ctx = nullptr;

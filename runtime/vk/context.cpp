@@ -271,18 +271,20 @@ void Context::note_failure(const VulkanError& e) const {
   if (e.device_lost()) lost = true;
 }
 
-static uint64_t fence_timeout_from_env() {
-  constexpr uint64_t kDefaultSeconds = 600;
+// A GPU that has not finished one submission in 10 minutes is hung (drivers reset a stuck GPU
+// after seconds). A CPU device runs the same submission on host threads, where a one-pass
+// prefill at Scout's width takes over 10 minutes on two cores: it gets 2 hours.
+static uint64_t fence_timeout(VkPhysicalDeviceType type) {
+  const uint64_t default_seconds = type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 7200 : 600;
   const char* env = std::getenv("EAGLEVK_FENCE_TIMEOUT");
   char* end = nullptr;
   const double seconds = env ? std::strtod(env, &end) : 0;
-  if (!env || end == env || *end || !(seconds > 0) || seconds > 1e7) return kDefaultSeconds * 1'000'000'000ull;
+  if (!env || end == env || *end || !(seconds > 0) || seconds > 1e7) return default_seconds * 1'000'000'000ull;
   return uint64_t(seconds * 1e9);
 }
 
 Context::Context(const ContextOptions& options) {
   validation = options.validate;
-  fence_timeout_ns = fence_timeout_from_env();
   instance = create_instance(validation);
   try {
     if (validation) {
@@ -298,6 +300,9 @@ Context::Context(const ContextOptions& options) {
     uint32_t chosen = choose_device(infos, options.device);
     physical = devices[chosen];
     info = infos[chosen];
+    VkPhysicalDeviceProperties properties;
+    vkGetPhysicalDeviceProperties(physical, &properties);
+    fence_timeout_ns = fence_timeout(properties.deviceType);
     if (VK_API_VERSION_MINOR(info.api_version) < 2 && VK_API_VERSION_MAJOR(info.api_version) == 1)
       fail("device '{}' supports Vulkan {}.{}; eaglevk needs 1.2", info.name, VK_API_VERSION_MAJOR(info.api_version),
            VK_API_VERSION_MINOR(info.api_version));

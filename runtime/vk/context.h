@@ -68,9 +68,9 @@ struct Context {
   // fence_timeout_ns: nothing more is recorded or allocated on this device (each attempt
   // throws VulkanError(VK_ERROR_DEVICE_LOST)); the objects can still be destroyed.
   mutable std::atomic<bool> lost{false};
-  // How long a fence wait may take before the device counts as hung. Generous, since one
-  // submission of a large prefill on a CPU device takes minutes; EAGLEVK_FENCE_TIMEOUT
-  // (seconds) overrides it.
+  // How long a fence wait may take before the device counts as hung: 600 s on a GPU, 7200 s
+  // on a CPU device (lavapipe), where one large prefill submission takes minutes;
+  // EAGLEVK_FENCE_TIMEOUT (seconds) overrides both.
   uint64_t fence_timeout_ns = 0;
   // Throws VulkanError(VK_ERROR_DEVICE_LOST) once the device is lost.
   void check_usable() const;

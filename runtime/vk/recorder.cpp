@@ -57,8 +57,13 @@ Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
 
 Recorder::~Recorder() {
   // The command buffer may not be freed while it runs. A lost device's driver answers at once;
-  // a hung one gets a second only, since the user already waited fence_timeout_ns for it.
-  if (pending_) vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, ctx_.lost ? 1'000'000'000ull : ctx_.fence_timeout_ns);
+  // a hung one gets a second only, since the user already waited fence_timeout_ns for it, and
+  // if it still runs its pool and fence are left allocated: destroying objects a device may
+  // still use is worse than leaking them once.
+  if (pending_ &&
+      vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, ctx_.lost ? 1'000'000'000ull : ctx_.fence_timeout_ns) ==
+          VK_TIMEOUT)
+    return;
   for (VkDescriptorPool p : descriptor_pools_) vkDestroyDescriptorPool(ctx_.device, p, nullptr);
   if (queries_) vkDestroyQueryPool(ctx_.device, queries_, nullptr);
   vkDestroyFence(ctx_.device, fence_, nullptr);

@@ -16,6 +16,23 @@ ops::Gpu& gpu() {
   return instance;
 }
 
+std::vector<VendorMatvecShape> vendor_matvec_shapes() {
+  const auto& f = gpu().ctx.info.features;
+  const bool fixed = f.min_subgroup_size == f.max_subgroup_size;
+  auto runnable = [&](ops::MatvecShape s) {
+    if (s.one_subgroup && !(fixed && s.workgroup == f.subgroup_size)) s.one_subgroup = 0;
+    return s;
+  };
+  return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8))},
+          {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32))},
+          {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64))}};
+}
+
+MatvecShapeScope::MatvecShapeScope(ops::MatvecShape shape) : saved(gpu().matvec_shape_override) {
+  gpu().matvec_shape_override = shape;
+}
+MatvecShapeScope::~MatvecShapeScope() { gpu().matvec_shape_override = saved; }
+
 void GpuTest::SetUp() { errors_before_ = gpu().ctx.validation_errors.load(); }
 
 void GpuTest::TearDown() {

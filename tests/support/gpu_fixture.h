@@ -22,6 +22,23 @@ class GpuTest : public ::testing::Test {
   uint32_t errors_before_ = 0;
 };
 
+// The matrix-vector kernel configurations of lavapipe, NVIDIA and AMD/Intel devices
+// (ops::matvec_shape_for), each made runnable on this device: the one-subgroup reduction is
+// only correct where the workgroup is exactly this device's fixed subgroup, so elsewhere a
+// configuration keeps its workgroup size and outputs and takes the shared-memory reduction.
+struct VendorMatvecShape {
+  const char* name;
+  ops::MatvecShape shape;
+};
+std::vector<VendorMatvecShape> vendor_matvec_shapes();
+
+// Runs the ops with `shape` until destroyed (gpu().matvec_shape_override).
+struct MatvecShapeScope {
+  explicit MatvecShapeScope(ops::MatvecShape shape);
+  ~MatvecShapeScope();
+  std::optional<ops::MatvecShape> saved;
+};
+
 // Device buffers filled from and read back to host vectors.
 template <typename T>
 vk::Buffer device_buffer(const std::vector<T>& host, const std::string& name) {

@@ -56,8 +56,9 @@ engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uin
 
 // Greedy speculative output equals plain greedy output token for token on every golden
 // prompt, and the acceptance counters agree with golden.json within 5%.
-void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, const std::vector<uint32_t>& aux,
-                                   bool compare_golden) {
+std::vector<engine::SpecStats> check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks,
+                                                             const std::vector<uint32_t>& aux, bool compare_golden) {
+  std::vector<engine::SpecStats> totals;
   models::Eagle3Model overridden;
   const models::Eagle3Model* draft = &p.draft;
   if (!aux.empty()) {
@@ -80,7 +81,9 @@ void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, con
         fmt::print(" {:.3f}/{:.3f}", rates[j], gold["acceptance_rate_per_position"][j].get<double>());
     }
     fmt::print("\n");
+    totals.push_back(total);
   }
+  return totals;
 }
 
 }  // namespace eaglevk::testing

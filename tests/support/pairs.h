@@ -34,8 +34,8 @@ engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uin
 
 // For each k: greedy speculative output equals plain greedy output on every golden prompt,
 // AL = 1 + sum of per-position rates, and (compare_golden) acceptance within 5% of
-// golden.json. `aux` overrides the draft's tap layers.
-void check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, const std::vector<uint32_t>& aux = {},
+// golden.json. `aux` overrides the draft's tap layers. Returns each k's counters, in order.
+std::vector<engine::SpecStats> check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, const std::vector<uint32_t>& aux = {},
                                    bool compare_golden = true);
 
 }  // namespace eaglevk::testing

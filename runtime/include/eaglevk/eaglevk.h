@@ -42,9 +42,9 @@ typedef enum eaglevk_status {
   EAGLEVK_ERROR_BUFFER_TOO_SMALL = 6, /* the out count holds the size needed */
   EAGLEVK_ERROR_INTERNAL = 7,         /* anything else (a bug) */
   /* The device was lost (VK_ERROR_DEVICE_LOST: a driver reset, a GPU fault) or did not finish
-   * a submission within EAGLEVK_FENCE_TIMEOUT seconds (default 600). Every later call that
-   * needs the device returns it too; free the sessions, models and runtime and create a new
-   * runtime. The host process is unaffected. */
+   * a submission within EAGLEVK_FENCE_TIMEOUT seconds (default 600; 7200 on a CPU device).
+   * Every later call that needs the device returns it too; free the sessions, models and
+   * runtime and create a new runtime. The host process is unaffected. */
   EAGLEVK_ERROR_DEVICE_LOST = 8,
   /* Device or host memory ran out (an allocation failed); the runtime stays usable. */
   EAGLEVK_ERROR_OUT_OF_MEMORY = 9

@@ -27,6 +27,7 @@
 #include "loader/chat_template.h"
 #include "loader/image_decode.h"
 #include "loader/tokenizer.h"
+#include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
@@ -110,7 +111,7 @@ std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_s
 std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
                                 bool add_generation_prompt);
 
-constexpr uint32_t kSessionMaxRows = 128;  // rows of one prefill pass (longer prompts go in chunks)
+constexpr uint32_t kSessionMaxRows = engine::kPrefillRows;  // rows of one prefill pass (longer prompts go in chunks)
 
 struct SessionParams {
   uint32_t context = 2048;      // prompt + generated tokens; clipped to the model's maximum
