@@ -243,6 +243,39 @@ TEST(Tokenizer, InvalidUtf8IsRejectedClearly) {
   EXPECT_EQ(eaglevk::loader::sanitize_utf8("\xf0\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+// Truncated sequences at the end of a view into a longer buffer: the bytes after the view are
+// the continuation bytes a reader past the end would find, so an overrun shows as a length
+// beyond the view even without ASan.
+TEST(Tokenizer, TruncatedUtf8AtTheEndOfAViewStaysInside) {
+  using eaglevk::loader::decode_code_point;
+  const std::string buffer = "a\xE2\x82\xAC \xF0\x9F\x98\x80 \xC3\xA9";
+  struct Cut {
+    size_t length;  // the view is buffer[0, length)
+    size_t pos;     // where the truncated sequence starts
+  };
+  for (const Cut cut : {Cut{2, 1}, Cut{3, 1}, Cut{6, 5}, Cut{7, 5}, Cut{8, 5}, Cut{11, 10}}) {
+    const std::string_view view(buffer.data(), cut.length);
+    size_t n = 0;
+    EXPECT_EQ(decode_code_point(view, cut.pos, &n), U'\uFFFD') << "cut at " << cut.length;
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(cut.pos + n, view.size()) << "cut at " << cut.length;
+    // python_strip (the chat templates' trim) walks the same way and ends inside the view.
+    const std::string_view stripped = eaglevk::loader::python_strip(view);
+    EXPECT_LE(stripped.data() + stripped.size(), view.data() + view.size());
+    // encode refuses the text naming the offset; the sanitized text round-trips.
+    eaglevk::testing::expect_error([&] { tiny().encode(view, false); }, "not valid UTF-8");
+    const std::string clean = eaglevk::loader::sanitize_utf8(view);
+    EXPECT_EQ(tiny().decode(tiny().encode(clean, false)), clean);
+  }
+  // A lone lead byte before a space is one U+FFFD of one byte: the space after it is whitespace.
+  size_t n = 0;
+  EXPECT_EQ(decode_code_point("\xE2  ", 0, &n), U'\uFFFD');
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(eaglevk::loader::python_strip(std::string_view("x\xE2  ")), "x\xE2");
+  EXPECT_EQ(decode_code_point("\xE2\x82\xAC", 0, &n), U'\u20AC');
+  EXPECT_EQ(n, 3u);
+}
+
 TEST(Tokenizer, LongInputsStayFast) {
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& text : {std::string(200000, ' '), std::string(200000, 'a'), std::string(100000, '='),
