@@ -50,6 +50,8 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir,
 void apply_generation_config(LlamaConfig& config, const nlohmann::json& generation, std::string_view source);
 
 // The same from an already-parsed config.json; `source` names it in errors. No generation config.
+// An empty `accepted_architectures` reads a sub-config that names no architecture (Llama-4's
+// text_config): `architectures` is then not read and `architecture` stays empty.
 LlamaConfig parse_llama_config(const nlohmann::json& config, std::string_view source,
                                const std::vector<std::string>& accepted_architectures = {"LlamaForCausalLM"});
 

@@ -551,3 +551,21 @@ TEST(Tokenizer, SplitBehaviorsMatchHuggingFaceDocs) {
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_EQ(tricky.substr(pieces[1].offset, pieces[1].length), "a.*\\E(b");
 }
+
+// tokenizer.json over 64 MiB is refused before it is read (the real Llama-3 one is ~9 MB), and
+// the same limit holds for text handed to from_json. Sparse files: no disk space is used.
+TEST(Tokenizer, FilesOverTheSizeLimitAreRefusedUnread) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk_tok_cap_{}", ::getpid());
+  fs::create_directories(dir);
+  fs::copy_file(kTinyDir / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  EXPECT_NO_THROW(Tokenizer::load(dir));
+  fs::resize_file(dir / "tokenizer.json", eaglevk::loader::kMaxTokenizerFileBytes + 1);
+  eaglevk::testing::expect_error([&] { Tokenizer::load(dir); }, "over the 67108864-byte (64 MiB) limit");
+  fs::copy_file(kTinyDir / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << "{}";
+  fs::resize_file(dir / "tokenizer_config.json", eaglevk::loader::kMaxTokenizerFileBytes + 1);
+  eaglevk::testing::expect_error([&] { Tokenizer::load(dir); }, "tokenizer_config.json: 67108865 bytes is over");
+  fs::remove_all(dir);
+  const std::string big(eaglevk::loader::kMaxTokenizerFileBytes + 1, ' ');
+  eaglevk::testing::expect_error([&] { Tokenizer::from_json(big, {}, {}, "mem"); }, "64 MiB");
+}
