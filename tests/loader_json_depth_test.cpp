@@ -15,6 +15,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/eagle3_config.h"
 #include "loader/gguf.h"
 #include "loader/hf_config.h"
 #include "loader/json_excerpt.h"
@@ -118,6 +119,27 @@ TEST(JsonDepth, ConfigFieldNestedDeepGivesAShortError) {
     std::ofstream(dir.path / "config.json", std::ios::binary) << text;
     expect_short_error([&] { load_llama_config(dir.path); }, "got array [[[[...]]]]");
   }
+}
+
+TEST(JsonDepth, Eagle3ConfigsWithDeepValues) {
+  const json base = json::parse(read_file(fs::path(EAGLEVK_ASSETS) / "tiny-llama3-eagle3" / "config.json"));
+  // A deep value in a field nobody reads: the old loader copied the whole config to rename its
+  // architecture, and the copy recursed once per level.
+  json j = base;
+  j["unused"] = "@DEEP@";
+  const Eagle3Config c = parse_eagle3_config(json::parse(with_deep(j.dump())), "config.json");
+  EXPECT_EQ(c.layer.architecture, "LlamaForCausalLM");
+  EXPECT_EQ(c.layer.hidden_size, 256);
+  for (const char* field : {"eagle_aux_hidden_state_layer_ids", "draft_vocab_size"}) {
+    j = base;
+    j[field] = "@DEEP@";
+    const json parsed = json::parse(with_deep(j.dump()));
+    expect_short_error([&] { parse_eagle3_config(parsed, "config.json"); }, "array [[[[...]]]]");
+  }
+  j = base;
+  j["eagle_aux_hidden_state_layer_ids"] = {1, "@DEEP@", 3};
+  const json parsed = json::parse(with_deep(j.dump()));
+  expect_short_error([&] { parse_eagle3_config(parsed, "config.json"); }, "holds array [[[[...]]]], not a layer id");
 }
 
 TEST(JsonDepth, TokenizerFieldsNestedDeepGiveShortErrors) {
