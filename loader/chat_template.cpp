@@ -94,6 +94,12 @@ std::string render_parts(const ChatMessage& m) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_string(std::string_view jinja, std::string_view bos_token) {
+  // Rendering copies pieces of the template (the knowledge cutoff, the date) into the prompt; a
+  // template from chat_template.jinja or GGUF metadata has never been checked as UTF-8.
+  if (const size_t bad = first_invalid_utf8(jinja); bad != std::string_view::npos)
+    fail("the chat template is not valid UTF-8 (at byte {} of {})", bad, jinja.size());
+  if (const size_t bad = first_invalid_utf8(bos_token); bad != std::string_view::npos)
+    fail("the bos_token for the chat template is not valid UTF-8 (at byte {} of {})", bad, bos_token.size());
   ChatTemplate t;
   t.source = std::string(jinja);
   const bool llama3 = contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>") &&

@@ -285,3 +285,19 @@ TEST(ChatTemplate, TrimTemplatesRefuseTruncatedUtf8) {
   const std::vector<ChatMessage> ok = {{"user", buffer}};
   EXPECT_NE(first.render(ok, true).find("\n\nhi \xE2\x82\xAC<|eot_id|>"), std::string::npos);
 }
+
+// Found by chat_template_fuzz: a template whose text is not valid UTF-8 (possible in
+// chat_template.jinja or GGUF metadata; JSON strings are always valid) rendered its knowledge
+// cutoff, and so the prompt, as invalid UTF-8. Templates and bos tokens are now checked.
+TEST(ChatTemplate, TemplatesThatAreNotUtf8AreRefused) {
+  const std::string cutoff_cut =
+      "{{- bos_token }}{%- set date_string = \"26 Jul 2024\" %}<|start_header_id|><|end_header_id|><|eot_id|>"
+      "{{- \"Cutting Knowledge Date: Dece\xb7mber 2023\\n\" }} message['content'] | trim";
+  try {
+    ChatTemplate::from_string(cutoff_cut, "<|begin_of_text|>");
+    ADD_FAILURE() << "a template with invalid UTF-8 was accepted";
+  } catch (const eaglevk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat template is not valid UTF-8 (at byte"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ChatTemplate::from_string(kLlama4Template, "<|begin_of_text\xE2\x82"), eaglevk::Error);
+}
