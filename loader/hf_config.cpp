@@ -111,11 +111,18 @@ std::vector<int> int_or_int_list(const json& o, std::string_view key, std::strin
 json read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading (does it exist?)", path.string());
+  json j;
   try {
-    return json::parse(in);
+    j = json::parse(in);
   } catch (const json::exception& e) {
     fail("{}: malformed JSON: {}", path.string(), e.what());
   }
+  // Code beyond the readers copies, compares and prints config values (inspect, the model
+  // loaders), and nlohmann does each by recursion: a hostile nesting would exhaust the stack.
+  // Real configs nest 3 or 4 levels.
+  if (json_nested_deeper_than(j, kMaxJsonFileDepth))
+    fail("{}: JSON nested more than {} levels deep", path.string(), kMaxJsonFileDepth);
+  return j;
 }
 
 }  // namespace json_field

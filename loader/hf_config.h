@@ -79,7 +79,9 @@ std::optional<std::string> optional_string(const nlohmann::json& object, std::st
                                            std::string_view source);
 // An int or a list of ints (eos_token_id); empty when missing or null.
 std::vector<int> int_or_int_list(const nlohmann::json& object, std::string_view key, std::string_view source);
-// Parses a whole JSON file; throws naming the file when it cannot be read or parsed.
+// Parses a whole JSON file; throws naming the file when it cannot be read or parsed, or when it
+// nests more than kMaxJsonFileDepth levels deep.
+inline constexpr size_t kMaxJsonFileDepth = 64;
 nlohmann::json read_file(const std::filesystem::path& path);
 }  // namespace json_field
 

@@ -1,5 +1,7 @@
 #include "loader/json_excerpt.h"
 
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 namespace eaglevk::loader {
@@ -67,6 +69,28 @@ std::string json_text(const json& value, size_t max_chars) {
 std::string json_excerpt(const json& value, size_t max_chars) {
   if (value.is_null()) return "null";
   return std::string(value.type_name()) + " " + json_text(value, max_chars);
+}
+
+bool json_nested_deeper_than(const json& value, size_t limit) {
+  // Each entry is a container being walked and the next child to visit; the stack's size is
+  // the current depth.
+  struct Frame {
+    const json* container;
+    json::const_iterator next;
+  };
+  if (!value.is_structured()) return false;
+  std::vector<Frame> stack{{&value, value.begin()}};
+  while (!stack.empty()) {
+    if (stack.size() > limit) return true;
+    Frame& top = stack.back();
+    if (top.next == top.container->end()) {
+      stack.pop_back();
+      continue;
+    }
+    const json& child = *top.next++;
+    if (child.is_structured()) stack.push_back({&child, child.begin()});
+  }
+  return false;
 }
 
 }  // namespace eaglevk::loader

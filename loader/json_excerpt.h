@@ -19,4 +19,8 @@ std::string json_text(const nlohmann::json& value, size_t max_chars = 80);
 // `array [1,[2,[...]],...]`, `object {"a":1}`, `null`.
 std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80);
 
+// Whether `value` nests arrays and objects more than `limit` levels deep (a scalar is depth 0,
+// [1] depth 1). Walks with an explicit stack, so any depth is safe to ask about.
+bool json_nested_deeper_than(const nlohmann::json& value, size_t limit);
+
 }  // namespace eaglevk::loader

@@ -115,10 +115,27 @@ TEST(JsonDepth, ConfigFieldNestedDeepGivesAShortError) {
     j[field] = "@DEEP@";
     const std::string text = with_deep(j.dump());
     j = json::parse(config);
+    // Parsed JSON reaches the field reader, whose message shows an excerpt.
+    const json parsed = json::parse(text);
+    expect_short_error([&] { parse_llama_config(parsed, "config.json"); }, "got array [[[[...]]]]");
+    // A file is refused as it is read: code beyond the readers copies and prints config values.
     TempDir dir;
     std::ofstream(dir.path / "config.json", std::ios::binary) << text;
-    expect_short_error([&] { load_llama_config(dir.path); }, "got array [[[[...]]]]");
+    expect_short_error([&] { load_llama_config(dir.path); }, "config.json: JSON nested more than 64 levels deep");
   }
+}
+
+TEST(JsonDepth, NestingDepthIsMeasuredWithoutRecursion) {
+  EXPECT_FALSE(json_nested_deeper_than(json(1), 0));
+  EXPECT_TRUE(json_nested_deeper_than(json::parse("[]"), 0));
+  EXPECT_FALSE(json_nested_deeper_than(json::parse("[[1], {\"a\": [2]}]"), 3));
+  EXPECT_TRUE(json_nested_deeper_than(json::parse("[[1], {\"a\": [2]}]"), 2));
+  EXPECT_FALSE(json_nested_deeper_than(json::parse(deep_array(64)), 64));
+  EXPECT_TRUE(json_nested_deeper_than(json::parse(deep_array(65)), 64));
+  EXPECT_TRUE(json_nested_deeper_than(json::parse(deep_array()), 64));
+  // The real files are far from the limit.
+  for (const char* file : {"tiny-llama4/config.json", "tiny-llama4-eagle3/config.json", "tiny-llama3/tokenizer.json"})
+    EXPECT_FALSE(json_nested_deeper_than(json::parse(read_file(fs::path(EAGLEVK_ASSETS) / file)), 8)) << file;
 }
 
 TEST(JsonDepth, Eagle3ConfigsWithDeepValues) {
