@@ -63,12 +63,20 @@ std::string read_text_file(const std::filesystem::path& path) {
   return buffer.str();
 }
 
+// Every template checks this: `| trim` walks the content by code point, and the rendered prompt
+// goes to the tokenizer, which refuses invalid UTF-8 anyway; failing here names the message.
+void check_utf8(const ChatMessage& m, size_t index) {
+  const auto report = [&](std::string_view what, std::string_view text) {
+    if (const size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
+      fail("chat message {} is not valid UTF-8 ({} at byte {} of {})", index, what, bad, text.size());
+  };
+  report("role", m.role);
+  report("content", m.content);
+  for (const ChatContentPart& part : m.parts) report("a text part", part.text);
+}
+
 void check_message(const ChatMessage& m, size_t index, ChatFormat format) {
   if (m.role.empty()) fail("chat message {} has an empty role", index);
-  if (first_invalid_utf8(m.role) != std::string_view::npos || first_invalid_utf8(m.content) != std::string_view::npos)
-    fail("chat message {} is not valid UTF-8", index);
-  for (const ChatContentPart& part : m.parts)
-    if (first_invalid_utf8(part.text) != std::string_view::npos) fail("chat message {} is not valid UTF-8", index);
   // Tool results and calls take other paths through the official templates; they are not modelled.
   if (m.role == "tool" || m.role == "ipython")
     fail("chat message {}: role \"{}\" (tool use) is not supported by the {} chat renderer", index, m.role,
@@ -86,6 +94,12 @@ std::string render_parts(const ChatMessage& m) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_string(std::string_view jinja, std::string_view bos_token) {
+  // Rendering copies pieces of the template (the knowledge cutoff, the date) into the prompt; a
+  // template from chat_template.jinja or GGUF metadata has never been checked as UTF-8.
+  if (const size_t bad = first_invalid_utf8(jinja); bad != std::string_view::npos)
+    fail("the chat template is not valid UTF-8 (at byte {} of {})", bad, jinja.size());
+  if (const size_t bad = first_invalid_utf8(bos_token); bad != std::string_view::npos)
+    fail("the bos_token for the chat template is not valid UTF-8 (at byte {} of {})", bad, bos_token.size());
   ChatTemplate t;
   t.source = std::string(jinja);
   const bool llama3 = contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>") &&
@@ -162,6 +176,7 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir) {
 
 std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
   for (size_t i = 0; i < messages.size(); ++i) {
+    check_utf8(messages[i], i);
     // The tiny Llama-3 template renders any role verbatim; only the official ones route tools.
     if (format == ChatFormat::Llama4 || knowledge_date_preamble) check_message(messages[i], i, format);
     else if (messages[i].role.empty()) fail("chat message {} has an empty role", i);

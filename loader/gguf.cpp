@@ -13,6 +13,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/json_excerpt.h"
 #include "loader/quant.h"
 
 namespace eaglevk::loader {
@@ -323,7 +324,7 @@ void put_int(Writer& w, const json& value, const std::string& file, std::string_
   bool fits = false;
   if (value.is_number_unsigned()) fits = std::in_range<T>(value.get<uint64_t>());
   else if (value.is_number_integer()) fits = std::in_range<T>(value.get<int64_t>());
-  if (!fits) fail("{}: metadata key '{}': {} is not a {}-bit {} integer", file, key, value.dump(), sizeof(T) * 8,
+  if (!fits) fail("{}: metadata key '{}': {} is not a {}-bit {} integer", file, key, json_excerpt(value), sizeof(T) * 8,
                   std::is_signed_v<T> ? "signed" : "unsigned");
   w.put<T>(value.is_number_unsigned() ? static_cast<T>(value.get<uint64_t>()) : static_cast<T>(value.get<int64_t>()));
 }
@@ -340,14 +341,14 @@ void put_scalar(Writer& w, GgufType type, const json& value, const std::string& 
     case GgufType::I64: return put_int<int64_t>(w, value, file, key);
     case GgufType::F32:
     case GgufType::F64:
-      if (!value.is_number()) fail("{}: metadata key '{}': {} is not a number", file, key, value.dump());
+      if (!value.is_number()) fail("{}: metadata key '{}': {} is not a number", file, key, json_excerpt(value));
       if (type == GgufType::F32) return w.put<float>(static_cast<float>(value.get<double>()));
       return w.put<double>(value.get<double>());
     case GgufType::BOOL:
-      if (!value.is_boolean()) fail("{}: metadata key '{}': {} is not a boolean", file, key, value.dump());
+      if (!value.is_boolean()) fail("{}: metadata key '{}': {} is not a boolean", file, key, json_excerpt(value));
       return w.put<uint8_t>(value.get<bool>() ? 1 : 0);
     case GgufType::STRING:
-      if (!value.is_string()) fail("{}: metadata key '{}': {} is not a string", file, key, value.dump());
+      if (!value.is_string()) fail("{}: metadata key '{}': {} is not a string", file, key, json_excerpt(value));
       return w.put_string(value.get_ref<const std::string&>());
     case GgufType::ARRAY: break;
   }

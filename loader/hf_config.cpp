@@ -12,6 +12,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/json_excerpt.h"
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -36,28 +37,28 @@ int as_int(const json& value, std::string_view key, std::string_view source) {
   if (value.is_number_integer()) {
     if (value.is_number_unsigned() ? value.get<uint64_t>() > uint64_t(INT_MAX)
                                    : value.get<int64_t>() < INT_MIN || value.get<int64_t>() > INT_MAX)
-      fail("{}: field '{}' = {} is out of int range", source, key, value.dump());
+      fail("{}: field '{}' = {} is out of int range", source, key, json_excerpt(value));
     return static_cast<int>(value.get<int64_t>());
   }
   if (value.is_number_float()) {  // some exporters write 8192.0
     double d = value.get<double>();
     if (std::trunc(d) == d && d >= INT_MIN && d <= INT_MAX) return static_cast<int>(d);
   }
-  fail("{}: field '{}' must be an integer, got {}", source, key, value.dump());
+  fail("{}: field '{}' must be an integer, got {}", source, key, json_excerpt(value));
 }
 
 float as_float(const json& value, std::string_view key, std::string_view source) {
-  if (!value.is_number()) fail("{}: field '{}' must be a number, got {}", source, key, value.dump());
+  if (!value.is_number()) fail("{}: field '{}' must be a number, got {}", source, key, json_excerpt(value));
   return static_cast<float>(value.get<double>());
 }
 
 bool as_bool(const json& value, std::string_view key, std::string_view source) {
-  if (!value.is_boolean()) fail("{}: field '{}' must be true or false, got {}", source, key, value.dump());
+  if (!value.is_boolean()) fail("{}: field '{}' must be true or false, got {}", source, key, json_excerpt(value));
   return value.get<bool>();
 }
 
 std::string as_string(const json& value, std::string_view key, std::string_view source) {
-  if (!value.is_string()) fail("{}: field '{}' must be a string, got {}", source, key, value.dump());
+  if (!value.is_string()) fail("{}: field '{}' must be a string, got {}", source, key, json_excerpt(value));
   return value.get<std::string>();
 }
 
@@ -110,11 +111,18 @@ std::vector<int> int_or_int_list(const json& o, std::string_view key, std::strin
 json read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading (does it exist?)", path.string());
+  json j;
   try {
-    return json::parse(in);
+    j = json::parse(in);
   } catch (const json::exception& e) {
     fail("{}: malformed JSON: {}", path.string(), e.what());
   }
+  // Code beyond the readers copies, compares and prints config values (inspect, the model
+  // loaders), and nlohmann does each by recursion: a hostile nesting would exhaust the stack.
+  // Real configs nest 3 or 4 levels.
+  if (json_nested_deeper_than(j, kMaxJsonFileDepth))
+    fail("{}: JSON nested more than {} levels deep", path.string(), kMaxJsonFileDepth);
+  return j;
 }
 
 }  // namespace json_field
@@ -132,7 +140,7 @@ std::optional<RopeScaling> parse_rope_scaling(const json& config, std::string_vi
     }
   }
   if (!params) return std::nullopt;
-  if (!params->is_object()) fail("{}: must be a JSON object or null, got {}", where, params->dump());
+  if (!params->is_object()) fail("{}: must be a JSON object or null, got {}", where, json_excerpt(*params));
 
   // transformers accepts the legacy "type" spelling as well as "rope_type".
   auto type = optional_string(*params, "rope_type", where);
@@ -161,14 +169,16 @@ LlamaConfig parse_llama_config(const json& config, std::string_view source,
   if (!config.is_object()) fail("{}: config is not a JSON object", source);
   LlamaConfig c;
 
-  const json& archs = need(config, "architectures", source);
-  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
-    fail("{}: field 'architectures' must be a non-empty list of strings", source);
-  c.architecture = archs[0].get<std::string>();
-  if (std::find(accepted_architectures.begin(), accepted_architectures.end(), c.architecture) ==
-      accepted_architectures.end())
-    fail("{}: unsupported architecture '{}' (supported: {})", source, c.architecture,
-         fmt::join(accepted_architectures, ", "));
+  if (!accepted_architectures.empty()) {
+    const json& archs = need(config, "architectures", source);
+    if (!archs.is_array() || archs.empty() || !archs[0].is_string())
+      fail("{}: field 'architectures' must be a non-empty list of strings", source);
+    c.architecture = archs[0].get<std::string>();
+    if (std::find(accepted_architectures.begin(), accepted_architectures.end(), c.architecture) ==
+        accepted_architectures.end())
+      fail("{}: unsupported architecture '{}' (supported: {})", source, c.architecture,
+           fmt::join(accepted_architectures, ", "));
+  }
 
   c.hidden_size = required_int(config, "hidden_size", source);
   c.intermediate_size = required_int(config, "intermediate_size", source);

@@ -50,6 +50,8 @@ LlamaConfig load_llama_config(const std::filesystem::path& dir,
 void apply_generation_config(LlamaConfig& config, const nlohmann::json& generation, std::string_view source);
 
 // The same from an already-parsed config.json; `source` names it in errors. No generation config.
+// An empty `accepted_architectures` reads a sub-config that names no architecture (Llama-4's
+// text_config): `architectures` is then not read and `architecture` stays empty.
 LlamaConfig parse_llama_config(const nlohmann::json& config, std::string_view source,
                                const std::vector<std::string>& accepted_architectures = {"LlamaForCausalLM"});
 
@@ -77,7 +79,9 @@ std::optional<std::string> optional_string(const nlohmann::json& object, std::st
                                            std::string_view source);
 // An int or a list of ints (eos_token_id); empty when missing or null.
 std::vector<int> int_or_int_list(const nlohmann::json& object, std::string_view key, std::string_view source);
-// Parses a whole JSON file; throws naming the file when it cannot be read or parsed.
+// Parses a whole JSON file; throws naming the file when it cannot be read or parsed, or when it
+// nests more than kMaxJsonFileDepth levels deep.
+inline constexpr size_t kMaxJsonFileDepth = 64;
 nlohmann::json read_file(const std::filesystem::path& path);
 }  // namespace json_field
 

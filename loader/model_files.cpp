@@ -11,6 +11,7 @@
 
 #include "loader/gguf_tokenizer.h"
 #include "loader/hf_config.h"
+#include "loader/json_excerpt.h"
 
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
@@ -147,7 +148,8 @@ std::optional<json> side_config(const fs::path& folder) {
   fs::path p = folder / "config.json";
   if (!fs::exists(p)) return std::nullopt;
   json j = json_field::read_file(p);
-  if (j.contains("text_config") && j["text_config"].is_object()) return j["text_config"];
+  // Moved, not copied: copying recurses once per level of a (possibly hostile) nesting.
+  if (j.contains("text_config") && j["text_config"].is_object()) return std::move(j["text_config"]);
   return j;
 }
 
@@ -187,10 +189,10 @@ json llama_like_config(const GgufHeader& h, const std::string& a, const Checkpoi
 }
 
 // rope_scaling from a side config, else recovered from rope_freqs.weight.
-void set_rope_scaling(json& c, const Checkpoint& ckpt, const std::optional<json>& side, const std::string& label,
+void set_rope_scaling(json& c, const Checkpoint& ckpt, std::optional<json>& side, const std::string& label,
                       std::vector<std::string>& notes) {
   if (side && side->contains("rope_scaling")) {
-    c["rope_scaling"] = (*side)["rope_scaling"];
+    c["rope_scaling"] = std::move((*side)["rope_scaling"]);
     notes.push_back("rope_scaling from the config.json beside the file");
     return;
   }
@@ -215,8 +217,9 @@ void set_rope_scaling(json& c, const Checkpoint& ckpt, const std::optional<json>
                               r->factor, r->low_freq_factor, r->high_freq_factor, r->original_max_position_embeddings));
 }
 
-// Llama-4 fields the GGUF file does not carry.
-void set_llama4_fields(json& c, const GgufHeader& h, const std::optional<json>& side, int64_t experts,
+// Llama-4 fields the GGUF file does not carry. Values are moved out of `side`: copying one
+// recurses once per level of its nesting, which a hostile file makes 100,000 deep.
+void set_llama4_fields(json& c, const GgufHeader& h, std::optional<json>& side, int64_t experts,
                        std::vector<std::string>& notes) {
   c["intermediate_size_mlp"] = c["intermediate_size"];
   c["intermediate_size"] = need_int(h, "llama4.expert_feed_forward_length");
@@ -225,11 +228,11 @@ void set_llama4_fields(json& c, const GgufHeader& h, const std::optional<json>& 
   c["interleave_moe_layer_step"] = h.get_int("llama4.interleave_moe_layer_step").value_or(1);
   auto take = [&](const char* key, json fallback, const std::string& why) {
     if (side && side->contains(key) && !(*side)[key].is_null()) {
-      c[key] = (*side)[key];
-      notes.push_back(fmt::format("{} = {} from the config.json beside the file", key, c[key].dump()));
+      c[key] = std::move((*side)[key]);
+      notes.push_back(fmt::format("{} = {} from the config.json beside the file", key, json_text(c[key])));
     } else if (!fallback.is_null()) {
       c[key] = fallback;
-      notes.push_back(fmt::format("{} = {} ({})", key, fallback.dump(), why));
+      notes.push_back(fmt::format("{} = {} ({})", key, json_text(fallback), why));
     }
   };
   const std::string dflt = side ? "documented default: neither the GGUF file nor the config.json beside it has it"
@@ -252,7 +255,7 @@ void set_llama4_fields(json& c, const GgufHeader& h, const std::optional<json>& 
   take("attn_temperature_tuning", json(true), dflt);
   // llama.cpp turns QK norm off only for the 128-expert (Maverick) shape.
   take("use_qk_norm", json(experts != 128), dflt);
-  if (side && side->contains("moe_layers")) c["moe_layers"] = (*side)["moe_layers"];
+  if (side && side->contains("moe_layers")) c["moe_layers"] = std::move((*side)["moe_layers"]);
 }
 
 void set_eagle3_fields(json& c, const GgufHeader& h, const Checkpoint& ckpt, std::vector<std::string>& notes) {
@@ -333,7 +336,7 @@ ModelFiles open_gguf(const fs::path& path) {
     for (const char* key : {"hidden_size", "num_hidden_layers"}) {
       if (side->contains(key) && (*side)[key] != c[key]) {
         m.notes.push_back(fmt::format("the config.json beside the file is not used: its {} is {}, the file's {}", key,
-                                      (*side)[key].dump(), c[key].dump()));
+                                      json_text((*side)[key]), json_text(c[key])));
         side.reset();
         break;
       }

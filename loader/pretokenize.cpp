@@ -81,11 +81,17 @@ std::string sanitize_utf8(std::string_view text) {
 }
 
 char32_t decode_code_point(std::string_view text, size_t pos, size_t* length) {
+  // Callers walk text that may never have been validated (python_strip on chat content), so a
+  // truncated or malformed sequence must not read past the end: like sanitize_utf8, it counts
+  // as one U+FFFD spanning its maximal subpart, which is at least one byte and never more than
+  // what is left.
+  const Utf8Step step = next_utf8(text.substr(pos));
+  if (length) *length = step.length;
+  if (step.status != Utf8Status::Complete) return 0xFFFD;
   const auto b0 = static_cast<unsigned char>(text[pos]);
-  size_t n = b0 < 0x80 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
+  const size_t n = step.length;
   char32_t c = n == 1 ? b0 : n == 2 ? (b0 & 0x1F) : n == 3 ? (b0 & 0x0F) : (b0 & 0x07);
   for (size_t i = 1; i < n; ++i) c = (c << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
-  if (length) *length = n;
   return c;
 }
 

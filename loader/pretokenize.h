@@ -36,7 +36,9 @@ size_t append_utf8_lossy(std::string& out, std::string_view bytes, bool keep_inc
 // `text` with every maximal invalid UTF-8 subpart replaced by U+FFFD.
 std::string sanitize_utf8(std::string_view text);
 
-// Decodes the code point at text[pos] (text must be valid UTF-8) and its length.
+// Decodes the code point at text[pos] (pos < text.size()) and its length in bytes. A malformed
+// or truncated sequence decodes as U+FFFD over its maximal invalid subpart (as sanitize_utf8
+// replaces it), so the length is at least 1 and never runs past the end of `text`.
 char32_t decode_code_point(std::string_view text, size_t pos, size_t* length);
 
 // Unicode White_Space, which Rust's char::is_whitespace (used by HF tokenizers for lstrip/rstrip).

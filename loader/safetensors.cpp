@@ -19,6 +19,8 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/json_excerpt.h"
+
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -89,9 +91,9 @@ TensorView parse_entry(const std::string& file, const std::string& name, const j
   auto shape_it = entry.find("shape");
   if (shape_it == entry.end() || !shape_it->is_array()) fail("{}: tensor '{}': missing or non-array shape", file, name);
   for (const auto& dim : *shape_it) {
-    if (!dim.is_number_integer()) fail("{}: tensor '{}': shape entry {} is not an integer", file, name, dim.dump());
+    if (!dim.is_number_integer()) fail("{}: tensor '{}': shape entry {} is not an integer", file, name, json_excerpt(dim));
     if (dim.is_number_unsigned() ? dim.get<uint64_t>() > uint64_t(INT64_MAX) : dim.get<int64_t>() < 0)
-      fail("{}: tensor '{}': shape entry {} is negative or too large", file, name, dim.dump());
+      fail("{}: tensor '{}': shape entry {} is negative or too large", file, name, json_excerpt(dim));
     view.shape.push_back(dim.get<int64_t>());
   }
 
@@ -139,25 +141,58 @@ void add_file(Checkpoint& ckpt, MappedFile mapped) {
   ckpt.files.push_back(std::move(mapped));
 }
 
-json read_json_file(const fs::path& path) {
+std::string read_index_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading", path.string());
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path.string(), e.what());
-  }
+  std::error_code ec;
+  if (const auto size = fs::file_size(path, ec); !ec && size > kMaxSafetensorsIndexBytes)
+    fail("{}: {} bytes is over the {}-byte limit for a safetensors index", path.string(), size,
+         kMaxSafetensorsIndexBytes);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void open_sharded(Checkpoint& ckpt, const fs::path& index_path) {
   const std::string index_name = index_path.string();
-  json index = read_json_file(index_path);
+  const SafetensorsIndex index = parse_safetensors_index(read_index_text(index_path), index_name);
+  std::set<std::string> shards;
+  for (const auto& [tensor, shard] : index.weight_map) shards.insert(shard);
+  for (const auto& shard : shards) {
+    fs::path shard_path = index_path.parent_path() / shard;
+    std::error_code ec;
+    if (!fs::is_regular_file(shard_path, ec)) {
+      auto user = std::find_if(index.weight_map.begin(), index.weight_map.end(),
+                               [&](auto& kv) { return kv.second == shard; });
+      fail("{}: shard '{}' (listed for tensor '{}') does not exist", index_name, shard, user->first);
+    }
+    add_file(ckpt, MappedFile::open(shard_path));
+  }
+  for (const auto& [tensor, shard] : index.weight_map) {
+    auto it = ckpt.tensors.find(tensor);
+    std::string shard_path = (index_path.parent_path() / shard).string();
+    if (it == ckpt.tensors.end() || it->second.file != shard_path)
+      fail("{}: tensor '{}' is mapped to shard '{}' but that shard does not contain it", index_name, tensor, shard);
+  }
+  // The index's metadata wins over the shards' own.
+  for (const auto& [key, value] : index.metadata) ckpt.metadata[key] = value;
+}
+
+}  // namespace
+
+SafetensorsIndex parse_safetensors_index(std::string_view text, const std::string& index_name) {
+  if (text.size() > kMaxSafetensorsIndexBytes)
+    fail("{}: {} bytes is over the {}-byte limit for a safetensors index", index_name, text.size(),
+         kMaxSafetensorsIndexBytes);
+  json index;
+  try {
+    index = json::parse(text);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON: {}", index_name, e.what());
+  }
   if (!index.is_object()) fail("{}: index is not a JSON object", index_name);
   auto map_it = index.find("weight_map");
   if (map_it == index.end() || !map_it->is_object()) fail("{}: missing or non-object \"weight_map\"", index_name);
 
-  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
-  std::set<std::string> shards;
+  SafetensorsIndex out;
   for (const auto& [tensor, shard] : map_it->items()) {
     if (!shard.is_string()) fail("{}: weight_map entry for tensor '{}' is not a string", index_name, tensor);
     const auto& shard_name = shard.get_ref<const std::string&>();
@@ -165,32 +200,16 @@ void open_sharded(Checkpoint& ckpt, const fs::path& index_path) {
     fs::path rel(shard_name);
     if (shard_name.empty() || rel.is_absolute() || shard_name.find("..") != std::string::npos)
       fail("{}: tensor '{}' names an invalid shard path '{}'", index_name, tensor, shard_name);
-    weight_map[tensor] = shard_name;
-    shards.insert(shard_name);
-  }
-  for (const auto& shard : shards) {
-    fs::path shard_path = index_path.parent_path() / shard;
-    std::error_code ec;
-    if (!fs::is_regular_file(shard_path, ec)) {
-      auto user = std::find_if(weight_map.begin(), weight_map.end(), [&](auto& kv) { return kv.second == shard; });
-      fail("{}: shard '{}' (listed for tensor '{}') does not exist", index_name, shard, user->first);
-    }
-    add_file(ckpt, MappedFile::open(shard_path));
-  }
-  for (const auto& [tensor, shard] : weight_map) {
-    auto it = ckpt.tensors.find(tensor);
-    std::string shard_path = (index_path.parent_path() / shard).string();
-    if (it == ckpt.tensors.end() || it->second.file != shard_path)
-      fail("{}: tensor '{}' is mapped to shard '{}' but that shard does not contain it", index_name, tensor, shard);
+    out.weight_map[tensor] = shard_name;
   }
   if (auto meta = index.find("metadata"); meta != index.end() && !meta->is_null()) {
     if (!meta->is_object()) fail("{}: \"metadata\" is not a JSON object", index_name);
+    // Non-string values (total_size) as their JSON text, bounded: a value may be nested deep.
     for (const auto& [key, value] : meta->items())
-      ckpt.metadata[key] = value.is_string() ? value.get<std::string>() : value.dump();
+      out.metadata[key] = value.is_string() ? value.get<std::string>() : json_text(value, 4096);
   }
+  return out;
 }
-
-}  // namespace
 
 size_t dtype_size(DType dtype) { return info(dtype).size; }
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
@@ -254,6 +273,9 @@ ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string
   if (bytes.size() < 8)
     fail("{}: truncated file ({} bytes; a safetensors file starts with an 8-byte header length)", file, bytes.size());
   const uint64_t header_len = load<uint64_t>(bytes.data());
+  if (header_len > kMaxSafetensorsHeaderBytes)
+    fail("{}: header length {} is over the {}-byte limit (the safetensors format's own)", file, header_len,
+         kMaxSafetensorsHeaderBytes);
   if (header_len > bytes.size() - 8)
     fail("{}: header length {} runs past the end of the file ({} bytes)", file, header_len, bytes.size());
   std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);

@@ -97,6 +97,20 @@ struct Checkpoint {
   std::map<std::string, TensorView, std::less<>> tensors;
 };
 
+// The reference implementation refuses headers over 100,000,000 bytes (its MAX_HEADER_SIZE); so
+// do we, before parsing, whatever the length field says.
+inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+// model.safetensors.index.json lists one line per tensor: ~100 KB for the largest models.
+inline constexpr size_t kMaxSafetensorsIndexBytes = size_t(64) << 20;
+
+// model.safetensors.index.json, parsed and checked without touching the shards (exposed for
+// tests and the fuzzer): every shard name is a plain sibling file name.
+struct SafetensorsIndex {
+  std::map<std::string, std::string> weight_map;  // tensor -> shard file name
+  std::map<std::string, std::string> metadata;    // non-string values as their (bounded) JSON text
+};
+SafetensorsIndex parse_safetensors_index(std::string_view text, const std::string& index_label);
+
 // Parses and validates one safetensors file that is already in memory (exposed for tests and
 // for files that are not on disk). Views point into `bytes`; `file_label` names it in errors.
 struct ParsedFile {

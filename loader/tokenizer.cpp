@@ -9,6 +9,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/bpe.h"
+#include "loader/json_excerpt.h"
 #include "loader/pretokenize.h"
 
 namespace eaglevk::loader {
@@ -60,6 +61,11 @@ namespace {
 std::string read_text_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open {}", path.string());
+  // Checked before reading, so a huge (or hostile) file is never loaded into memory.
+  std::error_code ec;
+  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxTokenizerFileBytes)
+    fail("{}: {} bytes is over the {}-byte ({} MiB) limit for tokenizer files", path.string(), size,
+         kMaxTokenizerFileBytes, kMaxTokenizerFileBytes >> 20);
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) fail("cannot read {}", path.string());
@@ -67,6 +73,9 @@ std::string read_text_file(const std::filesystem::path& path) {
 }
 
 json parse_json(std::string_view text, std::string_view source) {
+  if (text.size() > kMaxTokenizerFileBytes)
+    fail("{}: {} bytes is over the {}-byte ({} MiB) limit for tokenizer files", source, text.size(),
+         kMaxTokenizerFileBytes, kMaxTokenizerFileBytes >> 20);
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -98,7 +107,7 @@ struct Reader {
     return it->get<bool>();
   }
   int32_t id(const json& value, std::string_view where) const {
-    if (!value.is_number_integer()) error(where, fmt::format("expected an integer token id, got {}", value.dump()));
+    if (!value.is_number_integer()) error(where, fmt::format("expected an integer token id, got {}", json_excerpt(value)));
     const auto v = value.get<int64_t>();
     if (v < 0 || v > INT32_MAX) error(where, fmt::format("token id {} is out of range", v));
     return static_cast<int32_t>(v);
@@ -185,7 +194,7 @@ void load_model(TokenizerState& s, const Reader& r, const json& model) {
       left = m[0].get<std::string>();
       right = m[1].get<std::string>();
     } else {
-      r.error(where, fmt::format("expected \"left right\" or [left, right], got {}", m.dump()));
+      r.error(where, fmt::format("expected \"left right\" or [left, right], got {}", json_excerpt(m)));
     }
     auto find = [&](const std::string& token) {
       auto it = s.token_to_id.find(token);
@@ -246,14 +255,30 @@ SplitBehavior parse_behavior(const Reader& r, const json& value, std::string_vie
   r.error(where, fmt::format("unknown split behavior {:?}", b));
 }
 
-void load_pre_tokenizer(TokenizerState& s, const Reader& r, const json& p, const std::string& where) {
+// Sequences nest (a Sequence may hold a Sequence) and each level recurses here with a longer
+// `where`; real files nest at most twice, and a hostile one 100,000 times would exhaust the stack.
+constexpr int kMaxSequenceDepth = 16;
+void check_sequence_depth(const Reader& r, int depth, const std::string& where) {
+  if (depth >= kMaxSequenceDepth)
+    r.error(where, fmt::format("Sequence nested more than {} deep", kMaxSequenceDepth));
+}
+
+// A reference, never a copy: copying a JSON value recurses once per level of its nesting.
+const json& member_or_null(const json& object, const char* key) {
+  static const json null_value;
+  auto it = object.find(key);
+  return it == object.end() ? null_value : *it;
+}
+
+void load_pre_tokenizer(TokenizerState& s, const Reader& r, const json& p, const std::string& where, int depth = 0) {
   if (p.is_null()) r.error(where, "a byte-level BPE needs a pre-tokenizer, and there is none");
   const std::string type = r.type(p, where);
   if (type == "Sequence") {
+    check_sequence_depth(r, depth, where);
     const json& list = r.field(p, "pretokenizers", where);
     if (!list.is_array()) r.error(where + ".pretokenizers", "expected an array");
     for (size_t i = 0; i < list.size(); ++i)
-      load_pre_tokenizer(s, r, list[i], fmt::format("{}.pretokenizers[{}]", where, i));
+      load_pre_tokenizer(s, r, list[i], fmt::format("{}.pretokenizers[{}]", where, i), depth + 1);
   } else if (type == "Split") {
     PreTokenizeStep step{PreTokenizeStep::Split, {}, true};
     const json& pattern = r.field(p, "pattern", where);
@@ -287,21 +312,24 @@ void load_pre_tokenizer(TokenizerState& s, const Reader& r, const json& p, const
 }
 
 // Post-processor: only the ids around the single sequence $A matter for encode().
-void load_post_processor(TokenizerState& s, const Reader& r, const json& p, const std::string& where) {
+void load_post_processor(TokenizerState& s, const Reader& r, const json& p, const std::string& where, int depth = 0) {
   if (p.is_null()) return;
   const std::string type = r.type(p, where);
   if (type == "ByteLevel") return;  // adjusts offsets only
   if (type == "Sequence") {
+    check_sequence_depth(r, depth, where);
     const json& list = r.field(p, "processors", where);
     if (!list.is_array()) r.error(where + ".processors", "expected an array");
     for (size_t i = 0; i < list.size(); ++i)
-      load_post_processor(s, r, list[i], fmt::format("{}.processors[{}]", where, i));
+      load_post_processor(s, r, list[i], fmt::format("{}.processors[{}]", where, i), depth + 1);
     return;
   }
   if (type != "TemplateProcessing")
     r.error(where + ".type", fmt::format("post-processor type {:?} is not supported (only TemplateProcessing, ByteLevel, Sequence)", type));
 
-  const json& specials = p.contains("special_tokens") ? p["special_tokens"] : json::object();
+  // Both branches are references: a ternary with a temporary json would copy the file's value.
+  static const json no_specials = json::object();
+  const json& specials = p.contains("special_tokens") ? p["special_tokens"] : no_specials;
   auto special_ids = [&](const std::string& name, const std::string& w) {
     if (!specials.is_object() || !specials.contains(name))
       r.error(w, fmt::format("template token {:?} is not in special_tokens", name));
@@ -336,7 +364,7 @@ void load_post_processor(TokenizerState& s, const Reader& r, const json& p, cons
       if (text == "$A" || text == "$0" || text == "$") is_sequence = true;
       else ids = special_ids(text, w);
     } else {
-      r.error(w, fmt::format("unrecognised template piece {}", piece.dump()));
+      r.error(w, fmt::format("unrecognised template piece {}", json_excerpt(piece)));
     }
     if (is_sequence) {
       if (seen_sequence) r.error(w, "the template has $A twice");
@@ -350,14 +378,16 @@ void load_post_processor(TokenizerState& s, const Reader& r, const json& p, cons
   s.suffix_ids.insert(s.suffix_ids.end(), suffix.begin(), suffix.end());
 }
 
-void check_decoder(const Reader& r, const json& d, const std::string& where) {
+void check_decoder(const Reader& r, const json& d, const std::string& where, int depth = 0) {
   if (d.is_null()) r.error(where, "a byte-level BPE needs the ByteLevel decoder, and there is none");
   const std::string type = r.type(d, where);
   if (type == "ByteLevel") return;
   if (type == "Sequence") {
+    check_sequence_depth(r, depth, where);
     const json& list = r.field(d, "decoders", where);
     if (!list.is_array() || list.empty()) r.error(where + ".decoders", "expected a non-empty array");
-    for (size_t i = 0; i < list.size(); ++i) check_decoder(r, list[i], fmt::format("{}.decoders[{}]", where, i));
+    for (size_t i = 0; i < list.size(); ++i)
+      check_decoder(r, list[i], fmt::format("{}.decoders[{}]", where, i), depth + 1);
     return;
   }
   r.error(where + ".type", fmt::format("decoder type {:?} is not supported (only ByteLevel)", type));
@@ -446,14 +476,14 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
       // An empty Sequence normalizes nothing; anything else would change the text.
       if (!(it->is_object() && it->value("type", "") == "Sequence" && it->contains("normalizers") &&
             (*it)["normalizers"].is_array() && (*it)["normalizers"].empty()))
-        r.error("normalizer", fmt::format("normalizers are not supported (got {})", it->dump().substr(0, 80)));
+        r.error("normalizer", fmt::format("normalizers are not supported (got {})", json_excerpt(*it)));
     }
-    load_pre_tokenizer(*s, r, root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json(), "pre_tokenizer");
+    load_pre_tokenizer(*s, r, member_or_null(root, "pre_tokenizer"), "pre_tokenizer");
     if (std::none_of(s->steps.begin(), s->steps.end(),
                      [](const PreTokenizeStep& st) { return st.kind == PreTokenizeStep::ByteLevel; }))
       r.error("pre_tokenizer", "no ByteLevel step: only byte-level BPE is supported");
-    load_post_processor(*s, r, root.contains("post_processor") ? root["post_processor"] : json(), "post_processor");
-    check_decoder(r, root.contains("decoder") ? root["decoder"] : json(), "decoder");
+    load_post_processor(*s, r, member_or_null(root, "post_processor"), "post_processor");
+    check_decoder(r, member_or_null(root, "decoder"), "decoder");
     for (const auto* ids : {&s->prefix_ids, &s->suffix_ids})
       for (int32_t id : *ids)
         if (static_cast<size_t>(id) >= s->id_kind.size() || s->id_kind[id] == IdKind::None)

@@ -29,6 +29,12 @@
 
 namespace eaglevk::loader {
 
+// tokenizer.json, tokenizer_config.json and generation_config.json are refused above this size,
+// before they are read. The largest real tokenizer.json files are ~30 MB (Llama-3's is ~9 MB,
+// Llama-4's ~28 MB); 64 MiB leaves room for those while bounding the memory that parsing takes
+// (nlohmann's document is several times the text).
+inline constexpr size_t kMaxTokenizerFileBytes = size_t(64) << 20;
+
 struct TokenizerState;  // tokenizer.cpp
 
 struct Tokenizer {

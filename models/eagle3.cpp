@@ -13,84 +13,11 @@
 
 namespace eaglevk::models {
 
-namespace jf = loader::json_field;
-
 std::vector<uint32_t> default_aux_layers(uint32_t L) { return {2, L / 2, L - 3}; }
 
-namespace {
-
-std::vector<uint32_t> read_ids(const nlohmann::json& j, const std::string& source, const char* key) {
-  if (!j.is_array()) fail("{}: {} must be a list of layer ids", source, key);
-  std::vector<uint32_t> ids;
-  for (const auto& v : j) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) fail("{}: {} holds '{}', not a layer id", source, key, v.dump());
-    ids.push_back(v.get<uint32_t>());
-  }
-  return ids;
-}
-
-void refuse_flag(const nlohmann::json& j, const char* key, const std::string& source) {
-  if (jf::has(j, key) && j.at(key).is_boolean() && j.at(key).get<bool>())
-    fail("{}: {} = true is not supported by eaglevk (the head would run wrongly)", source, key);
-}
-
-}  // namespace
-
 Eagle3Config load_eagle3_config(const loader::ModelFiles& files) {
-  const nlohmann::json& j = files.config;
   const std::string source = files.format == "gguf" ? files.source() : (files.folder / "config.json").string();
-  Eagle3Config c;
-  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-                             j["architectures"][0].is_string()
-                         ? j["architectures"][0].get<std::string>()
-                         : "";
-  if (jf::has(j, "speculators_model_type")) {
-    std::string type = jf::required_string(j, "speculators_model_type", source);
-    if (type != "eagle3") fail("{}: speculators_model_type '{}' is not eagle3", source, type);
-    c.format = "speculators";
-    if (!j.contains("transformer_layer_config")) fail("{}: missing transformer_layer_config", source);
-    c.layer = loader::parse_llama_config(j["transformer_layer_config"], source + " transformer_layer_config",
-                                         {"LlamaForCausalLM"});
-    c.target_vocab_size = c.layer.vocab_size;
-    c.draft_vocab_size = jf::optional_int(j, "draft_vocab_size", source).value_or(32000);
-    c.norm_before_residual = jf::optional_bool(j, "norm_before_residual", source).value_or(false);
-    c.target_hidden_size = jf::optional_int(j, "target_hidden_size", source).value_or(c.layer.hidden_size);
-    for (const char* flag : {"norm_before_fc", "fc_norm", "norm_output"}) refuse_flag(j, flag, source);
-    if (jf::has(j, "eagle_aux_hidden_state_layer_ids")) {
-      c.aux_layers = read_ids(j["eagle_aux_hidden_state_layer_ids"], source, "eagle_aux_hidden_state_layer_ids");
-      c.aux_layers_rule = "speculators eagle_aux_hidden_state_layer_ids: the residual stream entering each layer (vLLM), as given";
-    }
-  } else if (arch == "LlamaForCausalLMEagle3" || (arch == "LlamaForCausalLM" && jf::has(j, "draft_vocab_size"))) {
-    const bool gguf = jf::has(j, "eaglevk_source_format");
-    c.format = gguf ? "gguf" : "eagle3";
-    nlohmann::json layer = j;
-    layer["architectures"] = {"LlamaForCausalLM"};
-    c.layer = loader::parse_llama_config(layer, source, {"LlamaForCausalLM"});
-    c.target_vocab_size = c.layer.vocab_size;
-    c.draft_vocab_size = jf::optional_int(j, "draft_vocab_size", source).value_or(c.layer.vocab_size);
-    c.norm_before_residual = jf::optional_bool(j, "norm_before_residual", source).value_or(false);
-    c.target_hidden_size = jf::optional_int(j, "target_hidden_size", source).value_or(c.layer.hidden_size);
-    if (jf::has(j, "eagle_aux_hidden_state_layer_ids")) {
-      c.aux_layers = read_ids(j["eagle_aux_hidden_state_layer_ids"], source, "eagle_aux_hidden_state_layer_ids");
-      c.aux_layers_rule = gguf ? "GGUF eagle3 tap layers: the residual stream entering each layer (llama.cpp), as given"
-                               : "eagle_aux_hidden_state_layer_ids: the residual stream entering each layer, as given";
-    } else if (j.contains("eagle_config") && jf::has(j["eagle_config"], "eagle_aux_hidden_state_layer_ids")) {
-      // NVIDIA ModelOpt heads name layer outputs; SGLang serves them one layer later.
-      c.aux_layers = read_ids(j["eagle_config"]["eagle_aux_hidden_state_layer_ids"], source,
-                              "eagle_config.eagle_aux_hidden_state_layer_ids");
-      for (uint32_t& id : c.aux_layers) ++id;
-      c.aux_layers_rule = "eagle_config.eagle_aux_hidden_state_layer_ids name layer outputs (ModelOpt, SGLang): +1";
-    }
-  } else {
-    fail("{}: not an EAGLE-3 draft (architecture '{}'; expected LlamaForCausalLMEagle3 or a speculators eagle3 "
-         "config)",
-         source, arch);
-  }
-  if (c.layer.num_hidden_layers != 1)
-    fail("{}: the draft has {} layers; eaglevk runs one-layer EAGLE-3 heads", source, c.layer.num_hidden_layers);
-  if (c.draft_vocab_size <= 0 || c.draft_vocab_size > c.target_vocab_size)
-    fail("{}: draft_vocab_size {} outside 1..{}", source, c.draft_vocab_size, c.target_vocab_size);
-  return c;
+  return loader::parse_eagle3_config(files.config, source);
 }
 
 namespace {

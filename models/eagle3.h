@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/eagle3_config.h"
 #include "loader/hf_config.h"
 #include "loader/model_files.h"
 #include "models/llama3.h"
@@ -17,27 +18,10 @@
 
 namespace eaglevk::models {
 
-struct Eagle3Config {
-  std::string format;               // "eagle3" (original), "speculators" or "gguf"
-  loader::LlamaConfig layer;        // the decoder layer's sizes, norm eps and rope (the head's own)
-  int draft_vocab_size = 0;         // Vd
-  int target_vocab_size = 0;        // V the head was trained against
-  int target_hidden_size = 0;       // Ht (equals layer.hidden_size unless the head says otherwise)
-  bool norm_before_residual = false;
-  std::vector<uint32_t> aux_layers;  // canonical tap ids (residual stream entering layer j); empty: default
-  std::string aux_layers_rule;       // how the configured ids were read (logged when they are used)
-};
-
-// Tap ids by source format (engines disagree on what a configured id means):
-//   speculators `eagle_aux_hidden_state_layer_ids` and GGUF `eagle3.target_layers` /
-//   `extract_layers`: the residual stream entering layer i (vLLM, speculators, llama.cpp),
-//   used as given;
-//   original-layout configs with `eagle_config.eagle_aux_hidden_state_layer_ids` (NVIDIA
-//   ModelOpt exports, served by SGLang): the output of layer i, i.e. the stream entering
-//   layer i + 1, so each id gets + 1 (the Maverick head's [1, 23, 44] taps 2, 24, 45);
-//   a top-level `eagle_aux_hidden_state_layer_ids` in an original-layout config: as given;
-//   no ids: the family default (2, L/2, L-3).
-// `eaglevk eval --aux-shift-sweep` measures which shift a head was really trained with.
+// The config reading lives in the loader (loader/eagle3_config.h says how tap ids are read per
+// source format), so that it is tested and fuzzed without Vulkan.
+using loader::Eagle3Config;
+// parse_eagle3_config on files.config, naming config.json (or the GGUF file) in errors.
 Eagle3Config load_eagle3_config(const loader::ModelFiles& files);
 
 // The family default: (2, L/2, L-3).

@@ -88,6 +88,15 @@ ops::ExpertWeights ExpertTensor::weights() const {
   return w;
 }
 
+Llama4Config load_llama4_config(const loader::ModelFiles& files) {
+  const std::string source = files.format == "gguf" ? files.source() : (files.folder / "config.json").string();
+  Llama4Config c = loader::parse_llama4_config(files.config, source);
+  // generation_config.json, as for Llama-3: its bos, then its eos ids before config.json's.
+  if (files.generation_config)
+    loader::apply_generation_config(c.base, *files.generation_config, (files.folder / "generation_config.json").string());
+  return c;
+}
+
 Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama4Model m;
   m.config = load_llama4_config(files);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "loader/hf_config.h"
+#include "loader/llama4_config.h"
 #include "loader/model_files.h"
 #include "models/llama4_vision.h"
 #include "models/target_state.h"
@@ -15,21 +16,9 @@
 
 namespace eaglevk::models {
 
-struct Llama4Config {
-  loader::LlamaConfig base;       // sizes, eps, rope, vocab, eos; intermediate_size = expert width
-  int intermediate_size_mlp = 0;  // dense layers
-  int num_local_experts = 0;
-  int num_experts_per_tok = 1;
-  std::vector<bool> moe_layer;    // per layer
-  std::vector<bool> rope_layer;   // per layer: true = RoPE (HF's no_rope_layers value 1)
-  std::vector<bool> chunked_layer;
-  int attention_chunk_size = 8192;
-  bool use_qk_norm = true;
-  bool attn_temperature_tuning = true;
-  float floor_scale = 8192, attn_scale = 0.1f;
-  std::string prefix;             // "language_model." in the multimodal checkpoint
-};
-
+// The config reading lives in the loader (loader/llama4_config.h), so that it is tested and fuzzed
+// without Vulkan. This reads files.config and applies files.generation_config.
+using loader::Llama4Config;
 Llama4Config load_llama4_config(const loader::ModelFiles& files);
 
 // A fused expert tensor on the device, split into as few allocations as the device's

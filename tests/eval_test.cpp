@@ -15,7 +15,6 @@
 
 #include <eaglevk/error.h>
 
-#include "runtime/engine/dataset.h"
 #include "support/golden.h"
 #include "support/process.h"
 
@@ -204,18 +203,6 @@ TEST(Eval, AuxShiftSweepNeedsADraft) {
   EXPECT_NE(plain.err.find("eval needs a draft (-d)"), std::string::npos) << plain.err;
   Result help = run_cli("eval --help");
   EXPECT_NE(help.out.find("--aux-shift-sweep"), std::string::npos) << help.out;
-}
-
-TEST(Dataset, ParsesTheThreeLineForms) {
-  auto d = engine::parse_dataset("{\"prompt\": \"a\"}\n\n{\"turns\": [\"b\", \"c\"]}\n"
-                                 "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"u\"}]}\n",
-                                 "mem", true);
-  ASSERT_EQ(d.items.size(), 3u);
-  EXPECT_EQ(d.items[0].prompt, "a");
-  EXPECT_EQ(d.items[1].line, 3u);
-  EXPECT_EQ(d.items[1].turns.size(), 2u);
-  EXPECT_EQ(d.items[2].messages[1].content, "u");
-  EXPECT_THROW(engine::parse_dataset("{\"messages\": [{\"role\": 1}]}\n", "mem", true), Error);
 }
 
 }  // namespace

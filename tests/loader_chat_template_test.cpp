@@ -253,3 +253,51 @@ TEST(ChatTemplate, LoadErrorsAreClear) {
   EXPECT_EQ(ChatTemplate::load(dir).format, ChatFormat::Llama4);
   fs::remove_all(dir);
 }
+
+// The Llama-3.0 and tiny templates trim each content (`| trim`) but route no roles, so they
+// used to skip the UTF-8 check that the official templates make: a message ending in a
+// truncated sequence was walked by code point past its end. Every template now refuses it,
+// naming the message, and the content is never read beyond its bytes.
+TEST(ChatTemplate, TrimTemplatesRefuseTruncatedUtf8) {
+  const ChatTemplate tiny = ChatTemplate::load(kTinyDir);
+  ASSERT_TRUE(tiny.trim_content);
+  ASSERT_FALSE(tiny.knowledge_date_preamble);
+  const ChatTemplate first = ChatTemplate::from_string(
+      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}",
+      "<|begin_of_text|>");
+  // The content is a prefix of a longer buffer whose next bytes would complete the character.
+  const std::string buffer = "  hi \xE2\x82\xAC  ";
+  for (size_t cut : {6u, 7u}) {
+    const std::vector<ChatMessage> m = {{"system", "be brief"}, {"user", buffer.substr(0, cut)}};
+    for (const ChatTemplate* t : {&tiny, &first}) {
+      try {
+        t->render(m, true);
+        ADD_FAILURE() << "truncated UTF-8 rendered";
+      } catch (const eaglevk::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("chat message 1 is not valid UTF-8"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // Invalid bytes in the role are refused the same way; valid content still trims as before.
+  EXPECT_THROW(tiny.render(std::vector<ChatMessage>{{"us\xFF", "x"}}, true), eaglevk::Error);
+  const std::vector<ChatMessage> ok = {{"user", buffer}};
+  EXPECT_NE(first.render(ok, true).find("\n\nhi \xE2\x82\xAC<|eot_id|>"), std::string::npos);
+}
+
+// Found by chat_template_fuzz: a template whose text is not valid UTF-8 (possible in
+// chat_template.jinja or GGUF metadata; JSON strings are always valid) rendered its knowledge
+// cutoff, and so the prompt, as invalid UTF-8. Templates and bos tokens are now checked.
+TEST(ChatTemplate, TemplatesThatAreNotUtf8AreRefused) {
+  const std::string cutoff_cut =
+      "{{- bos_token }}{%- set date_string = \"26 Jul 2024\" %}<|start_header_id|><|end_header_id|><|eot_id|>"
+      "{{- \"Cutting Knowledge Date: Dece\xb7mber 2023\\n\" }} message['content'] | trim";
+  try {
+    ChatTemplate::from_string(cutoff_cut, "<|begin_of_text|>");
+    ADD_FAILURE() << "a template with invalid UTF-8 was accepted";
+  } catch (const eaglevk::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat template is not valid UTF-8 (at byte"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ChatTemplate::from_string(kLlama4Template, "<|begin_of_text\xE2\x82"), eaglevk::Error);
+}

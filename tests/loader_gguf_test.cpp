@@ -491,7 +491,7 @@ TEST(Gguf, WriterRefusesBadInput) {
   expect_error([&] { write_gguf(path, {}, u8); }, "dtype U8 has no GGUF type");
   std::vector<GgufTensorData> twice = {{"w", DType::I8, {18}, bytes}, {"w", DType::I8, {18}, bytes}};
   expect_error([&] { write_gguf(path, {}, twice); }, "tensor 'w' given twice");
-  expect_error([&] { write_gguf(path, {{"k", {GgufType::U8, GgufType::U8, 256}}}, {}); }, "'k': 256 is not a 8-bit unsigned");
+  expect_error([&] { write_gguf(path, {{"k", {GgufType::U8, GgufType::U8, 256}}}, {}); }, "'k': number 256 is not a 8-bit unsigned");
   expect_error([&] { write_gguf(path, {{"k", {GgufType::STRING, GgufType::U8, 1}}}, {}); }, "is not a string");
   expect_error([&] { write_gguf(path, {{"k", {GgufType::ARRAY, GgufType::ARRAY, json::array()}}}, {}); }, "nested");
   expect_error([&] { write_gguf(path, {{"k", {GgufType::U8, GgufType::U8, 1}}, {"k", {GgufType::U8, GgufType::U8, 1}}}, {}); },

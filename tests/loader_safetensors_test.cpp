@@ -406,3 +406,48 @@ TEST(Safetensors, CorruptedBytesNeverCrash) {
     try_open(bytes);
   }
 }
+
+namespace {
+
+// The 8-byte length field followed by a short header; the file itself stays small.
+std::string with_length_field(uint64_t length) {
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &length, 8);
+  return out + "{}";
+}
+
+}  // namespace
+
+// The safetensors format refuses headers over 100,000,000 bytes; so does the loader, before it
+// compares the length with the file size (which used to be the only check), so that the error
+// names the limit and a large file with a bogus length is never parsed as JSON.
+TEST(Safetensors, HeaderLengthOverTheFormatLimitIsRefused) {
+  for (uint64_t length : {uint64_t(1) << 63, ~uint64_t(0), uint64_t(100'000'001), kMaxSafetensorsHeaderBytes + 1}) {
+    const std::string bytes = with_length_field(length);
+    expect_error([&] { parse_safetensors({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, "x.safetensors"); },
+                 "is over the 100000000-byte limit");
+  }
+  // At the limit, the length is checked against the file as before.
+  const std::string at_limit = with_length_field(kMaxSafetensorsHeaderBytes);
+  expect_error([&] { parse_safetensors({reinterpret_cast<const std::byte*>(at_limit.data()), at_limit.size()}, "x"); },
+               "runs past the end of the file");
+}
+
+TEST(Safetensors, IndexParsesWithoutTouchingShards) {
+  const SafetensorsIndex index = parse_safetensors_index(
+      R"({"metadata": {"total_size": 16, "format": "pt"}, "weight_map": {"a": "m-1.safetensors", "b": "m-2.safetensors"}})",
+      "index.json");
+  EXPECT_EQ(index.weight_map.size(), 2u);
+  EXPECT_EQ(index.metadata.at("total_size"), "16");
+  EXPECT_EQ(index.metadata.at("format"), "pt");
+  expect_error([&] { parse_safetensors_index(R"({"weight_map": {"a": "../x"}})", "index.json"); }, "invalid shard path");
+  expect_error([&] { parse_safetensors_index(R"({"weight_map": {"a": 1}})", "index.json"); }, "is not a string");
+  expect_error([&] { parse_safetensors_index("[", "index.json"); }, "malformed JSON");
+  expect_error([&] { parse_safetensors_index(std::string(kMaxSafetensorsIndexBytes + 1, ' '), "index.json"); },
+               "limit for a safetensors index");
+  // A file over the limit is refused before it is read (a sparse file: no disk space used).
+  TempDir tmp;
+  write_all(tmp.path / "model.safetensors.index.json", "{}");
+  fs::resize_file(tmp.path / "model.safetensors.index.json", kMaxSafetensorsIndexBytes + 1);
+  expect_error([&] { Checkpoint::open(tmp.path); }, "limit for a safetensors index");
+}

@@ -243,6 +243,39 @@ TEST(Tokenizer, InvalidUtf8IsRejectedClearly) {
   EXPECT_EQ(eaglevk::loader::sanitize_utf8("\xf0\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+// Truncated sequences at the end of a view into a longer buffer: the bytes after the view are
+// the continuation bytes a reader past the end would find, so an overrun shows as a length
+// beyond the view even without ASan.
+TEST(Tokenizer, TruncatedUtf8AtTheEndOfAViewStaysInside) {
+  using eaglevk::loader::decode_code_point;
+  const std::string buffer = "a\xE2\x82\xAC \xF0\x9F\x98\x80 \xC3\xA9";
+  struct Cut {
+    size_t length;  // the view is buffer[0, length)
+    size_t pos;     // where the truncated sequence starts
+  };
+  for (const Cut cut : {Cut{2, 1}, Cut{3, 1}, Cut{6, 5}, Cut{7, 5}, Cut{8, 5}, Cut{11, 10}}) {
+    const std::string_view view(buffer.data(), cut.length);
+    size_t n = 0;
+    EXPECT_EQ(decode_code_point(view, cut.pos, &n), U'\uFFFD') << "cut at " << cut.length;
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(cut.pos + n, view.size()) << "cut at " << cut.length;
+    // python_strip (the chat templates' trim) walks the same way and ends inside the view.
+    const std::string_view stripped = eaglevk::loader::python_strip(view);
+    EXPECT_LE(stripped.data() + stripped.size(), view.data() + view.size());
+    // encode refuses the text naming the offset; the sanitized text round-trips.
+    eaglevk::testing::expect_error([&] { tiny().encode(view, false); }, "not valid UTF-8");
+    const std::string clean = eaglevk::loader::sanitize_utf8(view);
+    EXPECT_EQ(tiny().decode(tiny().encode(clean, false)), clean);
+  }
+  // A lone lead byte before a space is one U+FFFD of one byte: the space after it is whitespace.
+  size_t n = 0;
+  EXPECT_EQ(decode_code_point("\xE2  ", 0, &n), U'\uFFFD');
+  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(eaglevk::loader::python_strip(std::string_view("x\xE2  ")), "x\xE2");
+  EXPECT_EQ(decode_code_point("\xE2\x82\xAC", 0, &n), U'\u20AC');
+  EXPECT_EQ(n, 3u);
+}
+
 TEST(Tokenizer, LongInputsStayFast) {
   const auto start = std::chrono::steady_clock::now();
   for (const std::string& text : {std::string(200000, ' '), std::string(200000, 'a'), std::string(100000, '='),
@@ -517,4 +550,22 @@ TEST(Tokenizer, SplitBehaviorsMatchHuggingFaceDocs) {
   eaglevk::loader::split_by_regex(literal, tricky, {0, tricky.size()}, SplitBehavior::Isolated, false, pieces);
   ASSERT_EQ(pieces.size(), 3u);
   EXPECT_EQ(tricky.substr(pieces[1].offset, pieces[1].length), "a.*\\E(b");
+}
+
+// tokenizer.json over 64 MiB is refused before it is read (the real Llama-3 one is ~9 MB), and
+// the same limit holds for text handed to from_json. Sparse files: no disk space is used.
+TEST(Tokenizer, FilesOverTheSizeLimitAreRefusedUnread) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk_tok_cap_{}", ::getpid());
+  fs::create_directories(dir);
+  fs::copy_file(kTinyDir / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  EXPECT_NO_THROW(Tokenizer::load(dir));
+  fs::resize_file(dir / "tokenizer.json", eaglevk::loader::kMaxTokenizerFileBytes + 1);
+  eaglevk::testing::expect_error([&] { Tokenizer::load(dir); }, "over the 67108864-byte (64 MiB) limit");
+  fs::copy_file(kTinyDir / "tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "tokenizer_config.json") << "{}";
+  fs::resize_file(dir / "tokenizer_config.json", eaglevk::loader::kMaxTokenizerFileBytes + 1);
+  eaglevk::testing::expect_error([&] { Tokenizer::load(dir); }, "tokenizer_config.json: 67108865 bytes is over");
+  fs::remove_all(dir);
+  const std::string big(eaglevk::loader::kMaxTokenizerFileBytes + 1, ' ');
+  eaglevk::testing::expect_error([&] { Tokenizer::from_json(big, {}, {}, "mem"); }, "64 MiB");
 }

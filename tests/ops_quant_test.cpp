@@ -19,7 +19,6 @@
 
 #include "loader/quant.h"
 #include "runtime/ops/ops.h"
-#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -111,24 +110,8 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   vk::Buffer wbuf;
   auto weights = upload(wbuf, w, type, n, k);
   vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
-  auto product = ref_matmul(x, w.values, rows, n, k);
-  // The matrix-vector kernel runs in every vendor's configuration; the tiled GEMM has one.
-  const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
-  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
-    MatvecShapeScope scope(config.shape);
-    for (bool accumulate : {false, true}) {
-      vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
-      rec.begin();
-      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
-      rec.submit_and_wait();
-      auto want = product;
-      if (accumulate)
-        for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
-      EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
-          << "accumulate " << accumulate << " matvec configuration " << config.name;
-    }
-    if (!vector) break;
-  }
+  expect_matmul_in_every_configuration(oc, xbuf, weights, ybuf, bias, ref_matmul(x, w.values, rows, n, k), rows, n, k,
+                                       path, kAtol, kRtol);
 }
 
 std::vector<QuantMatmulCase> quant_matmul_cases() {

@@ -7,7 +7,6 @@
 #include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
-#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -64,25 +63,8 @@ TEST_P(MatmulTest, MatchesReference) {
   vk::Buffer wbuf;
   auto weights = upload_weights(wbuf, w, type, n, k);
   vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
-  const auto product = ref_matmul(x, round_through(w, type), rows, n, k);
-  // The matrix-vector kernel runs in every vendor's configuration; the tiled GEMM has one.
-  const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
-  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
-    MatvecShapeScope scope(config.shape);
-    // Plain product, then the same product accumulated onto y (the fused residual add).
-    for (bool accumulate : {false, true}) {
-      vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
-      rec.begin();
-      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, path);
-      rec.submit_and_wait();
-      auto want = product;
-      if (accumulate)
-        for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
-      EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, 1e-4, 1e-4))
-          << "accumulate " << accumulate << " matvec configuration " << config.name;
-    }
-    if (!vector) break;
-  }
+  expect_matmul_in_every_configuration(oc, xbuf, weights, ybuf, bias, ref_matmul(x, round_through(w, type), rows, n, k),
+                                       rows, n, k, path, 1e-4, 1e-4);
 }
 
 std::vector<MatmulCase> matmul_cases() {

@@ -23,8 +23,8 @@
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
+#include "loader/dataset.h"
 #include "runtime/engine/elapsed.h"
-#include "runtime/engine/dataset.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
 
@@ -85,7 +85,7 @@ struct EvalPass {
 // What every pass shares: the dataset, the target and the generation settings.
 struct EvalSetup {
   const EvalArgs& args;
-  const engine::Dataset& data;
+  const loader::Dataset& data;
   size_t count = 0;
   ops::Gpu& gpu;
   const LoadedModel& m;
@@ -96,7 +96,7 @@ struct EvalSetup {
 };
 
 // A line's images: their placeholders expanded and their features computed.
-engine::ImagePrompt item_image_prompt(const EvalSetup& e, const engine::DatasetItem& item, std::vector<int32_t> ids) {
+engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetItem& item, std::vector<int32_t> ids) {
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : item.images) images.push_back(loader::load_image(path));
   try {
@@ -108,17 +108,17 @@ engine::ImagePrompt item_image_prompt(const EvalSetup& e, const engine::DatasetI
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
 // and answers so far.
-std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const engine::DatasetItem& item,
+std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const loader::DatasetItem& item,
                                      size_t g, std::vector<loader::ChatMessage>& conversation) {
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
     if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
     return m.tokenizer.encode(m.chat->render(messages, true), false);
   };
   switch (item.kind) {
-    case engine::DatasetItem::Kind::Prompt:
+    case loader::DatasetItem::Kind::Prompt:
       return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
-    case engine::DatasetItem::Kind::Messages: return chat_ids(item.messages);
-    case engine::DatasetItem::Kind::Turns:
+    case loader::DatasetItem::Kind::Messages: return chat_ids(item.messages);
+    case loader::DatasetItem::Kind::Turns:
       conversation.push_back({"user", item.turns[g]});
       return chat_ids(conversation);
   }
@@ -136,14 +136,14 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
   EvalPass pass;
   Progress progress{e.count};
   for (size_t i = 0; i < e.count; ++i) {
-    const engine::DatasetItem& item = e.data.items[i];
+    const loader::DatasetItem& item = e.data.items[i];
     PromptResult r;
     r.index = i;
     r.line = item.line;
     // One generation per prompt; MT-bench turns are several, each asked after the model's
     // own answer to the one before, in one conversation.
     std::vector<loader::ChatMessage> conversation;
-    size_t generations = item.kind == engine::DatasetItem::Kind::Turns ? item.turns.size() : 1;
+    size_t generations = item.kind == loader::DatasetItem::Kind::Turns ? item.turns.size() : 1;
     for (size_t g = 0; g < generations; ++g) {
       std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
       engine::GenerationOptions options = e.options;
@@ -166,7 +166,7 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
         r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
         r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
       }
-      if (item.kind == engine::DatasetItem::Kind::Turns)
+      if (item.kind == loader::DatasetItem::Kind::Turns)
         conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
       r.tokens.push_back(out.tokens);
       pass.outputs.push_back(std::move(out.tokens));
@@ -223,7 +223,7 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
 }
 
 void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::filesystem::path& dir, size_t count,
-                const engine::Dataset& data, const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
+                const loader::Dataset& data, const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
   nlohmann::json j;
   j["dataset"] = a.dataset;
   j["model"] = dir.string();
@@ -256,7 +256,7 @@ void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::fi
                         {"acceptance_length", r.stats.mean_acceptance_length()},
                         {"seconds", r.seconds}};
     // The generated ids: one list, or one per turn for a `turns` line.
-    const bool turns = data.items[r.index].kind == engine::DatasetItem::Kind::Turns;
+    const bool turns = data.items[r.index].kind == loader::DatasetItem::Kind::Turns;
     e["tokens"] = turns ? nlohmann::json(r.tokens) : nlohmann::json(r.tokens.empty() ? std::vector<int32_t>{} : r.tokens[0]);
     if (baseline) {
       e["baseline_seconds"] = r.baseline_seconds;
@@ -285,7 +285,7 @@ int eval_command(const EvalArgs& a) {
   } else {
     a.spec.check_chain();
   }
-  engine::Dataset data = engine::load_dataset(a.dataset, a.strict);
+  loader::Dataset data = loader::load_dataset(a.dataset, a.strict);
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
   size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
 

@@ -53,9 +53,8 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
     vkDestroyBuffer(ctx->device, handle, nullptr);
     handle = VK_NULL_HANDLE;
     memory = VK_NULL_HANDLE;
-    VulkanError e(result, fmt::format("cannot allocate {} MiB for buffer '{}': {}", size >> 20, name, result_name(result)));
-    ctx->note_failure(e);
-    throw e;
+    ctx->raise(VulkanError(result, fmt::format("cannot allocate {} MiB for buffer '{}': {}", size >> 20, name,
+                                               result_name(result))));
   }
   bytes_in_use += bytes;
   EAGLEVK_VK(vkBindBufferMemory(ctx->device, handle, memory, 0));

@@ -267,8 +267,13 @@ void Context::check_usable() const {
                                   info.name));
 }
 
-void Context::note_failure(const VulkanError& e) const {
+void Context::raise(const VulkanError& e) const {
   if (e.device_lost()) lost = true;
+  throw e;
+}
+
+void Context::check_result(VkResult result, const char* what) const {
+  if (result != VK_SUCCESS) raise(VulkanError(result, fmt::format("Vulkan call {} failed: {}", what, result_name(result))));
 }
 
 // A GPU that has not finished one submission in 10 minutes is hung (drivers reset a stuck GPU

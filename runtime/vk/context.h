@@ -74,9 +74,11 @@ struct Context {
   uint64_t fence_timeout_ns = 0;
   // Throws VulkanError(VK_ERROR_DEVICE_LOST) once the device is lost.
   void check_usable() const;
-  // Records `e` as the loss of the device when it is one, then rethrows nothing: callers
-  // rethrow themselves.
-  void note_failure(const VulkanError& e) const;
+  // Throws `e`, first marking the device lost when `e` says so (a lost or hung device).
+  [[noreturn]] void raise(const VulkanError& e) const;
+  // EAGLEVK_VK for the calls that can lose the device (submission, fence waits): a failure
+  // goes through raise().
+  void check_result(VkResult result, const char* what) const;
 
   explicit Context(const ContextOptions& options = ContextOptions::from_env());
   ~Context();

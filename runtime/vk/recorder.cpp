@@ -262,12 +262,7 @@ void Recorder::resubmit() {
   info.pCommandBuffers = &cmd_;
   VkResult result = take_fault(FaultPoint::Submit);
   if (result == VK_SUCCESS) result = vkQueueSubmit(ctx_.queue, 1, &info, fence_);
-  try {
-    check(result, "vkQueueSubmit");
-  } catch (const VulkanError& e) {
-    ctx_.note_failure(e);
-    throw;
-  }
+  ctx_.check_result(result, "vkQueueSubmit");
   pending_ = true;
 }
 
@@ -276,20 +271,12 @@ void Recorder::wait() {
   const auto t0 = std::chrono::steady_clock::now();
   VkResult result = take_fault(FaultPoint::Wait);
   if (result == VK_SUCCESS) result = vkWaitForFences(ctx_.device, 1, &fence_, VK_TRUE, ctx_.fence_timeout_ns);
-  if (result == VK_TIMEOUT) {
-    // The submission may still be running: leave the fence alone and count the device as hung.
-    const VulkanError e(VK_TIMEOUT, fmt::format("the device did not finish a submission within {} s "
-                                                "(EAGLEVK_FENCE_TIMEOUT): treated as lost",
-                                                ctx_.fence_timeout_ns / 1'000'000'000ull));
-    ctx_.note_failure(e);
-    throw e;
-  }
-  try {
-    check(result, "vkWaitForFences");
-  } catch (const VulkanError& e) {
-    ctx_.note_failure(e);
-    throw;
-  }
+  // On a timeout the submission may still be running: the fence stays pending, the device hung.
+  if (result == VK_TIMEOUT)
+    ctx_.raise(VulkanError(VK_TIMEOUT, fmt::format("the device did not finish a submission within {} s "
+                                                   "(EAGLEVK_FENCE_TIMEOUT): treated as lost",
+                                                   ctx_.fence_timeout_ns / 1'000'000'000ull)));
+  ctx_.check_result(result, "vkWaitForFences");
   pending_ = false;
   if (profile) {
     const double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

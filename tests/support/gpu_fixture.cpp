@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "shaders/shared_constants.h"
+
 namespace eaglevk::testing {
 
 ops::Gpu& gpu() {
@@ -32,6 +34,29 @@ MatvecShapeScope::MatvecShapeScope(ops::MatvecShape shape) : saved(gpu().matvec_
   gpu().matvec_shape_override = shape;
 }
 MatvecShapeScope::~MatvecShapeScope() { gpu().matvec_shape_override = saved; }
+
+void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                          vk::Buffer& y, const std::vector<float>& bias,
+                                          const std::vector<double>& product, uint32_t rows, uint32_t n, uint32_t k,
+                                          ops::MatmulPath path, double atol, double rtol) {
+  const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
+    MatvecShapeScope scope(config.shape);
+    // Plain product, then the same product accumulated onto y (the fused residual add).
+    for (bool accumulate : {false, true}) {
+      vk::upload(gpu().ctx, y, bias.data(), bias.size() * 4);
+      oc.rec.begin();
+      ops::matmul(oc, ops::Act(x, k), weights, ops::Act(y, n), rows, accumulate, path);
+      oc.rec.submit_and_wait();
+      std::vector<double> want = product;
+      if (accumulate)
+        for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
+      EXPECT_TRUE(all_close(read_back<float>(y, want.size()), want, atol, rtol))
+          << "accumulate " << accumulate << " matvec configuration " << config.name;
+    }
+    if (!vector) break;
+  }
+}
 
 void GpuTest::SetUp() { errors_before_ = gpu().ctx.validation_errors.load(); }
 

@@ -39,6 +39,14 @@ struct MatvecShapeScope {
   std::optional<ops::MatvecShape> saved;
 };
 
+// ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
+// `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
+// kernel (once for the tiled GEMM), against `product`, the reference x W^T.
+void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                          vk::Buffer& y, const std::vector<float>& bias,
+                                          const std::vector<double>& product, uint32_t rows, uint32_t n, uint32_t k,
+                                          ops::MatmulPath path, double atol, double rtol);
+
 // Device buffers filled from and read back to host vectors.
 template <typename T>
 vk::Buffer device_buffer(const std::vector<T>& host, const std::string& name) {

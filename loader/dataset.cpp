@@ -1,4 +1,4 @@
-#include "runtime/engine/dataset.h"
+#include "loader/dataset.h"
 
 #include <fstream>
 #include <sstream>
@@ -9,7 +9,7 @@
 
 #include "loader/chat_messages.h"
 
-namespace eaglevk::engine {
+namespace eaglevk::loader {
 namespace {
 
 // Returns an empty string when the line parsed into `item`, else the reason it did not.
@@ -41,7 +41,7 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
   if (j.contains("messages")) {
     item.kind = DatasetItem::Kind::Messages;
     try {
-      loader::ParsedChat chat = loader::parse_chat_messages(j["messages"], image_dir);
+      ParsedChat chat = parse_chat_messages(j["messages"], image_dir);
       item.messages = std::move(chat.messages);
       item.images = std::move(chat.images);
     } catch (const Error& e) {
@@ -89,4 +89,4 @@ Dataset load_dataset(const std::filesystem::path& path, bool strict) {
   return parse_dataset(s.str(), path.string(), strict, path.parent_path());
 }
 
-}  // namespace eaglevk::engine
+}  // namespace eaglevk::loader

@@ -1,14 +1,16 @@
+#include "loader/llama4_config.h"
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
 #include <eaglevk/error.h>
 
-#include "models/llama4.h"
+#include "loader/json_excerpt.h"
 
-namespace eaglevk::models {
+namespace eaglevk::loader {
 
-namespace jf = loader::json_field;
+namespace jf = json_field;
 
 namespace {
 
@@ -16,36 +18,38 @@ std::vector<bool> flags_from_list(const nlohmann::json& list, int layers, const 
   if (!list.is_array() || int(list.size()) != layers)
     fail("{}: {} must list one value per layer ({})", source, key, layers);
   std::vector<bool> out;
-  for (const auto& v : list) out.push_back(v.is_boolean() ? v.get<bool>() : v.get<int>() != 0);
+  for (const auto& v : list) {
+    if (!v.is_boolean() && !v.is_number()) fail("{}: {} holds {}, not a number or a boolean", source, key, json_excerpt(v));
+    out.push_back(v.is_boolean() ? v.get<bool>() : v.get<double>() != 0);
+  }
   return out;
 }
 
 }  // namespace
 
-Llama4Config load_llama4_config(const loader::ModelFiles& files) {
-  const std::string source = files.format == "gguf" ? files.source() : (files.folder / "config.json").string();
-  const nlohmann::json& j = files.config;
-  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()
+Llama4Config parse_llama4_config(const nlohmann::json& j, const std::string& source) {
+  std::string arch = j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+                             j["architectures"][0].is_string()
                          ? j["architectures"][0].get<std::string>()
                          : "";
   Llama4Config c;
-  nlohmann::json text;
+  // A reference into the config, never a copy: copying recurses once per level of nesting,
+  // which a hostile file makes 100,000 deep.
+  const nlohmann::json* text_ptr = &j;
   if (arch == "Llama4ForConditionalGeneration") {
     if (!j.contains("text_config") || !j["text_config"].is_object()) fail("{}: missing text_config", source);
-    text = j["text_config"];
+    text_ptr = &j["text_config"];
     c.prefix = "language_model.";
   } else if (arch == "Llama4ForCausalLM") {
-    text = j.contains("text_config") ? j["text_config"] : j;
+    if (j.contains("text_config")) text_ptr = &j["text_config"];
   } else {
     fail("{}: architecture '{}' is not Llama-4", source, arch);
   }
+  const nlohmann::json& text = *text_ptr;
   const std::string text_source = source + (c.prefix.empty() ? "" : " text_config");
-  text["architectures"] = {"LlamaForCausalLM"};  // the shared fields read like Llama's
-  c.base = loader::parse_llama_config(text, text_source, {"LlamaForCausalLM"});
+  // The shared fields read like Llama's; text_config names no architecture.
+  c.base = parse_llama_config(text, text_source, {});
   c.base.architecture = arch;
-  // generation_config.json, as for Llama-3: its bos, then its eos ids before config.json's.
-  if (files.generation_config)
-    loader::apply_generation_config(c.base, *files.generation_config, (files.folder / "generation_config.json").string());
   const int L = c.base.num_hidden_layers;
   c.intermediate_size_mlp = jf::optional_int(text, "intermediate_size_mlp", text_source).value_or(16384);
   c.num_local_experts = jf::optional_int(text, "num_local_experts", text_source).value_or(16);
@@ -54,10 +58,11 @@ Llama4Config load_llama4_config(const loader::ModelFiles& files) {
     fail("{}: num_experts_per_tok {} outside 1..{}", text_source, c.num_experts_per_tok, std::min(8, c.num_local_experts));
   c.moe_layer.assign(L, false);
   if (jf::has(text, "moe_layers")) {
+    if (!text["moe_layers"].is_array()) fail("{}: moe_layers must be a list of layer ids", text_source);
     for (const auto& v : text["moe_layers"]) {
-      int l = v.get<int>();
-      if (l < 0 || l >= L) fail("{}: moe_layers holds {}, outside 0..{}", text_source, l, L - 1);
-      c.moe_layer[l] = true;
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= L)
+        fail("{}: moe_layers holds {}, outside 0..{}", text_source, json_excerpt(v), L - 1);
+      c.moe_layer[v.get<int64_t>()] = true;
     }
   } else {
     int step = jf::optional_int(text, "interleave_moe_layer_step", text_source).value_or(1);
@@ -74,16 +79,21 @@ Llama4Config load_llama4_config(const loader::ModelFiles& files) {
   if (jf::has(text, "layer_types")) {
     if (!text["layer_types"].is_array() || int(text["layer_types"].size()) != L)
       fail("{}: layer_types must list one type per layer", text_source);
-    for (const auto& t : text["layer_types"]) c.chunked_layer.push_back(t.get<std::string>() == "chunked_attention");
+    for (const auto& t : text["layer_types"]) {
+      if (!t.is_string()) fail("{}: layer_types holds {}, not a string", text_source, json_excerpt(t));
+      c.chunked_layer.push_back(t.get_ref<const std::string&>() == "chunked_attention");
+    }
   } else {
     c.chunked_layer = c.rope_layer;
   }
   c.use_qk_norm = jf::optional_bool(text, "use_qk_norm", text_source).value_or(true);
   // Some configs carry an integer here: any value > 0 turns it on (as vLLM reads it).
-  if (jf::has(text, "attn_temperature_tuning"))
-    c.attn_temperature_tuning = text["attn_temperature_tuning"].is_boolean()
-                                    ? text["attn_temperature_tuning"].get<bool>()
-                                    : text["attn_temperature_tuning"].get<double>() > 0;
+  if (jf::has(text, "attn_temperature_tuning")) {
+    const nlohmann::json& tuning = text["attn_temperature_tuning"];
+    if (!tuning.is_boolean() && !tuning.is_number())
+      fail("{}: attn_temperature_tuning must be a boolean or a number, got {}", text_source, json_excerpt(tuning));
+    c.attn_temperature_tuning = tuning.is_boolean() ? tuning.get<bool>() : tuning.get<double>() > 0;
+  }
   c.floor_scale = jf::optional_float(text, "floor_scale", text_source).value_or(8192);
   c.attn_scale = jf::optional_float(text, "attn_scale", text_source).value_or(0.1f);
   if (c.floor_scale <= 0) fail("{}: floor_scale must be positive", text_source);
@@ -91,4 +101,4 @@ Llama4Config load_llama4_config(const loader::ModelFiles& files) {
   return c;
 }
 
-}  // namespace eaglevk::models
+}  // namespace eaglevk::loader

@@ -10,7 +10,7 @@
 
 #include "loader/chat_template.h"
 
-namespace eaglevk::engine {
+namespace eaglevk::loader {
 
 struct DatasetItem {
   enum class Kind { Prompt, Turns, Messages };
@@ -18,7 +18,7 @@ struct DatasetItem {
   Kind kind = Kind::Prompt;
   std::string prompt;
   std::vector<std::string> turns;
-  std::vector<loader::ChatMessage> messages;
+  std::vector<ChatMessage> messages;
   std::vector<std::filesystem::path> images;  // the messages' image parts, in prompt order
 };
 
@@ -39,4 +39,4 @@ Dataset load_dataset(const std::filesystem::path& path, bool strict);
 Dataset parse_dataset(const std::string& text, const std::string& source, bool strict,
                       const std::filesystem::path& image_dir = {});
 
-}  // namespace eaglevk::engine
+}  // namespace eaglevk::loader

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Fuzzes one parser for SECONDS (default 60): builds eaglevk_TARGET_fuzz with clang's libFuzzer,
+# ASan and UBSan in $BUILD (default build-fuzz/), seeds a corpus, runs it. Further arguments go
+# to libFuzzer (e.g. -runs=1000000). Exits non-zero when the fuzzer finds a crash, a sanitizer
+# report, a leak, a timeout or an out-of-memory; the input that did it is left in
+# $BUILD/fuzz-artifacts-TARGET/. The corpus grows in $BUILD/fuzz-corpus-TARGET/ across runs.
+#
+#   bash tests/fuzz/run_fuzz.sh TARGET [SECONDS] [libFuzzer flags...]
+#
+# Targets, and their seeds (tests/fuzz/TARGET.dict is the dictionary when there is one;
+# tests/fuzz/make_seeds.py writes the hand-made seeds under tests/fuzz/seeds/):
+#   gguf           the GGUF parser: tests/fuzz/seeds/*.gguf (every value type, every dtype,
+#                  alignments 32 and 64) and the first 256 KiB of each assets/gguf file.
+#   image          PNG/JPEG decoding and the Llama-4 preprocessing: the PNGs of
+#                  assets/tiny-llama4-vision/images and tests/fuzz/seeds/image/.
+#   safetensors    .safetensors files and model.safetensors.index.json: seeds/safetensors/.
+#   config         config.json (Llama-3, Llama-4, EAGLE-3 both layouts) and generation_config:
+#                  every assets/*/config.json and generation_config.json, seeds/config/.
+#   tokenizer      tokenizer.json, and encode/decode of text: the assets' tokenizer.json files and
+#                  prompts (with their mode byte), seeds/tokenizer/.
+#   chat_template  template recognition and rendering: the assets' chat templates, dataset
+#                  messages and seeds/chat_template/.
+#   dataset        the JSONL datasets of `eaglevk eval`: assets/*/prompts.jsonl, tests/data/*.jsonl.
+set -euo pipefail
+target=${1:?usage: run_fuzz.sh TARGET [SECONDS] [libFuzzer flags...]}
+seconds=${2:-60}
+shift $(($# < 2 ? $# : 2))
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="${BUILD:-$root/build-fuzz}"
+seeds="$root/tests/fuzz/seeds"
+
+# Mode bytes: tokenizer and chat_template inputs start with a byte whose parity picks what the
+# rest is (even: a tokenizer.json / a template; odd: text / a conversation).
+with_mode() {  # with_mode BYTE SRC DST
+  { printf "$1"; cat "$2"; } >"$3"
+}
+chat_template_of() {  # the chat_template string of a tokenizer_config.json
+  python3 -c 'import json,sys; t=json.load(open(sys.argv[1])).get("chat_template"); print(t if isinstance(t, str) else "", end="")' "$1"
+}
+
+corpus="$build/fuzz-corpus-$target"
+artifacts="$build/fuzz-artifacts-$target"
+max_len=16384
+case "$target" in
+  gguf) max_len=262144 ;;
+  image) max_len=65536 ;;
+  safetensors) max_len=65536 ;;
+  tokenizer) max_len=262144 ;;
+  config | chat_template | dataset) ;;
+  *) echo "run_fuzz.sh: unknown target '$target' (gguf, image, safetensors, config, tokenizer, chat_template, dataset)" >&2
+     exit 2 ;;
+esac
+
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DEAGLEVK_FUZZ=ON -DEAGLEVK_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" --target "eaglevk_${target}_fuzz" -- -j2
+
+mkdir -p "$corpus" "$artifacts"
+case "$target" in
+  gguf)
+    cp "$seeds"/*.gguf "$corpus"/
+    find "$root/assets/gguf" -name '*.gguf' -print0 | while IFS= read -r -d '' f; do
+      head -c 262144 "$f" >"$corpus/head-$(basename "$f")"
+    done ;;
+  image) cp "$root"/assets/tiny-llama4-vision/images/*.png "$seeds"/image/* "$corpus"/ ;;
+  safetensors) cp "$seeds"/safetensors/* "$corpus"/ ;;
+  config)
+    for f in "$root"/assets/*/config.json "$root"/assets/*/generation_config.json "$root"/assets/gguf/*/config.json; do
+      cp "$f" "$corpus/$(basename "$(dirname "$f")")-$(basename "$f")"
+    done
+    cp "$seeds"/config/* "$corpus"/ ;;
+  tokenizer)
+    for dir in "$root"/assets/tiny-llama3 "$root"/assets/tiny-llama4-vision; do
+      with_mode '\000' "$dir/tokenizer.json" "$corpus/$(basename "$dir")-tokenizer.json"
+    done
+    with_mode '\001' "$root/assets/tiny-llama3/prompts.jsonl" "$corpus/prompts-text"
+    cp "$seeds"/tokenizer/* "$corpus"/ ;;
+  chat_template)
+    for dir in "$root"/assets/tiny-llama3 "$root"/assets/tiny-llama4-vision; do
+      chat_template_of "$dir/tokenizer_config.json" >"$corpus/tmp"
+      with_mode '\000' "$corpus/tmp" "$corpus/$(basename "$dir")-template"
+    done
+    rm -f "$corpus/tmp"
+    cp "$seeds"/chat_template/* "$corpus"/ ;;
+  dataset) cp "$root"/assets/tiny-llama3/prompts.jsonl "$root"/tests/data/*.jsonl "$corpus"/ ;;
+esac
+
+dict=()
+[[ -f "$root/tests/fuzz/$target.dict" ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
+# libFuzzer returns non-zero on any finding; set -e turns that into this script's status.
+"$build/eaglevk_${target}_fuzz" "$corpus" "${dict[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 \
+  -max_len="$max_len" -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@"

@@ -1,0 +1,44 @@
+// The JSONL datasets of `eaglevk eval` (loader/dataset.h): host-only, so they are tested and
+// fuzzed without Vulkan.
+#include <gtest/gtest.h>
+
+#include <eaglevk/error.h>
+
+#include "loader/dataset.h"
+#include "support/loader_test_util.h"
+
+namespace {
+
+using eaglevk::testing::expect_error;
+using namespace eaglevk::loader;
+
+TEST(Dataset, ParsesTheThreeLineForms) {
+  auto d = parse_dataset("{\"prompt\": \"a\"}\n\n{\"turns\": [\"b\", \"c\"]}\n"
+                         "{\"messages\": [{\"role\": \"system\", \"content\": \"s\"}, {\"role\": \"user\", \"content\": \"u\"}]}\n",
+                         "mem", true);
+  ASSERT_EQ(d.items.size(), 3u);
+  EXPECT_EQ(d.items[0].prompt, "a");
+  EXPECT_EQ(d.items[1].line, 3u);
+  EXPECT_EQ(d.items[1].turns.size(), 2u);
+  EXPECT_EQ(d.items[2].messages[1].content, "u");
+  EXPECT_THROW(parse_dataset("{\"messages\": [{\"role\": 1}]}\n", "mem", true), eaglevk::Error);
+}
+
+TEST(Dataset, BadLinesAreSkippedOrRefusedByLine) {
+  const std::string text = "{\"prompt\": \"a\"}\r\n[1]\n{\"prompt\": 3}\n{\"turns\": []}\n{\"x\": 1}\n{\n";
+  const Dataset d = parse_dataset(text, "mem", false);
+  ASSERT_EQ(d.items.size(), 1u);
+  ASSERT_EQ(d.problems.size(), 5u);
+  EXPECT_EQ(d.problems[0].line, 2u);
+  EXPECT_EQ(d.problems[0].message, "not a JSON object");
+  EXPECT_EQ(d.problems[1].message, "'prompt' must be a string");
+  EXPECT_EQ(d.problems[2].message, "'turns' is empty");
+  EXPECT_EQ(d.problems[3].message, "no 'prompt', 'turns' or 'messages' field");
+  expect_error([&] { parse_dataset(text, "mem", true); }, "mem:2: not a JSON object");
+  expect_error([&] { parse_dataset("\n \t\n", "mem", false); }, "yields no prompt");
+  // A line nested 100,000 deep parses (nlohmann does not recurse) and is reported, not a crash.
+  const std::string deep = "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}\n{\"prompt\": \"a\"}\n";
+  EXPECT_EQ(parse_dataset(deep, "mem", false).problems.size(), 1u);
+}
+
+}  // namespace
