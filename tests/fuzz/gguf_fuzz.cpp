@@ -1,4 +1,4 @@
-// libFuzzer entry for the GGUF parser (tests/fuzz/run_gguf_fuzz.sh builds and runs it). Every
+// libFuzzer entry for the GGUF parser (`tests/fuzz/run_fuzz.sh gguf` builds and runs it). Every
 // input must either parse or give an eaglevk::Error. libFuzzer hands over an exactly sized heap
 // buffer, so AddressSanitizer reports any read past it; reading the first and last byte of
 // every tensor the parser accepted checks that their ranges really lie inside the input.

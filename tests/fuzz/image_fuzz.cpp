@@ -1,4 +1,4 @@
-// libFuzzer entry for image prompts (tests/fuzz/run_image_fuzz.sh builds and runs it): the PNG
+// libFuzzer entry for image prompts (`run_fuzz.sh image` builds and runs it): the PNG
 // and JPEG decoders and the Llama-4 preprocessing of whatever they accept. Every input must
 // either decode or give an eaglevk::Error; a decoded image must have consistent sizes, and its
 // preprocessed pixels must have the planned shape and lie in [-1, 1].
