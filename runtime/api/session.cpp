@@ -21,11 +21,12 @@ namespace {
 constexpr uint32_t kMaxRows = kSessionMaxRows;
 
 void check_params(const SessionParams& p) {
-  try {
-    engine::check_sampling(p.sampling);
-  } catch (const Error& e) {
-    fail_as(ErrorKind::InvalidArgument, "{}", e.what());
-  }
+  // The C API's own field names in its messages; engine::check_sampling holds the same rules.
+  const engine::SamplingParams& s = p.sampling;
+  if (!std::isfinite(s.temperature) || s.temperature < 0)
+    fail_as(ErrorKind::InvalidArgument, "temperature must be a finite number >= 0, got {}", s.temperature);
+  if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
+  if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
   if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
 }
 

@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "runtime/vk/check.h"
+#include "runtime/vk/validation_count.h"
 
 namespace eaglevk::vk {
 
@@ -258,6 +259,7 @@ void find_memory_budget(Context& ctx) {
 }  // namespace
 
 uint32_t validation_errors_in_process() { return process_validation_errors.load(); }
+void forgive_validation_errors(uint32_t count) { process_validation_errors -= count; }
 
 void Context::check_usable() const {
   if (lost.load())

@@ -1,0 +1,11 @@
+#pragma once
+// Test-only adjustment of vk::validation_errors_in_process() (runtime/vk/context.h).
+#include <cstdint>
+
+namespace eaglevk::vk {
+
+// Takes `count` errors back out of the process-wide count: for the one test that provokes
+// errors on purpose, to show that synchronization validation catches a missing barrier.
+void forgive_validation_errors(uint32_t count);
+
+}  // namespace eaglevk::vk
