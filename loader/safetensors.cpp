@@ -387,6 +387,7 @@ uint16_t f32_to_f16(float value) {
 void to_f32(const TensorView& t, std::span<float> out) {
   const size_t n = static_cast<size_t>(t.numel());
   if (out.size() != n) fail("{}: tensor '{}': to_f32 output holds {} values, tensor has {}", t.file, t.name, out.size(), n);
+  if (n == 0) return;  // an empty tensor: memcpy must not see the null data of an empty span (UBSan)
   switch (t.dtype) {
     case DType::F32: std::memcpy(out.data(), t.data, n * 4); return;
     case DType::BF16: for (size_t i = 0; i < n; ++i) out[i] = bf16_to_f32(load<uint16_t>(t.data + 2 * i)); return;
