@@ -1,8 +1,10 @@
 #pragma once
-// Classifying eaglevk::Error for the facade. The runtime throws one exception type, so the
-// kind comes from the stage that was running: `within(kind, body)` turns a plain Error thrown
-// by `body` into an ApiError of that kind, and leaves ApiErrors (already classified) alone.
-#include <string_view>
+// Classifying eaglevk::Error for the facade. A failed Vulkan call or allocation
+// (vk::VulkanError) is classified by its VkResult whatever stage hit it (a model too big for the
+// GPU fails while loading); any other Error takes the kind of the stage that was running:
+// `within(kind, body)` turns it into an ApiError of that kind, and leaves ApiErrors (already
+// classified) alone.
+#include <new>
 #include <utility>
 
 #include <eaglevk/eaglevk.hpp>
@@ -10,14 +12,6 @@
 #include "runtime/vk/check.h"
 
 namespace eaglevk::api {
-
-// Allocation and Vulkan call failures are device failures whatever stage hit them (a model too
-// big for the GPU fails while loading). Their messages come from runtime/vk/check.h and
-// runtime/vk/buffer.cpp.
-inline ErrorKind refine(ErrorKind stage, std::string_view message) {
-  if (message.starts_with("Vulkan call ") || message.starts_with("cannot allocate ")) return ErrorKind::Device;
-  return stage;
-}
 
 template <typename Body>
 decltype(auto) within(ErrorKind stage, Body&& body) {
@@ -32,7 +26,7 @@ decltype(auto) within(ErrorKind stage, Body&& body) {
   } catch (const std::bad_alloc&) {
     throw ApiError(ErrorKind::OutOfMemory, "out of host memory");
   } catch (const Error& e) {
-    throw ApiError(refine(stage, e.what()), e.what());
+    throw ApiError(stage, e.what());
   }
 }
 
