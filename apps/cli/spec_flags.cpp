@@ -14,7 +14,7 @@
 namespace eaglevk::cli {
 
 void add_spec_flags(CLI::App* sub, SpecFlags& f) {
-  f.k_option = sub->add_option("-k,--num-spec-tokens", f.k, "chain drafting: draft tokens per round (with -d)")
+  f.k_option = sub->add_option("-k,--num-spec-tokens", f.k, "chain drafting: draft tokens per round, 1..16 (with -d)")
                    ->capture_default_str();
   sub->add_option("--spec-steps", f.steps,
                   "tree drafting: draft levels (SGLang's --speculative-num-steps; EAGLE's depth + 1)");
