@@ -1,12 +1,31 @@
 #include "support/golden.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <string>
 
 #include <eaglevk/error.h>
 
 namespace eaglevk::testing {
 
 std::string asset(const std::string& relative) { return std::string(EAGLEVK_ASSETS) + "/" + relative; }
+
+size_t golden_prompts_to_decode(size_t subset, size_t total) {
+  const char* all = std::getenv("EAGLEVK_GOLDEN_ALL");
+  return all && std::string(all) == "1" ? total : std::min(subset, total);
+}
+
+GoldenAcceptance golden_acceptance(const Golden& golden, uint32_t k, size_t prompts) {
+  GoldenAcceptance a;
+  const std::string key = std::to_string(k);
+  for (size_t i = 0; i < prompts && i < golden.prompts.size(); ++i) {
+    const nlohmann::json& s = golden.prompts[i].spec.at(key);
+    a.drafts += s.at("num_drafts").get<uint64_t>();
+    a.accepted += s.at("num_accepted_tokens").get<uint64_t>();
+  }
+  return a;
+}
 
 Golden load_golden(const std::string& model_dir) { return load_golden_file(model_dir + "/golden.json"); }
 

@@ -30,4 +30,16 @@ Golden load_golden(const std::string& model_dir);  // model_dir/golden.json
 Golden load_golden_file(const std::string& path);
 std::string asset(const std::string& relative);  // EAGLEVK_ASSETS / relative
 
+// How many of the golden prompts (the first ones) a test decodes: `subset` by default, which
+// keeps the suite within CI's time on lavapipe (about 10 tokens/s for the tiny models), and
+// every one with EAGLEVK_GOLDEN_ALL=1 (docs/testing.md records such full runs).
+size_t golden_prompts_to_decode(size_t subset, size_t total);
+
+// golden.json's per-prompt speculative counts at k, summed over its first `prompts` prompts.
+struct GoldenAcceptance {
+  uint64_t drafts = 0, accepted = 0;
+  double mean_acceptance_length() const { return drafts ? 1.0 + double(accepted) / double(drafts) : 0.0; }
+};
+GoldenAcceptance golden_acceptance(const Golden& golden, uint32_t k, size_t prompts);
+
 }  // namespace eaglevk::testing

@@ -1,5 +1,7 @@
 #include "support/pairs.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -54,33 +56,17 @@ engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uin
   return total;
 }
 
-// Greedy speculative output equals plain greedy output token for token on every golden
-// prompt, and the acceptance counters agree with golden.json within 5%.
-std::vector<engine::SpecStats> check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks,
-                                                             const std::vector<uint32_t>& aux, bool compare_golden) {
+std::vector<engine::SpecStats> check_lossless_and_acceptance(Pair& p, const std::vector<uint32_t>& ks, size_t prompts) {
   std::vector<engine::SpecStats> totals;
-  models::Eagle3Model overridden;
-  const models::Eagle3Model* draft = &p.draft;
-  if (!aux.empty()) {
-    overridden = models::load_eagle3(gpu().ctx, p.draft_dir, p.target.config(), aux);
-    draft = &overridden;
-  }
+  prompts = std::min(prompts, p.golden.prompts.size());
   for (uint32_t k : ks) {
-    engine::SpecStats total = expect_lossless(p, *draft, k);
-    std::string key = std::to_string(k);
-    fmt::print("{} aux {},{},{} k={}: drafts {} accepted {} AL {:.3f}", p.target_dir.substr(p.target_dir.rfind('/') + 1),
-               draft->aux_layers[0], draft->aux_layers[1], draft->aux_layers[2], k, total.num_drafts,
-               total.num_accepted_tokens, total.mean_acceptance_length());
-    if (compare_golden && p.golden.raw["acceptance"].contains(key)) {
-      const auto& gold = p.golden.raw["acceptance"][key];
-      double want = gold["mean_acceptance_length"];
-      EXPECT_NEAR(total.mean_acceptance_length(), want, 0.05 * want) << "k " << k;
-      fmt::print(" (golden {:.3f}); per position eaglevk/golden", want);
-      auto rates = total.acceptance_per_position();
-      for (size_t j = 0; j < rates.size(); ++j)
-        fmt::print(" {:.3f}/{:.3f}", rates[j], gold["acceptance_rate_per_position"][j].get<double>());
-    }
-    fmt::print("\n");
+    engine::SpecStats total = expect_lossless(p, p.draft, k, prompts);
+    const GoldenAcceptance want = golden_acceptance(p.golden, k, prompts);
+    fmt::print("{} k={} on {} prompts: drafts {} accepted {} AL {:.3f} (golden: drafts {} accepted {} AL {:.3f})\n",
+               p.target_dir.substr(p.target_dir.rfind('/') + 1), k, prompts, total.num_drafts, total.num_accepted_tokens,
+               total.mean_acceptance_length(), want.drafts, want.accepted, want.mean_acceptance_length());
+    EXPECT_NEAR(total.mean_acceptance_length(), want.mean_acceptance_length(), 0.05 * want.mean_acceptance_length())
+        << "k " << k;
     totals.push_back(total);
   }
   return totals;
