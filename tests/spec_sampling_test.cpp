@@ -31,7 +31,7 @@ struct SpecSampling : GpuTest {};
 TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
   Pair& p = pair("A");
   const auto& prompt = p.golden.prompts[14].prompt_ids;  // 5 tokens: cheap prefills
-  const uint32_t seeds = 200;
+  const uint32_t seeds = 300;
   engine::TargetRunner plain(gpu(), p.target, 64, 16);
   engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, 3, 16), wrong(gpu(), p.target, p.draft, 64, 3, 16),
       sampled(gpu(), p.target, p.draft, 64, 3, 16);
