@@ -4,8 +4,8 @@
 // (original format, 32000-token draft vocabulary with d2t). Checked: sharded loading; the
 // last-position logits against a plain C++ float reference of the same layers; prefill grids
 // folded past the workgroup limit (lowered, as 300 rows would need at the real one) against
-// unfolded ones, bit for bit (prompts of 8 tokens: every single-row step reads all 3 GB of
-// weights, about 10 s of lavapipe, and a prefill row costs as much);
+// unfolded ones, bit for bit (prompts of 8 tokens: on lavapipe every pass over the 3 GB of
+// weights takes many seconds, and the suite has to fit CI's time);
 // speculative decoding at k = 3 lossless against plain decoding; the CLI with the real
 // tokenizer, the chat template, the draft and a context shrunk to a 4 GiB device.
 #include <unistd.h>
