@@ -10,14 +10,43 @@
 #define W_QUANT
 #endif
 
+// Weights are read as 32-bit words (wword) or 16-byte quads (wquad, 16-byte aligned). In the
+// TEXEL_LOADS variants the binding is a storage texel buffer instead of a storage buffer: CPU
+// implementations (llvmpipe) vectorize texel loads across a subgroup but load storage-buffer
+// elements one invocation at a time, so the same arithmetic runs several times faster there.
+// Both variants read the same bits and add in the same order.
+#if defined(WEIGHT_BINDING) && defined(TEXEL_LOADS)
+#if defined(W_QUANT) && !defined(W_Q4_K) && !defined(W_Q5_K)
+// 18-, 22- and 34-byte blocks are not 16-byte aligned: 4-byte texels.
+layout(binding = WEIGHT_BINDING, r32ui) uniform readonly uimageBuffer weight_texels;
+uint wword(uint i) { return imageLoad(weight_texels, int(i)).x; }
+uvec4 wquad(uint i) { return uvec4(wword(4u * i), wword(4u * i + 1u), wword(4u * i + 2u), wword(4u * i + 3u)); }
+#else
+layout(binding = WEIGHT_BINDING, rgba32ui) uniform readonly uimageBuffer weight_texels;
+uvec4 wquad(uint i) { return imageLoad(weight_texels, int(i)); }
+uint wword(uint i) { return wquad(i >> 2)[i & 3u]; }
+#endif
+#elif defined(WEIGHT_BINDING)
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { uint weights[]; };
+layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer16 { uvec4 weights16[]; };
+uint wword(uint i) { return weights[i]; }
+uvec4 wquad(uint i) { return weights16[i]; }
+#endif
+
 #if defined(WEIGHT_BINDING) && defined(W_QUANT)
 #include "quant.glsl"
 #elif defined(WEIGHT_BINDING) && defined(W_F32)
-layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { float weights[]; };
-float wload(uint i) { return weights[i]; }
-vec2 wload2(uint i) { return vec2(weights[i], weights[i + 1]); }  // i even
+float wload(uint i) { return uintBitsToFloat(wword(i)); }
+vec2 wload2(uint i) { return vec2(wload(i), wload(i + 1u)); }  // i even
+// Elements [8j, 8j + 8) of the binding.
+void wload8(uint j, out float w[8]) {
+  uvec4 a = wquad(2u * j), b = wquad(2u * j + 1u);
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    w[i] = uintBitsToFloat(a[i]);
+    w[i + 4] = uintBitsToFloat(b[i]);
+  }
+}
 #elif defined(WEIGHT_BINDING)
-layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { uint weights[]; };
 float half_bits_to_float(uint h) {
 #if defined(W_F16)
   return unpackHalf2x16(h).x;
@@ -26,16 +55,28 @@ float half_bits_to_float(uint h) {
 #endif
 }
 float wload(uint i) {
-  uint pair = weights[i >> 1];
+  uint pair = wword(i >> 1);
   return half_bits_to_float((i & 1u) != 0u ? pair >> 16 : pair & 0xffffu);
 }
 vec2 wload2(uint i) {  // i even: both halves of one word
-  uint pair = weights[i >> 1];
+  uint pair = wword(i >> 1);
 #if defined(W_F16)
   return unpackHalf2x16(pair);
 #else
   return vec2(uintBitsToFloat(pair << 16), uintBitsToFloat(pair & 0xffff0000u));
 #endif
+}
+void wload8(uint j, out float w[8]) {  // elements [8j, 8j + 8): one 16-byte quad
+  uvec4 q = wquad(j);
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+#if defined(W_F16)
+    vec2 h = unpackHalf2x16(q[i]);
+#else
+    vec2 h = vec2(uintBitsToFloat(q[i] << 16), uintBitsToFloat(q[i] & 0xffff0000u));
+#endif
+    w[2 * i] = h.x;
+    w[2 * i + 1] = h.y;
+  }
 }
 #endif
 

@@ -5,6 +5,9 @@
 // finishes each dot product. The order in which a row's products are added never depends on
 // how many rows share the dispatch, so a verify pass of k+1 rows gives each row the bits a
 // single-row decode step gives it. Block-quantized weights (W_QUANT) are decoded in place.
+// Float rows whose length is a multiple of 8 are read 16 bytes of weights at a time. The
+// TEXEL_LOADS variant reads x and W through texel buffers (common.glsl says why) and is chosen
+// only where x rows start on 4-element boundaries; it adds in the same order as this one.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define WEIGHT_BINDING 1
 #include "common.glsl"
@@ -15,7 +18,15 @@ layout(constant_id = 1) const uint OUTS = 1;
 // which matters on CPU implementations (lavapipe) where barriers are expensive.
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
 
+#if defined(TEXEL_LOADS)
+layout(binding = 0, rgba32f) uniform readonly imageBuffer x_texels;
+float xload(uint i) { return imageLoad(x_texels, int(i >> 2))[i & 3u]; }
+vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
+#else
 layout(binding = 0, std430) readonly buffer X { float x[]; };
+float xload(uint i) { return x[i]; }
+vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
+#endif
 layout(binding = 2, std430) buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -54,20 +65,56 @@ void main() {
         if (r >= p.rows) break;
         uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
         float xv[8];
-        [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = x[xi + i];
+#if defined(TEXEL_LOADS)
+        vec4 lo = xload4(xi), hi = xload4(xi + 4u);
+        [[unroll]] for (uint i = 0; i < 4; ++i) {
+          xv[i] = lo[i];
+          xv[i + 4] = hi[i];
+        }
+#else
+        [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = xload(xi + i);
+#endif
         [[unroll]] for (uint o = 0; o < OUTS; ++o)
           [[unroll]] for (uint i = 0; i < 8; ++i) acc[o][r] = fma(xv[i], w[o][i], acc[o][r]);
       }
     }
   }
 #else
-  if ((p.K & 1u) == 0u) {
+  if ((p.K & 7u) == 0u) {
+    // Eight consecutive elements per thread and step: one 16-byte load of bf16/f16 weights.
+    for (uint k = 8u * gl_LocalInvocationID.x; k < p.K; k += 8u * gl_WorkGroupSize.x) {
+      vec4 xlo[MATVEC_MAX_ROWS], xhi[MATVEC_MAX_ROWS];
+      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+        if (r >= p.rows) break;
+        uint xi = p.x_offset + r * p.x_stride + k;
+#if defined(TEXEL_LOADS)
+        xlo[r] = xload4(xi);
+        xhi[r] = xload4(xi + 4u);
+#else
+        xlo[r] = vec4(xload(xi), xload(xi + 1u), xload(xi + 2u), xload(xi + 3u));
+        xhi[r] = vec4(xload(xi + 4u), xload(xi + 5u), xload(xi + 6u), xload(xi + 7u));
+#endif
+      }
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+        if (o >= outs) break;
+        float w[8];
+        wload8(((n0 + o) * p.K + k) >> 3, w);
+        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+          if (r >= p.rows) break;
+          float a = acc[o][r];
+          [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xlo[r][i], w[i], a);
+          [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xhi[r][i], w[i + 4], a);
+          acc[o][r] = a;
+        }
+      }
+    }
+  } else if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {
       vec2 xv[MATVEC_MAX_ROWS];
       [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
         if (r >= p.rows) break;
         uint xi = p.x_offset + r * p.x_stride + k;
-        xv[r] = vec2(x[xi], x[xi + 1u]);
+        xv[r] = vec2(xload(xi), xload(xi + 1u));
       }
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         if (o >= outs) break;
@@ -85,7 +132,7 @@ void main() {
         float w = wload((n0 + o) * p.K + k);
         [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
           if (r >= p.rows) break;
-          acc[o][r] = fma(x[p.x_offset + r * p.x_stride + k], w, acc[o][r]);
+          acc[o][r] = fma(xload(p.x_offset + r * p.x_stride + k), w, acc[o][r]);
         }
       }
     }

@@ -8,7 +8,8 @@
 // K_MAJOR (float types): the bound experts are stored [E, K, N] as Hugging Face fuses them
 // (used as x W), read in place; one invocation per output accumulates over k in order, so the
 // reads of a workgroup are consecutive along n. The host binds row chunks of k and
-// accumulates the chunks.
+// accumulates the chunks. The TEXEL_LOADS variant reads x and W through texel buffers (see
+// common.glsl) and adds in the same order.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define WEIGHT_BINDING 1
 #include "common.glsl"
@@ -17,7 +18,15 @@ layout(constant_id = 1) const uint OUTS = 1;
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;  // see matvec.comp
 layout(constant_id = 3) const bool K_MAJOR = false;
 
+#if defined(TEXEL_LOADS)
+layout(binding = 0, rgba32f) uniform readonly imageBuffer x_texels;
+float xload(uint i) { return imageLoad(x_texels, int(i >> 2))[i & 3u]; }
+vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
+#else
 layout(binding = 0, std430) readonly buffer X { float x[]; };
+float xload(uint i) { return x[i]; }
+vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
+#endif
 layout(binding = 2, std430) buffer Y { float y[]; };
 layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
 
@@ -54,7 +63,7 @@ void main_k_major() {
 #endif
   uint xi = p.x_offset + r * p.x_stride;
   float acc = 0.0;
-  for (uint k = 0; k < p.K; ++k, w += p.N) acc = fma(x[xi + k], wload(w), acc);
+  for (uint k = 0; k < p.K; ++k, w += p.N) acc = fma(xload(xi + k), wload(w), acc);
   uint yi = p.y_offset + (r / p.slots) * p.y_stride + n;
   y[yi] = p.accumulate != 0u ? y[yi] + acc : acc;
 }
@@ -83,8 +92,8 @@ void main() {
     [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(wbase + (n0 + min(o, outs - 1u)) * row_bytes, g);
     [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
       uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
-      float xv[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = x[xi + i];
+      vec4 lo = xload4(xi), hi = xload4(xi + 4u);  // xi % 4 == 0 in the texel variant
+      float xv[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         float w[8];
         q_decode8(q[o], c, w);
@@ -99,7 +108,7 @@ void main() {
   uint wbase = uint(e) * (p.expert_stride / 2u);
 #endif
   for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
-    float xv = x[p.x_offset + r * p.x_stride + k];
+    float xv = xload(p.x_offset + r * p.x_stride + k);
     [[unroll]] for (uint o = 0; o < OUTS; ++o) {
       if (o >= outs) break;
       acc[o] = fma(xv, wload(wbase + (n0 + o) * p.K + k), acc[o]);

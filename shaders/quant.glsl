@@ -1,9 +1,9 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
 // when the variant defines one of W_Q4_0 ... W_Q6_K. Layouts: shared_constants.h and
-// loader/quant.h. The weights are bound as uint[] (no 16-bit storage feature needed): blocks of
-// 18, 22, 34 and 210 bytes start on 2-byte boundaries, so loads read the covering 32-bit words
-// and shift; Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as
-// uvec4. Every row is a whole number of blocks, so a block's words lie inside the binding.
+// loader/quant.h. The weights are read as 32-bit words and 16-byte quads (common.glsl's wword
+// and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34 and 210 bytes start on
+// 2-byte boundaries, so loads read the covering words and shift; Q4_K and Q5_K blocks (144, 176
+// bytes) sit on 16-byte boundaries and are read as quads. Every row is a whole number of blocks, so a block's words lie inside the binding.
 //
 // A thread decodes a group of QGROUP = 32 consecutive elements of a row: a whole block of the
 // 32-element formats, one sub-block of a K-quant super-block (256 elements). q_load reads the
@@ -13,16 +13,14 @@
 
 #define QGROUP 32
 
-layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer { uint weights[]; };
-
 // Bytes [a, a + 2) and [a, a + 16) of the binding; a is even.
-uint load_u16(uint a) { return (weights[a >> 2] >> ((a & 2u) * 8u)) & 0xffffu; }
+uint load_u16(uint a) { return (wword(a >> 2) >> ((a & 2u) * 8u)) & 0xffffu; }
 float load_half(uint a) { return unpackHalf2x16(load_u16(a)).x; }
 uvec4 load_16(uint a) {
   uint i = a >> 2;
-  uvec4 w = uvec4(weights[i], weights[i + 1u], weights[i + 2u], weights[i + 3u]);
+  uvec4 w = uvec4(wword(i), wword(i + 1u), wword(i + 2u), wword(i + 3u));
   if ((a & 2u) == 0u) return w;
-  return (w >> 16) | (uvec4(w.yzw, weights[i + 4u]) << 16);  // the fifth word only when needed
+  return (w >> 16) | (uvec4(w.yzw, wword(i + 4u)) << 16);  // the fifth word only when needed
 }
 
 // Byte j of 16 bytes held in a uvec4, of 32 bytes held in two; j is constant after unrolling.
@@ -52,8 +50,8 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 struct QGroup { uvec4 qs; float d, m; };
 QGroup q_load(uint row, uint g) {
   uint i = (row + g * QB) >> 2;  // 20-byte blocks are word-aligned
-  vec2 dm = unpackHalf2x16(weights[i]);
-  return QGroup(uvec4(weights[i + 1u], weights[i + 2u], weights[i + 3u], weights[i + 4u]), dm.x, dm.y);
+  vec2 dm = unpackHalf2x16(wword(i));
+  return QGroup(uvec4(wword(i + 1u), wword(i + 2u), wword(i + 3u), wword(i + 4u)), dm.x, dm.y);
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) {
@@ -85,8 +83,8 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 struct QGroup { uvec4 qs; uint qh; float d, m; };
 QGroup q_load(uint row, uint g) {
   uint i = (row + g * QB) >> 2;  // 24-byte blocks are word-aligned
-  vec2 dm = unpackHalf2x16(weights[i]);
-  return QGroup(uvec4(weights[i + 2u], weights[i + 3u], weights[i + 4u], weights[i + 5u]), weights[i + 1u], dm.x,
+  vec2 dm = unpackHalf2x16(wword(i));
+  return QGroup(uvec4(wword(i + 2u), wword(i + 3u), wword(i + 4u), wword(i + 5u)), wword(i + 1u), dm.x,
                 dm.y);
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
@@ -116,7 +114,6 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 #else
 #define QB QK5_K_BYTES
 #endif
-layout(binding = WEIGHT_BINDING, std430) readonly buffer WeightBuffer16 { uvec4 weights16[]; };
 // Sub-block s = g % 8 of super-block g / 8. Bytes 0-15: d, dmin, 12 bytes of 6-bit scales and
 // mins. Q4_K: qs[128] from byte 16; Q5_K: qh[32] from byte 16, qs[128] from byte 48. Sub-blocks
 // 2j and 2j+1 are the low and high nibbles of qs[32j .. 32j + 31]; Q5_K's bit s of qh[l] is
@@ -132,7 +129,7 @@ struct QGroup {
 uint scale_byte(uvec4 head, uint j) { return (head[1u + (j >> 2)] >> (8u * (j & 3u))) & 0xffu; }
 QGroup q_load(uint row, uint g) {
   uint i = (row + (g >> 3) * QB) >> 4, s = g & 7u;
-  uvec4 head = weights16[i];
+  uvec4 head = wquad(i);
   vec2 d = vec2(unpackHalf2x16(head.x).x, unpackHalf2x16(head.x >> 16).x);
   uint sc, m;  // ggml's get_scale_min_k4
   if (s < 4u) {
@@ -147,11 +144,11 @@ QGroup q_load(uint row, uint g) {
   uint qs = i + 1u + 2u * (s >> 1);
 #else
   uint qs = i + 3u + 2u * (s >> 1);
-  q.qh0 = weights16[i + 1u];
-  q.qh1 = weights16[i + 2u];
+  q.qh0 = wquad(i + 1u);
+  q.qh1 = wquad(i + 2u);
 #endif
-  q.qs0 = weights16[qs];
-  q.qs1 = weights16[qs + 1u];
+  q.qs0 = wquad(qs);
+  q.qs1 = wquad(qs + 1u);
   q.s = s;
   q.dsc = d.x * float(sc);
   q.dm = d.y * float(m);

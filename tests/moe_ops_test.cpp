@@ -5,8 +5,10 @@
 // tuning across floor_scale, and the per-head QK norm.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -76,6 +78,8 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
   // expert and chunk of rows (of k when k-major, accumulated).
   std::vector<uint64_t> limits = {0};
   if (T * K <= 40) limits.push_back(std::max<uint64_t>(4096, uint64_t(T) * K * std::max(H, 2 * I) * 4 + 64));
+  // Outputs by layout, limit and configuration: texel loads must give the storage-buffer bits.
+  std::map<std::tuple<std::string, uint64_t, std::string>, std::vector<float>> outputs;
   for (const VendorMatvecShape& config : vendor_matvec_shapes())
   for (const Layout& layout : layouts)
   for (uint64_t limit : limits) {
@@ -131,8 +135,14 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
         }
       }
     }
-    EXPECT_TRUE(all_close(read_back<float>(yb, size_t(T) * H), want, 1e-4, 1e-4));
+    outputs[{layout.name, limit, config.name}] = read_back<float>(yb, size_t(T) * H);
+    EXPECT_TRUE(all_close(outputs[{layout.name, limit, config.name}], want, 1e-4, 1e-4));
   }
+  for (const Layout& layout : layouts)
+    for (uint64_t limit : limits)
+      EXPECT_TRUE(bitwise_equal(outputs.at({layout.name, limit, "lavapipe"}),
+                                outputs.at({layout.name, limit, "lavapipe_storage_buffers"})))
+          << layout.name << ", binding limit " << limit << ": texel loads against storage buffers";
 }
 
 INSTANTIATE_TEST_SUITE_P(Batches, MoeTest,

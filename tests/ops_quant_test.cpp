@@ -161,6 +161,16 @@ TEST_F(QuantTest, MatvecIsBatchInvariant) {
   }
 }
 
+// Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order.
+TEST_F(QuantTest, MatvecTexelLoadsGiveTheStorageBufferBits) {
+  for (WeightType t : kQuantTypes) {
+    const uint32_t n = 29, k = several_blocks(t);
+    QuantMatrix w = quantized(t, n, k, 23);
+    vk::Buffer wbuf;
+    expect_texel_loads_match_storage_buffers(oc, upload(wbuf, w, t, n, k), 24);
+  }
+}
+
 // Weights above the binding limit are bound in row chunks: a 32 KiB limit splits a 200-row
 // matrix (86 to 163 KB) into several, for matvec, GEMM and the embedding gather.
 TEST_F(QuantTest, SplitAboveTheBindingLimit) {

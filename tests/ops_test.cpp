@@ -110,6 +110,16 @@ TEST_F(OpsTest, MatvecIsBatchInvariant) {
   }
 }
 
+// Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order.
+TEST_F(OpsTest, MatvecTexelLoadsGiveTheStorageBufferBits) {
+  const uint32_t n = 37, k = 264;
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    auto w = random_floats(size_t(n) * k, 17);
+    vk::Buffer wbuf;
+    expect_texel_loads_match_storage_buffers(oc, upload_weights(wbuf, w, t, n, k), 18);
+  }
+}
+
 // Weights larger than the binding limit are split into row chunks: lower the limit to a few
 // KiB and compare with the reference.
 TEST_F(OpsTest, MatmulAndEmbedSplitTensorsAboveTheBindingLimit) {

@@ -10,10 +10,13 @@
 
 namespace eaglevk::ops {
 
-// The matrix-vector kernel's shape: workgroup size, outputs per workgroup, and whether the
-// workgroup is one subgroup (no shared-memory reduction). Chosen per device (matvec_shape).
+// The matrix-vector kernel's shape: workgroup size, outputs per workgroup, whether the
+// workgroup is one subgroup (no shared-memory reduction), and whether activations and weights
+// are read through texel buffers where they are aligned for it (CPU devices: shaders/common.glsl
+// says why). Chosen per device (matvec_shape); the texel choice never changes a result's bits.
 struct MatvecShape {
   uint32_t workgroup, outs, one_subgroup;
+  uint32_t texel_loads = 0;
 };
 
 struct Gpu {

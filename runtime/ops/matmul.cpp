@@ -16,20 +16,28 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 
 }  // namespace
 
-MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size) {
+MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
+                             bool cpu_device) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
   // with small subgroups (lavapipe: 8) get several outputs per workgroup to amortise loads.
   // A workgroup is known to be one subgroup only where the driver cannot pick another
   // subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
-  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u};
+  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
 }
 
 MatvecShape matvec_shape(const Gpu& gpu) {
   if (gpu.matvec_shape_override) return *gpu.matvec_shape_override;
   const auto& f = gpu.ctx.info.features;
-  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size);
+  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
+                          gpu.ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+}
+
+bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk) {
+  // Float rows are read 8 elements (one 16-byte quad) at a time only when K is a multiple of 8.
+  if (!weight_type_quantized(w.type) && w.cols % 8) return false;
+  return x.texel_aligned() && vk::texel_view_possible(wchunk, weight_texel_format(w.type));
 }
 
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
@@ -39,14 +47,16 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
   const vk::Context& ctx = oc.gpu.ctx;
   bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
   const MatvecShape shape = matvec_shape(oc.gpu);
-  const vk::Kernel& kernel =
-      vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type),
-                                    {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs, /*ONE_SUBGROUP=*/shape.one_subgroup})
-             : oc.gpu.pipelines.get(shader_name("gemm", w.type));
   uint32_t chunk = w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
   for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
     uint32_t n = std::min(chunk, w.rows - n0);
     vk::BufferRange wchunk = w.rows_range(n0, n);
+    const bool texel = vector && shape.texel_loads && matvec_texel_loads(x, w, wchunk);
+    const vk::Kernel& kernel =
+        vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + (texel ? "_texel" : ""),
+                                      {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs,
+                                       /*ONE_SUBGROUP=*/shape.one_subgroup})
+               : oc.gpu.pipelines.get(shader_name("gemm", w.type));
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += step) {
       uint32_t r = std::min(step, rows - r0);

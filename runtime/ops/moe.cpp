@@ -56,7 +56,7 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
   // the fourth constant is given only where it is set.
   std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup};
   if (w.k_major) spec.push_back(1u);
-  const vk::Kernel& kernel = oc.gpu.pipelines.get(fmt::format("matvec_id_{}", weight_type_name(w.type)), spec);
+  const std::string shader = fmt::format("matvec_id_{}", weight_type_name(w.type));
   struct {
     uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_count,
         expert_stride, ids_offset;
@@ -76,6 +76,10 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
     push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, slots, slot, base, count,
             stride, ids.offset};
     vk::Arg o = add ? yc.updates(out_rows, N) : yc.writes(out_rows, N);
+    // Texel loads (CPU devices) where x and the bound experts can be viewed so: same bits.
+    const bool texel = shape.texel_loads && xc.texel_aligned() &&
+                       vk::texel_view_possible(weights, weight_texel_format(w.type));
+    const vk::Kernel& kernel = oc.gpu.pipelines.get(shader + (texel ? "_texel" : ""), spec);
     uint32_t groups_x = w.k_major ? (N + shape.workgroup - 1) / shape.workgroup : (N + outs - 1) / outs;
     oc.rec.dispatch(kernel, {xc.reads(rows, K), vk::reads(weights), o, vk::reads(ids.range)}, push, groups_x, rows, 1,
                     name);

@@ -41,9 +41,15 @@ enum class MatmulPath {
 // device, so results are reproducible.
 MatvecShape matvec_shape(const Gpu& gpu);
 // The shape a device with these subgroup properties gets: lavapipe's (8: one subgroup of 8,
-// 4 outputs), NVIDIA's (32: one subgroup of 32, 2 outputs), AMD's and Intel's (variable
-// subgroup size: 64 threads with a shared-memory reduction, 2 outputs).
-MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size);
+// 4 outputs, texel loads), NVIDIA's (32: one subgroup of 32, 2 outputs), AMD's and Intel's
+// (variable subgroup size: 64 threads with a shared-memory reduction, 2 outputs). `cpu_device`:
+// a CPU implementation with storage texel buffers.
+MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
+                             bool cpu_device);
+
+// Whether the matrix-vector kernel reads x and this chunk of W through texel buffers on a device
+// whose shape has texel_loads: x rows start on 16-byte texels and the chunk can be viewed.
+bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk);
 
 // y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,

@@ -56,6 +56,15 @@ vk::Access row_access(const Act& a, uint32_t rows, uint32_t width, bool read, bo
 }
 }  // namespace
 
+bool Act::texel_aligned() const {
+  return offset % 4 == 0 && stride % 4 == 0 && vk::texel_view_possible(range, VK_FORMAT_R32G32B32A32_SFLOAT);
+}
+
+VkFormat weight_texel_format(WeightType t) {
+  const bool quads = !weight_type_quantized(t) || t == WeightType::Q4_K || t == WeightType::Q5_K;
+  return quads ? VK_FORMAT_R32G32B32A32_UINT : VK_FORMAT_R32_UINT;
+}
+
 vk::Arg Act::reads(uint32_t rows, uint32_t width) const { return {range, row_access(*this, rows, width, true, false)}; }
 vk::Arg Act::writes(uint32_t rows, uint32_t width) const { return {range, row_access(*this, rows, width, false, true)}; }
 vk::Arg Act::updates(uint32_t rows, uint32_t width) const { return {range, row_access(*this, rows, width, true, true)}; }

@@ -22,6 +22,11 @@ uint64_t weight_row_bytes(WeightType t, uint64_t cols);
 // (the kernels decode whole blocks and assume rows start on block boundaries).
 void check_whole_blocks(WeightType t, uint32_t cols, const char* op);
 
+// The texel format texel-load kernel variants read weights of type t through: 16-byte quads
+// for the float types and the 16-byte-aligned K-quant super-blocks (Q4_K, Q5_K), 4-byte words
+// for the other block formats (18- to 34-byte blocks, 210 for Q6_K).
+VkFormat weight_texel_format(WeightType t);
+
 // f32 rows: element (r, c) sits at offset + r * stride + c of the bound range.
 struct Act {
   vk::BufferRange range;
@@ -33,6 +38,10 @@ struct Act {
       : range(r), offset(offset_elements), stride(stride_elements) {}
   Act cols(uint32_t first_col) const { return Act(range, stride, offset + first_col); }
   Act row(uint32_t r) const { return Act(range, stride, offset + r * stride); }
+
+  // Whether texel-load kernel variants can read these rows as 16-byte texels: every row starts
+  // on 4 elements and the range can be viewed so.
+  bool texel_aligned() const;
 
   // The bytes of `rows` rows of `width` columns, as a hazard declaration.
   vk::Arg reads(uint32_t rows, uint32_t width) const;

@@ -27,7 +27,8 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
          name, (size + (1 << 20) - 1) >> 20, ctx->max_allocation >> 20);
   VkBufferCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   info.size = size;
-  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_STORAGE_TEXEL_BUFFER_BIT |
+               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   EAGLEVK_VK(vkCreateBuffer(ctx->device, &info, nullptr, &handle));
 
@@ -65,6 +66,8 @@ Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (!ctx) return;
+  for (auto& [key, view] : views) vkDestroyBufferView(ctx->device, view, nullptr);
+  views.clear();
   if (handle) vkDestroyBuffer(ctx->device, handle, nullptr);
   if (memory) {
     vkFreeMemory(ctx->device, memory, nullptr);
@@ -87,8 +90,57 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     kind = other.kind;
     mapped = std::exchange(other.mapped, nullptr);
     name = std::move(other.name);
+    views = std::move(other.views);
+    other.views.clear();
   }
   return *this;
+}
+
+uint32_t texel_bytes(VkFormat format) {
+  switch (format) {
+    case VK_FORMAT_R32_SFLOAT:
+    case VK_FORMAT_R32_UINT: return 4;
+    case VK_FORMAT_R32G32B32A32_SFLOAT:
+    case VK_FORMAT_R32G32B32A32_UINT: return 16;
+    default: fail("texel buffers of format {} are not used", int(format));
+  }
+}
+
+bool texel_view_possible(const BufferRange& r, VkFormat format) {
+  const DeviceFeatures& f = r.buffer->ctx->info.features;
+  const uint32_t texel = texel_bytes(format);
+  const uint64_t bytes = (r.bytes + texel - 1) / texel * texel;
+  return f.storage_texel_buffers &&
+         (!f.min_texel_buffer_offset_alignment || r.offset % f.min_texel_buffer_offset_alignment == 0) &&
+         r.offset + bytes <= r.buffer->bytes && bytes / texel <= f.max_texel_buffer_elements;
+}
+
+VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what) {
+  const Buffer& b = *r.buffer;
+  const DeviceFeatures& f = b.ctx->info.features;
+  const uint32_t texel = texel_bytes(format);
+  const uint64_t bytes = (r.bytes + texel - 1) / texel * texel;
+  if (!f.storage_texel_buffers) fail("{}: the device has no storage texel buffers", what);
+  if (f.min_texel_buffer_offset_alignment && r.offset % f.min_texel_buffer_offset_alignment)
+    fail("{}: offset {} into '{}' is not a multiple of minTexelBufferOffsetAlignment {}", what, r.offset, b.name,
+         f.min_texel_buffer_offset_alignment);
+  if (r.offset + bytes > b.bytes)
+    fail("{}: {} bytes at {} of '{}' rounded up to whole {}-byte texels pass its end", what, r.bytes, r.offset,
+         b.name, texel);
+  if (bytes / texel > f.max_texel_buffer_elements)
+    fail("{}: {} texels of '{}' exceed maxTexelBufferElements {}", what, bytes / texel, b.name,
+         f.max_texel_buffer_elements);
+  auto key = std::make_tuple(r.offset, bytes, format);
+  auto found = b.views.find(key);
+  if (found != b.views.end()) return found->second;
+  VkBufferViewCreateInfo info{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  info.buffer = b.handle;
+  info.format = format;
+  info.offset = r.offset;
+  info.range = bytes;
+  VkBufferView view;
+  EAGLEVK_VK(vkCreateBufferView(b.ctx->device, &info, nullptr, &view));
+  return b.views[key] = view;
 }
 
 void upload(const Context& ctx, BufferRange dst, const void* data, uint64_t bytes) {

@@ -2,7 +2,9 @@
 // Buffers: device-local storage, host-visible staging for upload and read-back.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 
 #include <vulkan/vulkan.h>
 
@@ -29,6 +31,9 @@ struct Buffer {
   MemoryKind kind = MemoryKind::Device;
   void* mapped = nullptr;  // host pointer for Upload and Readback buffers
   std::string name;
+  // Texel views of ranges of this buffer, made on first use by texel_view() and destroyed with
+  // it. Kernels bind the same few ranges (weights, arena slots) every step, so this stays small.
+  mutable std::map<std::tuple<uint64_t, uint64_t, VkFormat>, VkBufferView> views;
 
   Buffer() = default;
   Buffer(const Context& ctx, uint64_t bytes, MemoryKind kind, std::string name);
@@ -53,6 +58,16 @@ struct BufferRange {
   BufferRange(const Buffer& b, uint64_t offset, uint64_t bytes) : buffer(&b), offset(offset), bytes(bytes) {}
   BufferRange sub(uint64_t off, uint64_t n) const { return {*buffer, offset + off, n}; }
 };
+
+// A view of `r` as texels of `format` (16- or 4-byte texels), for a storage texel buffer binding.
+// The range must start on minTexelBufferOffsetAlignment; its end is rounded up to a whole texel,
+// which must still lie inside the buffer. Fails with a message naming `what` otherwise.
+VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what);
+// Whether texel_view(r, format) would succeed: the device has texel buffers, the offset is
+// aligned, and the rounded range fits the buffer and maxTexelBufferElements.
+bool texel_view_possible(const BufferRange& r, VkFormat format);
+// Bytes per texel of the formats texel bindings use.
+uint32_t texel_bytes(VkFormat format);
 
 // Copies host bytes into a device buffer (through a staging buffer and one submission) and back.
 // For setup and tests; per-token transfers are recorded into the round's command buffer instead.

@@ -57,6 +57,15 @@ DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   const VkPhysicalDeviceLimits& limits = props.properties.limits;
   f.max_storage_buffer_range = limits.maxStorageBufferRange;
   f.min_storage_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
+  f.min_texel_buffer_offset_alignment = limits.minTexelBufferOffsetAlignment;
+  f.max_texel_buffer_elements = limits.maxTexelBufferElements;
+  f.storage_texel_buffers = true;
+  for (VkFormat format : {VK_FORMAT_R32_SFLOAT, VK_FORMAT_R32_UINT, VK_FORMAT_R32G32B32A32_SFLOAT,
+                          VK_FORMAT_R32G32B32A32_UINT}) {
+    VkFormatProperties fp;
+    vkGetPhysicalDeviceFormatProperties(device, format, &fp);
+    f.storage_texel_buffers &= bool(fp.bufferFeatures & VK_FORMAT_FEATURE_STORAGE_TEXEL_BUFFER_BIT);
+  }
   f.max_compute_shared_memory = limits.maxComputeSharedMemorySize;
   f.max_workgroup_invocations = limits.maxComputeWorkGroupInvocations;
   for (int i = 0; i < 3; ++i) f.max_workgroup_count[i] = limits.maxComputeWorkGroupCount[i];
@@ -89,14 +98,14 @@ std::string describe(const DeviceInfo& info) {
       "    fp16 arithmetic: {}   int8 arithmetic: {}   16-bit storage: {}   8-bit storage: {}\n"
       "    subgroup size: {}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
       "    maxStorageBufferRange: {} MiB   maxComputeSharedMemorySize: {} KiB   max workgroup: {}\n"
-      "    buffer device address: {}   timestamps: {} ({} ns/tick)\n"
+      "    buffer device address: {}   storage texel buffers: {}   timestamps: {} ({} ns/tick)\n"
       "    memory heaps: {}\n",
       info.index, info.name, device_type_name(info.type), VK_API_VERSION_MAJOR(info.api_version),
       VK_API_VERSION_MINOR(info.api_version), VK_API_VERSION_PATCH(info.api_version), info.driver,
       yes(f.fp16_arithmetic), yes(f.int8_arithmetic), yes(f.storage_16bit), yes(f.storage_8bit), f.subgroup_size,
       yes(f.subgroup_arithmetic), yes(f.subgroup_shuffle), yes(f.subgroup_ballot), f.max_storage_buffer_range >> 20,
       f.max_compute_shared_memory >> 10, f.max_workgroup_invocations, yes(f.buffer_device_address),
-      yes(f.timestamps), f.timestamp_period_ns, heaps);
+      yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns, heaps);
 }
 
 }  // namespace eaglevk::vk

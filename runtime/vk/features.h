@@ -26,6 +26,10 @@ struct DeviceFeatures {
   bool subgroup_ballot = false;
   uint64_t max_storage_buffer_range = 0;
   uint64_t min_storage_buffer_offset_alignment = 0;
+  // Storage texel buffers of r32f, r32ui, rgba32f and rgba32ui (kernels' texel-load variants).
+  bool storage_texel_buffers = false;
+  uint64_t min_texel_buffer_offset_alignment = 0;
+  uint64_t max_texel_buffer_elements = 0;
   uint32_t max_compute_shared_memory = 0;
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_workgroup_count[3] = {0, 0, 0};  // maxComputeWorkGroupCount (65,535 on Mesa)

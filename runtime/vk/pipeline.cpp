@@ -53,9 +53,12 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   k->name = key;
   k->interface = m.interface;
 
-  std::vector<VkDescriptorSetLayoutBinding> bindings(m.interface.storage_buffers);
-  for (uint32_t i = 0; i < bindings.size(); ++i)
-    bindings[i] = {i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  std::vector<VkDescriptorSetLayoutBinding> bindings(m.interface.bindings);
+  for (uint32_t i = 0; i < bindings.size(); ++i) {
+    const bool texel = m.interface.texel_formats[i] != VK_FORMAT_UNDEFINED;
+    bindings[i] = {i, texel ? VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                   VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  }
   VkDescriptorSetLayoutCreateInfo set_info{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
   set_info.bindingCount = uint32_t(bindings.size());
   set_info.pBindings = bindings.data();

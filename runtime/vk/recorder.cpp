@@ -143,11 +143,12 @@ void Recorder::after_command(const char* name, const std::string* kernel) {
 VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
   for (;; ++current_pool_) {
     if (current_pool_ == descriptor_pools_.size()) {
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool};
+      const VkDescriptorPoolSize sizes[] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kDescriptorsPerPool},
+                                            {VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER, kDescriptorsPerPool}};
       VkDescriptorPoolCreateInfo info{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
       info.maxSets = kSetsPerPool;
-      info.poolSizeCount = 1;
-      info.pPoolSizes = &size;
+      info.poolSizeCount = 2;
+      info.pPoolSizes = sizes;
       VkDescriptorPool pool;
       EAGLEVK_VK(vkCreateDescriptorPool(ctx_.device, &info, nullptr, &pool));
       descriptor_pools_.push_back(pool);
@@ -166,8 +167,8 @@ VkDescriptorSet Recorder::allocate_set(VkDescriptorSetLayout layout) {
 void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const void* push, uint32_t push_bytes,
                         uint32_t gx, uint32_t gy, uint32_t gz, const char* name) {
   const ShaderInterface& iface = kernel.interface;
-  if (args.size() != iface.storage_buffers)
-    fail("dispatch of {}: {} buffers given, the shader binds {}", kernel.name, args.size(), iface.storage_buffers);
+  if (args.size() != iface.bindings)
+    fail("dispatch of {}: {} buffers given, the shader binds {}", kernel.name, args.size(), iface.bindings);
   if (push_bytes != iface.push_constant_bytes)
     fail("dispatch of {}: {} bytes of push constants given, the shader declares {}", kernel.name, push_bytes,
          iface.push_constant_bytes);
@@ -178,12 +179,13 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
       fail("dispatch of {}: {} workgroups in dimension {} exceed the device's maxComputeWorkGroupCount {}",
            kernel.name, groups[i], "xyz"[i], ctx_.max_workgroups[i]);
   const uint64_t align = ctx_.info.features.min_storage_buffer_offset_alignment;
-  for (const Arg& a : args) {
-    const BufferRange& r = a.bind;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const BufferRange& r = args[i].bind;
     if (!r.buffer || !r.buffer->handle) fail("dispatch of {}: unbound buffer", kernel.name);
     if (r.offset + r.bytes > r.buffer->bytes)
       fail("dispatch of {}: range [{}, +{}) outside buffer '{}' of {} bytes", kernel.name, r.offset, r.bytes,
            r.buffer->name, r.buffer->bytes);
+    if (iface.texel_formats[i] != VK_FORMAT_UNDEFINED) continue;  // texel_view() checks its own limits
     if (r.bytes > ctx_.max_binding_range)
       fail("dispatch of {}: binding of {} bytes of '{}' exceeds maxStorageBufferRange {}", kernel.name, r.bytes,
            r.buffer->name, ctx_.max_binding_range);
@@ -195,16 +197,23 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
 
   VkDescriptorSet set = allocate_set(kernel.set_layout);
   infos_scratch_.resize(args.size());
+  views_scratch_.resize(args.size());
   writes_scratch_.resize(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    infos_scratch_[i] = {args[i].bind.buffer->handle, args[i].bind.offset, args[i].bind.bytes};
     VkWriteDescriptorSet& w = writes_scratch_[i];
     w = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     w.dstSet = set;
     w.dstBinding = uint32_t(i);
     w.descriptorCount = 1;
-    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    w.pBufferInfo = &infos_scratch_[i];
+    if (iface.texel_formats[i] == VK_FORMAT_UNDEFINED) {
+      infos_scratch_[i] = {args[i].bind.buffer->handle, args[i].bind.offset, args[i].bind.bytes};
+      w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      w.pBufferInfo = &infos_scratch_[i];
+    } else {
+      views_scratch_[i] = texel_view(args[i].bind, iface.texel_formats[i], kernel.name.c_str());
+      w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_TEXEL_BUFFER;
+      w.pTexelBufferView = &views_scratch_[i];
+    }
   }
   vkUpdateDescriptorSets(ctx_.device, uint32_t(writes_scratch_.size()), writes_scratch_.data(), 0, nullptr);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline);

@@ -108,6 +108,7 @@ class Recorder {
   uint32_t dispatches_ = 0;
   std::vector<VkWriteDescriptorSet> writes_scratch_;
   std::vector<VkDescriptorBufferInfo> infos_scratch_;
+  std::vector<VkBufferView> views_scratch_;
 };
 
 }  // namespace eaglevk::vk

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <vector>
 
 #include <eaglevk/error.h>
@@ -11,11 +10,24 @@ namespace eaglevk::vk {
 namespace {
 
 enum Op : uint32_t {
-  OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeStruct = 30, OpTypePointer = 32,
+  OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeImage = 25, OpTypeStruct = 30, OpTypePointer = 32,
   OpVariable = 59, OpDecorate = 71, OpMemberDecorate = 72,
 };
 enum Decoration : uint32_t { SpecId = 1, Binding = 33, DescriptorSet = 34, Offset = 35 };
-enum StorageClass : uint32_t { Uniform = 2, PushConstant = 9, StorageBuffer = 12 };
+enum StorageClass : uint32_t { UniformConstant = 0, Uniform = 2, PushConstant = 9, StorageBuffer = 12 };
+constexpr uint32_t kDimBuffer = 5;     // OpTypeImage Dim
+constexpr uint32_t kSampledStorage = 2;  // OpTypeImage Sampled: read and written without a sampler
+
+// The SPIR-V image formats a texel buffer binding may declare: 4-byte and 16-byte texels.
+VkFormat texel_format(uint32_t spirv_format) {
+  switch (spirv_format) {
+    case 1: return VK_FORMAT_R32G32B32A32_SFLOAT;  // Rgba32f
+    case 3: return VK_FORMAT_R32_SFLOAT;           // R32f
+    case 30: return VK_FORMAT_R32G32B32A32_UINT;   // Rgba32ui
+    case 33: return VK_FORMAT_R32_UINT;            // R32ui
+    default: return VK_FORMAT_UNDEFINED;
+  }
+}
 
 }  // namespace
 
@@ -26,6 +38,7 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
   std::map<uint32_t, std::map<uint32_t, uint32_t>> member_offset;
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> pointers;   // pointer id -> (class, pointee)
   std::map<uint32_t, uint32_t> binding, set;
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> images;     // image type id -> (dim and sampled, format)
   std::vector<std::pair<uint32_t, uint32_t>> variables;         // (pointer type, id)
   ShaderInterface out;
 
@@ -37,6 +50,10 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
       case OpTypeInt:
       case OpTypeFloat: scalar_bytes[w[1]] = w[2] / 8; break;
       case OpTypeVector: scalar_bytes[w[1]] = scalar_bytes[w[2]] * w[3]; break;
+      case OpTypeImage:
+        if (length < 9) fail("shader '{}': malformed SPIR-V", name);
+        images[w[1]] = {w[3] == kDimBuffer && w[7] == kSampledStorage ? 1u : 0u, w[8]};
+        break;
       case OpTypeStruct: struct_members[w[1]].assign(w + 2, w + length); break;
       case OpTypePointer: pointers[w[1]] = {w[2], w[3]}; break;
       case OpVariable: variables.push_back({w[1], w[2]}); break;
@@ -52,7 +69,7 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
     i += length;
   }
 
-  std::set<uint32_t> bindings;
+  std::map<uint32_t, VkFormat> bindings;  // binding -> texel format (UNDEFINED: storage buffer)
   for (auto [pointer_type, id] : variables) {
     auto pointer = pointers.find(pointer_type);
     if (pointer == pointers.end()) continue;
@@ -64,15 +81,25 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
         if (size == scalar_bytes.end()) fail("shader '{}': push constants must be scalars or vectors", name);
         out.push_constant_bytes = std::max(out.push_constant_bytes, member_offset[pointee][m] + size->second);
       }
-    } else if (storage == StorageBuffer || storage == Uniform) {
+    } else if (storage == StorageBuffer || storage == Uniform || storage == UniformConstant) {
+      VkFormat format = VK_FORMAT_UNDEFINED;
+      if (storage == UniformConstant) {
+        auto image = images.find(pointee);
+        if (image == images.end() || !image->second.first)
+          fail("shader '{}': only storage buffers and storage texel buffers can be bound", name);
+        format = texel_format(image->second.second);
+        if (format == VK_FORMAT_UNDEFINED)
+          fail("shader '{}': a texel buffer must declare r32f, r32ui, rgba32f or rgba32ui", name);
+      }
       if (set.count(id) && set[id] != 0) fail("shader '{}': only descriptor set 0 is supported", name);
       if (!binding.count(id)) fail("shader '{}': buffer without a binding", name);
-      bindings.insert(binding[id]);
+      bindings[binding[id]] = format;
     }
   }
-  out.storage_buffers = uint32_t(bindings.size());
-  if (!bindings.empty() && *bindings.rbegin() + 1 != bindings.size())
+  out.bindings = uint32_t(bindings.size());
+  if (!bindings.empty() && bindings.rbegin()->first + 1 != bindings.size())
     fail("shader '{}': bindings must be 0..n-1 without gaps", name);
+  for (const auto& [b, format] : bindings) out.texel_formats.push_back(format);
   return out;
 }
 

@@ -115,10 +115,12 @@ void BM_MoeExperts(benchmark::State& state) {
 BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 BENCHMARK(BM_CopyBandwidth)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 // Every type at the 8B attention shape (4096 x 4096) for one row and a verify pass of 4; the
-// f16 and Q4_K rows also at the MLP and lm_head shapes.
+// f16 and Q4_K rows also at the MLP and lm_head shapes; one tiny-model shape.
 void matvec_args(benchmark::internal::Benchmark* b) {
   for (int64_t t = 0; t < int64_t(std::size(kMatvecTypes)); ++t)
     for (int64_t rows : {1, 4}) b->Args({t, 4096, 4096, rows});
+  // The bundled tiny Llama-3's fused gate/up projection (bf16), where per-dispatch costs show.
+  b->Args({2, 1536, 256, 1});
   for (int64_t t : {1, 8}) {
     b->Args({t, 14336, 4096, 1});
     b->Args({t, 128256, 4096, 1});

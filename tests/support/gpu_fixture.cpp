@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "shaders/shared_constants.h"
+#include "support/reference.h"
 
 namespace eaglevk::testing {
 
@@ -23,11 +24,13 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
   const bool fixed = f.min_subgroup_size == f.max_subgroup_size;
   auto runnable = [&](ops::MatvecShape s) {
     if (s.one_subgroup && !(fixed && s.workgroup == f.subgroup_size)) s.one_subgroup = 0;
+    if (!f.storage_texel_buffers) s.texel_loads = 0;
     return s;
   };
-  return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8))},
-          {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32))},
-          {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64))}};
+  return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8, true))},
+          {"lavapipe_storage_buffers", runnable(ops::matvec_shape_for(8, 8, 8, false))},
+          {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false))},
+          {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false))}};
 }
 
 MatvecShapeScope::MatvecShapeScope(ops::MatvecShape shape) : saved(gpu().matvec_shape_override) {
@@ -55,6 +58,32 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
           << "accumulate " << accumulate << " matvec configuration " << config.name;
     }
     if (!vector) break;
+  }
+}
+
+void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed) {
+  ASSERT_TRUE(gpu().ctx.info.features.storage_texel_buffers) << "the device has no storage texel buffers";
+  const std::vector<VendorMatvecShape> shapes = vendor_matvec_shapes();
+  const VendorMatvecShape& texel = shapes[0];
+  const VendorMatvecShape& plain = shapes[1];
+  ASSERT_TRUE(texel.shape.texel_loads && !plain.shape.texel_loads);
+  const uint32_t n = weights.rows, k = weights.cols, stride = k + 4;
+  for (uint32_t rows : {1u, 3u, 8u}) {
+    // Rows at a padded stride, the first 4 elements in: texel loads need only 16-byte rows.
+    std::vector<float> x = random_floats(size_t(rows) * stride + 4, seed + rows);
+    vk::Buffer xbuf = device_buffer(x, "x");
+    vk::Buffer y(gpu().ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "y");
+    const ops::Act xa(xbuf, stride, 4);
+    EXPECT_TRUE(ops::matvec_texel_loads(xa, weights, weights.rows_range(0, n))) << "rows " << rows;
+    std::vector<float> got[2];
+    for (int i = 0; i < 2; ++i) {
+      MatvecShapeScope scope((i == 0 ? texel : plain).shape);
+      oc.rec.begin();
+      ops::matmul(oc, xa, weights, ops::Act(y, n), rows, false, ops::MatmulPath::Vector);
+      oc.rec.submit_and_wait();
+      got[i] = read_back<float>(y, size_t(rows) * n);
+    }
+    EXPECT_TRUE(bitwise_equal(got[0], got[1])) << ops::weight_type_name(weights.type) << " rows " << rows;
   }
 }
 

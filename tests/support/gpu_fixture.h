@@ -22,8 +22,8 @@ class GpuTest : public ::testing::Test {
   uint32_t errors_before_ = 0;
 };
 
-// The matrix-vector kernel configurations of lavapipe, NVIDIA and AMD/Intel devices
-// (ops::matvec_shape_for), each made runnable on this device: the one-subgroup reduction is
+// The matrix-vector kernel configurations of lavapipe (with its texel loads and without),
+// NVIDIA and AMD/Intel devices (ops::matvec_shape_for), each made runnable on this device: the one-subgroup reduction is
 // only correct where the workgroup is exactly this device's fixed subgroup, so elsewhere a
 // configuration keeps its workgroup size and outputs and takes the shared-memory reduction.
 struct VendorMatvecShape {
@@ -46,6 +46,10 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
                                           vk::Buffer& y, const std::vector<float>& bias,
                                           const std::vector<double>& product, uint32_t rows, uint32_t n, uint32_t k,
                                           ops::MatmulPath path, double atol, double rtol);
+
+// The matrix-vector kernel with texel loads (lavapipe's configuration) gives the bits of the same
+// kernel reading storage buffers, for 1, 3 and 8 rows of x at a padded stride and offset.
+void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed);
 
 // Device buffers filled from and read back to host vectors.
 template <typename T>
