@@ -2,9 +2,17 @@
 // Tiled GEMM for prefill: y[m, n] (+)= sum_k x[m, k] * W[n, k]. Each workgroup computes a
 // TILE_M x TILE_N block from shared-memory tiles of x and W; each thread a 4x4 sub-block.
 // Block-quantized weights (W_QUANT) are decoded into the W tile a group per thread.
+// Every output is one fma chain over k in ascending order, so any kernel that keeps that order
+// gives the same bits: the TEXEL_LOADS variant (CPU devices, see common.glsl) has no shared
+// memory or barriers, which cost llvmpipe more than the loads they save; each thread reads its
+// 4 rows of x and 4 rows of W straight from texel buffers, 8 elements of k at a time.
 #define WEIGHT_BINDING 1
 #include "common.glsl"
+#if defined(TEXEL_LOADS)
+layout(local_size_x = 8, local_size_y = 8) in;
+#else
 layout(local_size_x = 16, local_size_y = 16) in;
+#endif
 
 #define TILE_M 64
 #define TILE_N 64
@@ -14,7 +22,12 @@ layout(local_size_x = 16, local_size_y = 16) in;
 #define TILE_K 16
 #endif
 
+#if defined(TEXEL_LOADS)
+layout(binding = 0, rgba32f) uniform readonly imageBuffer x_texels;
+vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
+#else
 layout(binding = 0, std430) readonly buffer X { float x[]; };
+#endif
 layout(binding = 2, std430) buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {
@@ -28,6 +41,54 @@ layout(push_constant) uniform Push {
   uint accumulate;
 } p;
 
+#if defined(TEXEL_LOADS)
+// Thread (tx, ty) of a workgroup computes rows m0 + ty + 8i and outputs n0 + tx + 8j (i, j < 4)
+// of a 32 x 32 block; out-of-range rows and outputs read a valid one and are not stored.
+void main() {
+  uint m0 = gl_WorkGroupID.y * 32u, n0 = gl_WorkGroupID.x * 32u;
+  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+  uint xrow[4], wrow[4];
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    xrow[i] = p.x_offset + min(m0 + ty + 8u * i, p.M - 1u) * p.x_stride;
+    wrow[i] = min(n0 + tx + 8u * i, p.N - 1u);
+  }
+  float acc[4][4];
+  [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
+#if defined(W_QUANT)
+  uint row_bytes = q_row_bytes(p.K);
+  for (uint g = 0; g < p.K / QGROUP; ++g) {
+    QGroup q[4];
+    [[unroll]] for (uint j = 0; j < 4; ++j) q[j] = q_load(wrow[j] * row_bytes, g);
+    [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+      float w[4][8];
+      [[unroll]] for (uint j = 0; j < 4; ++j) q_decode8(q[j], c, w[j]);
+      uint k = g * QGROUP + 8u * c;
+#else
+  for (uint k = 0; k < p.K; k += 8u) {  // K % 8 == 0 (checked by the host)
+    {
+      float w[4][8];
+      [[unroll]] for (uint j = 0; j < 4; ++j) wload8((wrow[j] * p.K + k) >> 3, w[j]);
+#endif
+      [[unroll]] for (uint i = 0; i < 4; ++i) {
+        vec4 lo = xload4(xrow[i] + k), hi = xload4(xrow[i] + k + 4u);
+        float xv[8] = float[8](lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w);
+        [[unroll]] for (uint j = 0; j < 4; ++j)
+          [[unroll]] for (uint e = 0; e < 8; ++e) acc[i][j] = fma(xv[e], w[j][e], acc[i][j]);
+      }
+    }
+  }
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    uint m = m0 + ty + 8u * i;
+    if (m >= p.M) continue;
+    [[unroll]] for (uint j = 0; j < 4; ++j) {
+      uint n = n0 + tx + 8u * j;
+      if (n >= p.N) continue;
+      uint yi = p.y_offset + m * p.y_stride + n;
+      y[yi] = p.accumulate != 0u ? y[yi] + acc[i][j] : acc[i][j];
+    }
+  }
+}
+#else
 shared float xs[TILE_K][TILE_M + 1];
 shared float ws[TILE_K][TILE_N + 1];
 
@@ -86,3 +147,4 @@ void main() {
     }
   }
 }
+#endif

@@ -51,12 +51,16 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
   for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
     uint32_t n = std::min(chunk, w.rows - n0);
     vk::BufferRange wchunk = w.rows_range(n0, n);
-    const bool texel = vector && shape.texel_loads && matvec_texel_loads(x, w, wchunk);
+    // The texel variants of both kernels (CPU devices) need the same alignment and give the bits
+    // of their storage-buffer variants; the GEMM's works on 32 x 32 blocks instead of 64 x 64.
+    const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wchunk);
+    const std::string variant = texel ? "_texel" : "";
     const vk::Kernel& kernel =
-        vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + (texel ? "_texel" : ""),
+        vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
                                       {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs,
                                        /*ONE_SUBGROUP=*/shape.one_subgroup})
-               : oc.gpu.pipelines.get(shader_name("gemm", w.type));
+               : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
+    const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += step) {
       uint32_t r = std::min(step, rows - r0);
@@ -68,8 +72,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
         const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, g.x, g.y, 1, name);
       } else {
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + 63) / 64, (r + 63) / 64,
-                        1, name);
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,
+                        (r + gemm_tile - 1) / gemm_tile, 1, name);
       }
     }
   }

@@ -41,14 +41,16 @@ struct MatvecShapeScope {
 
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
-// kernel (once for the tiled GEMM), against `product`, the reference x W^T.
+// kernel (the tiled GEMM in its two variants: texel loads and storage buffers), against
+// `product`, the reference x W^T.
 void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
                                           vk::Buffer& y, const std::vector<float>& bias,
                                           const std::vector<double>& product, uint32_t rows, uint32_t n, uint32_t k,
                                           ops::MatmulPath path, double atol, double rtol);
 
-// The matrix-vector kernel with texel loads (lavapipe's configuration) gives the bits of the same
-// kernel reading storage buffers, for 1, 3 and 8 rows of x at a padded stride and offset.
+// The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
+// of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
+// offset.
 void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed);
 
 // Device buffers filled from and read back to host vectors.
