@@ -33,6 +33,17 @@ uint wword(uint i) { return weights[i]; }
 uvec4 wquad(uint i) { return weights16[i]; }
 #endif
 
+// Activations: a shader that reads f32 rows x through xload / xload4 defines X_BINDING.
+#if defined(X_BINDING) && defined(TEXEL_LOADS)
+layout(binding = X_BINDING, rgba32f) uniform readonly imageBuffer x_texels;
+float xload(uint i) { return imageLoad(x_texels, int(i >> 2))[i & 3u]; }
+vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
+#elif defined(X_BINDING)
+layout(binding = X_BINDING, std430) readonly buffer X { float x[]; };
+float xload(uint i) { return x[i]; }
+vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
+#endif
+
 #if defined(WEIGHT_BINDING) && defined(W_QUANT)
 #include "quant.glsl"
 #elif defined(WEIGHT_BINDING) && defined(W_F32)

@@ -6,6 +6,7 @@
 // gives the same bits: the TEXEL_LOADS variant (CPU devices, see common.glsl) has no shared
 // memory or barriers, which cost llvmpipe more than the loads they save; each thread reads its
 // 4 rows of x and 4 rows of W straight from texel buffers, 8 elements of k at a time.
+#define X_BINDING 0
 #define WEIGHT_BINDING 1
 #include "common.glsl"
 #if defined(TEXEL_LOADS)
@@ -22,12 +23,6 @@ layout(local_size_x = 16, local_size_y = 16) in;
 #define TILE_K 16
 #endif
 
-#if defined(TEXEL_LOADS)
-layout(binding = 0, rgba32f) uniform readonly imageBuffer x_texels;
-vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
-#else
-layout(binding = 0, std430) readonly buffer X { float x[]; };
-#endif
 layout(binding = 2, std430) buffer Y { float y[]; };
 
 layout(push_constant) uniform Push {

@@ -11,6 +11,7 @@
 // accumulates the chunks. The TEXEL_LOADS variant reads x and W through texel buffers (see
 // common.glsl) and adds in the same order.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#define X_BINDING 0
 #define WEIGHT_BINDING 1
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
@@ -18,15 +19,6 @@ layout(constant_id = 1) const uint OUTS = 1;
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;  // see matvec.comp
 layout(constant_id = 3) const bool K_MAJOR = false;
 
-#if defined(TEXEL_LOADS)
-layout(binding = 0, rgba32f) uniform readonly imageBuffer x_texels;
-float xload(uint i) { return imageLoad(x_texels, int(i >> 2))[i & 3u]; }
-vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
-#else
-layout(binding = 0, std430) readonly buffer X { float x[]; };
-float xload(uint i) { return x[i]; }
-vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
-#endif
 layout(binding = 2, std430) buffer Y { float y[]; };
 layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
 

@@ -33,6 +33,7 @@ struct Buffer {
   std::string name;
   // Texel views of ranges of this buffer, made on first use by texel_view() and destroyed with
   // it. Kernels bind the same few ranges (weights, arena slots) every step, so this stays small.
+  // Recording on a device takes turns (the C API's queue lock), as for the pipeline cache.
   mutable std::map<std::tuple<uint64_t, uint64_t, VkFormat>, VkBufferView> views;
 
   Buffer() = default;
