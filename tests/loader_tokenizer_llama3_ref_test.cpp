@@ -73,7 +73,10 @@ TEST(Llama3Reference, LoadsTheRealTokenizer) {
   EXPECT_EQ(t.token_id("<|reserved_special_token_250|>"), 128255);  // ids are not in name order
   for (int32_t id = 128000; id < 128256; ++id) EXPECT_TRUE(t.is_special(id)) << id;
   EXPECT_FALSE(t.is_special(127999));
-  EXPECT_LT(ref->load_seconds, 10.0);
+  // A bound against pathological (quadratic) loading, not a speed claim: the load takes about
+  // 1 s in a release build and 6-12 s under ASan on a busy 2-core machine (12.3 s seen beside
+  // a running suite, failing the 10 s bound this had); quadratic merging would take minutes.
+  EXPECT_LT(ref->load_seconds, 60.0);
 }
 
 TEST(Llama3Reference, EncodeMatchesReferenceIds) {
