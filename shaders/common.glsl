@@ -19,8 +19,7 @@
 #if defined(W_QUANT) && !defined(W_Q4_K) && !defined(W_Q5_K)
 // 18-, 22- and 34-byte blocks are not 16-byte aligned: 4-byte texels.
 layout(binding = WEIGHT_BINDING, r32ui) uniform readonly uimageBuffer weight_texels;
-uint wword(uint i) { return imageLoad(weight_texels, int(i)).x; }
-uvec4 wquad(uint i) { return uvec4(wword(4u * i), wword(4u * i + 1u), wword(4u * i + 2u), wword(4u * i + 3u)); }
+uint wword(uint i) { return imageLoad(weight_texels, int(i)).x; }  // these formats never read quads
 #else
 layout(binding = WEIGHT_BINDING, rgba32ui) uniform readonly uimageBuffer weight_texels;
 uvec4 wquad(uint i) { return imageLoad(weight_texels, int(i)); }

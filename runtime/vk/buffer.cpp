@@ -96,6 +96,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
+namespace {
+
 uint32_t texel_bytes(VkFormat format) {
   switch (format) {
     case VK_FORMAT_R32_SFLOAT:
@@ -106,30 +108,39 @@ uint32_t texel_bytes(VkFormat format) {
   }
 }
 
-bool texel_view_possible(const BufferRange& r, VkFormat format) {
-  const DeviceFeatures& f = r.buffer->ctx->info.features;
+uint64_t texel_view_bytes(const BufferRange& r, VkFormat format) {
   const uint32_t texel = texel_bytes(format);
-  const uint64_t bytes = (r.bytes + texel - 1) / texel * texel;
-  return f.storage_texel_buffers &&
-         (!f.min_texel_buffer_offset_alignment || r.offset % f.min_texel_buffer_offset_alignment == 0) &&
-         r.offset + bytes <= r.buffer->bytes && bytes / texel <= f.max_texel_buffer_elements;
+  return (r.bytes + texel - 1) / texel * texel;
 }
 
-VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what) {
+// Why `r` cannot be viewed as texels of `format`, or "" when it can.
+std::string texel_view_problem(const BufferRange& r, VkFormat format) {
   const Buffer& b = *r.buffer;
   const DeviceFeatures& f = b.ctx->info.features;
   const uint32_t texel = texel_bytes(format);
-  const uint64_t bytes = (r.bytes + texel - 1) / texel * texel;
-  if (!f.storage_texel_buffers) fail("{}: the device has no storage texel buffers", what);
+  const uint64_t bytes = texel_view_bytes(r, format);
+  if (!f.storage_texel_buffers) return "the device has no storage texel buffers";
   if (f.min_texel_buffer_offset_alignment && r.offset % f.min_texel_buffer_offset_alignment)
-    fail("{}: offset {} into '{}' is not a multiple of minTexelBufferOffsetAlignment {}", what, r.offset, b.name,
-         f.min_texel_buffer_offset_alignment);
+    return fmt::format("offset {} into '{}' is not a multiple of minTexelBufferOffsetAlignment {}", r.offset, b.name,
+                       f.min_texel_buffer_offset_alignment);
   if (r.offset + bytes > b.bytes)
-    fail("{}: {} bytes at {} of '{}' rounded up to whole {}-byte texels pass its end", what, r.bytes, r.offset,
-         b.name, texel);
+    return fmt::format("{} bytes at {} of '{}' rounded up to whole {}-byte texels pass its end", r.bytes, r.offset,
+                       b.name, texel);
   if (bytes / texel > f.max_texel_buffer_elements)
-    fail("{}: {} texels of '{}' exceed maxTexelBufferElements {}", what, bytes / texel, b.name,
-         f.max_texel_buffer_elements);
+    return fmt::format("{} texels of '{}' exceed maxTexelBufferElements {}", bytes / texel, b.name,
+                       f.max_texel_buffer_elements);
+  return "";
+}
+
+}  // namespace
+
+bool texel_view_possible(const BufferRange& r, VkFormat format) { return texel_view_problem(r, format).empty(); }
+
+VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what) {
+  const std::string problem = texel_view_problem(r, format);
+  if (!problem.empty()) fail("{}: {}", what, problem);
+  const Buffer& b = *r.buffer;
+  const uint64_t bytes = texel_view_bytes(r, format);
   auto key = std::make_tuple(r.offset, bytes, format);
   auto found = b.views.find(key);
   if (found != b.views.end()) return found->second;

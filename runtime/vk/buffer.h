@@ -67,8 +67,6 @@ VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what)
 // Whether texel_view(r, format) would succeed: the device has texel buffers, the offset is
 // aligned, and the rounded range fits the buffer and maxTexelBufferElements.
 bool texel_view_possible(const BufferRange& r, VkFormat format);
-// Bytes per texel of the formats texel bindings use.
-uint32_t texel_bytes(VkFormat format);
 
 // Copies host bytes into a device buffer (through a staging buffer and one submission) and back.
 // For setup and tests; per-token transfers are recorded into the round's command buffer instead.
