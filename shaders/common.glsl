@@ -48,14 +48,17 @@ vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
 #elif defined(WEIGHT_BINDING) && defined(W_F32)
 float wload(uint i) { return uintBitsToFloat(wword(i)); }
 vec2 wload2(uint i) { return vec2(wload(i), wload(i + 1u)); }  // i even
-// Elements [8j, 8j + 8) of the binding.
-void wload8(uint j, out float w[8]) {
-  uvec4 a = wquad(2u * j), b = wquad(2u * j + 1u);
+// Elements [8j, 8j + 8) of the binding: loaded raw (wraw8), then converted (wdecode8), so
+// that a kernel can have several loads in flight before it uses the first.
+struct WRaw8 { uvec4 lo, hi; };
+WRaw8 wraw8(uint j) { return WRaw8(wquad(2u * j), wquad(2u * j + 1u)); }
+void wdecode8(WRaw8 raw, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    w[i] = uintBitsToFloat(a[i]);
-    w[i + 4] = uintBitsToFloat(b[i]);
+    w[i] = uintBitsToFloat(raw.lo[i]);
+    w[i + 4] = uintBitsToFloat(raw.hi[i]);
   }
 }
+void wload8(uint j, out float w[8]) { wdecode8(wraw8(j), w); }
 #elif defined(WEIGHT_BINDING)
 float half_bits_to_float(uint h) {
 #if defined(W_F16)
@@ -76,8 +79,10 @@ vec2 wload2(uint i) {  // i even: both halves of one word
   return vec2(uintBitsToFloat(pair << 16), uintBitsToFloat(pair & 0xffff0000u));
 #endif
 }
-void wload8(uint j, out float w[8]) {  // elements [8j, 8j + 8): one 16-byte quad
-  uvec4 q = wquad(j);
+// Elements [8j, 8j + 8): one 16-byte quad, loaded raw and converted as for f32.
+#define WRaw8 uvec4
+uvec4 wraw8(uint j) { return wquad(j); }
+void wdecode8(uvec4 q, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 4; ++i) {
 #if defined(W_F16)
     vec2 h = unpackHalf2x16(q[i]);
@@ -88,6 +93,7 @@ void wload8(uint j, out float w[8]) {  // elements [8j, 8j + 8): one 16-byte qua
     w[2 * i + 1] = h.y;
   }
 }
+void wload8(uint j, out float w[8]) { wdecode8(wraw8(j), w); }
 #endif
 
 // The KV cache holds f16 values packed two per uint.

@@ -18,6 +18,9 @@ layout(constant_id = 1) const uint OUTS = 1;
 // True when the workgroup is exactly one subgroup: no shared memory or barrier is needed,
 // which matters on CPU implementations (lavapipe) where barriers are expensive.
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
+// Steps of the k loop whose weights are loaded before the first is used (1..MAX_UNROLL): more
+// bytes in flight per thread on GPUs, where a decode step is bound by memory latency.
+layout(constant_id = 3) const uint UNROLL = 1;
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 
@@ -33,7 +36,51 @@ layout(push_constant) uniform Push {
 } p;
 
 #define MAX_OUTS 4
+#define MAX_UNROLL 4
 shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
+
+// Every dot product's terms are added in order of k whatever the row count, OUTS or UNROLL:
+// the steps below are the whole of the arithmetic.
+#if defined(W_QUANT)
+// Group g (32 elements) of the OUTS rows, decoded eight elements at a time.
+void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
+  [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+    float w[MAX_OUTS][8];
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) q_decode8(q[o], c, w[o]);
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+      if (r >= p.rows) break;
+      uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+      vec4 lo = xload4(xi), hi = xload4(xi + 4u);
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+        [[unroll]] for (uint i = 0; i < 4; ++i) acc[o][r] = fma(lo[i], w[o][i], acc[o][r]);
+        [[unroll]] for (uint i = 0; i < 4; ++i) acc[o][r] = fma(hi[i], w[o][i + 4], acc[o][r]);
+      }
+    }
+  }
+}
+#else
+// Elements [k, k + 8) of the OUTS rows, whose weights are w.
+void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
+  vec4 xlo[MATVEC_MAX_ROWS], xhi[MATVEC_MAX_ROWS];
+  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+    if (r >= p.rows) break;
+    uint xi = p.x_offset + r * p.x_stride + k;
+    xlo[r] = xload4(xi);
+    xhi[r] = xload4(xi + 4u);
+  }
+  [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+    float wf[8];
+    wdecode8(w[o], wf);
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+      if (r >= p.rows) break;
+      float a = acc[o][r];
+      [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xlo[r][i], wf[i], a);
+      [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xhi[r][i], wf[i + 4], a);
+      acc[o][r] = a;
+    }
+  }
+}
+#endif
 
 void main() {
   uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * OUTS;  // y: see ops::linear_grid
@@ -45,60 +92,37 @@ void main() {
 #if defined(W_QUANT)
   // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block) of
   // the OUTS rows, decodes each group's scales once, then walks its elements eight at a time:
-  // the eight activations of each row are loaded once for all OUTS outputs.
-  uint row_bytes = q_row_bytes(p.K);
-  for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
+  // the eight activations of each row are loaded once for all OUTS outputs. The groups of
+  // UNROLL strides are loaded before the first is decoded, so that many loads are in flight.
+  uint row_bytes = q_row_bytes(p.K), groups = p.K / QGROUP, g = gl_LocalInvocationID.x;
+  for (; g + (UNROLL - 1u) * gl_WorkGroupSize.x < groups; g += UNROLL * gl_WorkGroupSize.x) {
+    QGroup q[MAX_UNROLL][MAX_OUTS];
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
+      [[unroll]] for (uint o = 0; o < OUTS; ++o)
+        q[u][o] = q_load((n0 + min(o, outs - 1u)) * row_bytes, g + u * gl_WorkGroupSize.x);
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) quant_step(q[u], g + u * gl_WorkGroupSize.x, acc);
+  }
+  for (; g < groups; g += gl_WorkGroupSize.x) {
     QGroup q[MAX_OUTS];
     [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load((n0 + min(o, outs - 1u)) * row_bytes, g);
-    [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
-      float w[MAX_OUTS][8];
-      [[unroll]] for (uint o = 0; o < OUTS; ++o) q_decode8(q[o], c, w[o]);
-      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-        if (r >= p.rows) break;
-        uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
-        float xv[8];
-#if defined(TEXEL_LOADS)
-        vec4 lo = xload4(xi), hi = xload4(xi + 4u);
-        [[unroll]] for (uint i = 0; i < 4; ++i) {
-          xv[i] = lo[i];
-          xv[i + 4] = hi[i];
-        }
-#else
-        [[unroll]] for (uint i = 0; i < 8; ++i) xv[i] = xload(xi + i);
-#endif
-        [[unroll]] for (uint o = 0; o < OUTS; ++o)
-          [[unroll]] for (uint i = 0; i < 8; ++i) acc[o][r] = fma(xv[i], w[o][i], acc[o][r]);
-      }
-    }
+    quant_step(q, g, acc);
   }
 #else
   if ((p.K & 7u) == 0u) {
-    // Eight consecutive elements per thread and step: one 16-byte load of bf16/f16 weights.
-    for (uint k = 8u * gl_LocalInvocationID.x; k < p.K; k += 8u * gl_WorkGroupSize.x) {
-      vec4 xlo[MATVEC_MAX_ROWS], xhi[MATVEC_MAX_ROWS];
-      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-        if (r >= p.rows) break;
-        uint xi = p.x_offset + r * p.x_stride + k;
-#if defined(TEXEL_LOADS)
-        xlo[r] = xload4(xi);
-        xhi[r] = xload4(xi + 4u);
-#else
-        xlo[r] = vec4(xload(xi), xload(xi + 1u), xload(xi + 2u), xload(xi + 3u));
-        xhi[r] = vec4(xload(xi + 4u), xload(xi + 5u), xload(xi + 6u), xload(xi + 7u));
-#endif
-      }
-      [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-        if (o >= outs) break;
-        float w[8];
-        wload8(((n0 + o) * p.K + k) >> 3, w);
-        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-          if (r >= p.rows) break;
-          float a = acc[o][r];
-          [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xlo[r][i], w[i], a);
-          [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xhi[r][i], w[i + 4], a);
-          acc[o][r] = a;
-        }
-      }
+    // Eight consecutive elements per thread and step: one 16-byte load of bf16/f16 weights
+    // (two of f32); UNROLL steps' weights are loaded before the first is used.
+    const uint step = 8u * gl_WorkGroupSize.x;
+    uint k = 8u * gl_LocalInvocationID.x;
+    for (; k + (UNROLL - 1u) * step < p.K; k += UNROLL * step) {
+      WRaw8 w[MAX_UNROLL][MAX_OUTS];
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u)
+        [[unroll]] for (uint o = 0; o < OUTS; ++o) w[u][o] = wraw8(((n0 + min(o, outs - 1u)) * p.K + k + u * step) >> 3);
+      [[unroll]] for (uint u = 0; u < UNROLL; ++u) float8_step(w[u], k + u * step, acc);
+    }
+    for (; k < p.K; k += step) {
+      WRaw8 w[MAX_OUTS];
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = wraw8(((n0 + min(o, outs - 1u)) * p.K + k) >> 3);
+      float8_step(w, k, acc);
     }
   } else if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {

@@ -330,18 +330,37 @@ TEST_F(RecorderTest, TimestampsPerNamedDispatch) {
   ops::softmax(oc, ops::Act(a, n), 1, n);
   ops::add(oc, a, a, a, n);
   rec.copy(vk::BufferRange(a, 0, 64), vk::BufferRange(a, 64, 64), "layer12.k23");
+  // A matrix-vector product: x [1, 64], W [8, 64] f32, y [1, 8].
+  vk::Buffer w = device_buffer(random_floats(8 * 64, 6), "w"), y(gpu().ctx, 8 * 4, vk::MemoryKind::Device, "y");
+  ops::matmul(oc, ops::Act(a, 64), ops::WeightMatrix{w, ops::WeightType::F32, 8, 64}, ops::Act(y, 8), 1);
   rec.submit_and_wait();
   auto t = rec.timings();
   // Commands are named by shader family and op name, numbers folded (layers share a line).
-  ASSERT_EQ(t.size(), 3u);
+  ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[0].name, "softmax softmax");
   EXPECT_EQ(t[1].name, "add add");
   EXPECT_EQ(t[2].name, "transfer layer#.k#");
+  // matvec_f32, or matvec_f32_texel where the device reads through texel buffers (lavapipe).
+  EXPECT_EQ(t[3].name.rfind("matvec_f32", 0), 0u) << t[3].name;
+  EXPECT_EQ(t[3].name.substr(t[3].name.size() - 7), " matmul") << t[3].name;
   EXPECT_GE(t[0].ms, 0.0);
-  // The process-wide report (EAGLEVK_PROFILE=1) holds each command once per submission.
+  // Bytes of the bindings: the copy reads 64 and writes 64; the product reads x and W, writes y.
+  EXPECT_EQ(t[2].bytes, 128u);
+  EXPECT_EQ(t[3].bytes, 64u * 4 + 8 * 64 * 4 + 8 * 4);
+  // The process-wide report (EAGLEVK_PROFILE=1) holds each command once per submission, with
+  // GB/s for the matrix-vector kernels only.
   const std::string report = vk::profile_report(0);
-  for (const char* name : {"softmax softmax", "add add", "transfer layer#.k#", "host recording"})
+  for (const std::string& name : {std::string("softmax softmax"), std::string("add add"),
+                                  std::string("transfer layer#.k#"), t[3].name, std::string("host recording")})
     EXPECT_NE(report.find(name), std::string::npos) << name << " missing in:\n" << report;
+  auto line_of = [&](const std::string& name) {
+    size_t end = report.find(name), begin = report.rfind('\n', end);
+    return report.substr(begin + 1, end - begin - 1);
+  };
+  EXPECT_NE(line_of("softmax softmax").find(" - "), std::string::npos) << report;
+  EXPECT_EQ(line_of(t[3].name).find(" - "), std::string::npos) << report;
+  vk::profile_reset();
+  EXPECT_EQ(vk::profile_report(0), "");
 }
 
 }  // namespace

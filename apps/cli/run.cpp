@@ -131,6 +131,7 @@ int run_command(const RunArgs& a) {
   };
   engine::GenerationResult r;
   engine::SpecStats stats;
+  vk::profile_reset();  // the profile covers generation, not the model's upload
   if (draft) {
     engine::SpeculativeDecoder spec = tree.enabled()
                                           ? engine::SpeculativeDecoder(*gpu, m.model, *draft, context, tree, kMaxRows)
@@ -181,7 +182,7 @@ int run_command(const RunArgs& a) {
              r.prompt.size(), r.tokens.size(), prefill_tps, decode_tps,
              r.stopped_at_context ? "  (stopped: context full)" : "");
   if (draft) fmt::print(stderr, "{}", stats.block());
-  // EAGLEVK_PROFILE=1: GPU time per command family over the whole run (prefill included),
+  // EAGLEVK_PROFILE=1: GPU time per command family over the generation (prefill included),
   // divided by the generated tokens, and the host's recording and waiting time.
   if (const std::string profile = vk::profile_report(r.tokens.size()); !profile.empty()) fmt::print(stderr, "{}", profile);
   return 0;

@@ -7,7 +7,9 @@
 namespace eaglevk::ops {
 
 Gpu::Gpu(const vk::ContextOptions& options)
-    : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding") {}
+    : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding") {
+  matvec_shape_override = matvec_shape_from_env(ctx);
+}
 
 Grid linear_grid(const vk::Context& ctx, uint64_t threads, uint32_t local, const char* name) {
   const uint64_t groups = (threads + local - 1) / local;

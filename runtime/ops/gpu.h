@@ -11,19 +11,27 @@
 namespace eaglevk::ops {
 
 // The matrix-vector kernel's shape: workgroup size, outputs per workgroup, whether the
-// workgroup is one subgroup (no shared-memory reduction), and whether activations and weights
-// are read through texel buffers where they are aligned for it (CPU devices: shaders/common.glsl
-// says why). Chosen per device (matvec_shape); the texel choice never changes a result's bits.
+// workgroup is one subgroup (no shared-memory reduction), whether activations and weights are
+// read through texel buffers where they are aligned for it (CPU devices: shaders/common.glsl
+// says why), and how many steps of the k loop load their weights before the first is used.
+// Chosen per device (matvec_shape); neither the texel choice nor `unroll` changes a bit.
 struct MatvecShape {
   uint32_t workgroup, outs, one_subgroup;
   uint32_t texel_loads = 0;
+  uint32_t unroll = 1;  // 1..4
 };
+
+// EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS,UNROLL (e.g. 64,2,4) replaces the device's matrix-vector
+// shape, for tuning on a new device; nullopt when unset. A value the device cannot run is an
+// error that names the limits.
+std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 
 struct Gpu {
   vk::Context ctx;
   vk::PipelineCache pipelines;
   vk::Buffer dummy;
-  // Tests set it to run the configurations other vendors' devices get on this one.
+  // Tests set it to run the configurations other vendors' devices get on this one; the
+  // environment can set it for tuning (EAGLEVK_MATVEC_SHAPE, matvec_shape_from_env).
   std::optional<MatvecShape> matvec_shape_override;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());

@@ -1,6 +1,10 @@
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
+
+#include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
 #include "shaders/shared_constants.h"
@@ -24,7 +28,31 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   // subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
-  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
+  // Loading 2 or 4 steps' weights ahead (unroll) was measured slower or no faster on an H100
+  // and on lavapipe (docs/perf.md), so no device does; EAGLEVK_MATVEC_SHAPE can try it.
+  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u, 1u};
+}
+
+std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
+  const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
+  if (!env || !*env) return std::nullopt;
+  const auto& f = ctx.info.features;
+  unsigned wg = 0, outs = 0, unroll = 0;
+  char end = 0;
+  if (std::sscanf(env, "%u,%u,%u%c", &wg, &outs, &unroll, &end) != 3)
+    fail("EAGLEVK_MATVEC_SHAPE='{}': expected WORKGROUP,OUTPUTS,UNROLL, e.g. 64,2,4", env);
+  // The shared-memory reduction holds one partial sum per subgroup, at most 64 of them.
+  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
+  if (wg == 0 || wg > max_wg || outs < 1 || outs > 4 || unroll < 1 || unroll > 4)
+    fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device, outputs 1..4 and unroll 1..4", env,
+         max_wg);
+  MatvecShape shape = matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
+                                       ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+  shape.workgroup = wg;
+  shape.outs = outs;
+  shape.unroll = unroll;
+  shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
+  return shape;
 }
 
 MatvecShape matvec_shape(const Gpu& gpu) {
@@ -58,7 +86,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
     const vk::Kernel& kernel =
         vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
                                       {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs,
-                                       /*ONE_SUBGROUP=*/shape.one_subgroup})
+                                       /*ONE_SUBGROUP=*/shape.one_subgroup, /*UNROLL=*/shape.unroll})
                : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
     const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;

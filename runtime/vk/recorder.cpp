@@ -84,6 +84,7 @@ void Recorder::begin() {
   barriers_ = 0;
   dispatches_ = 0;
   query_names_.clear();
+  query_bytes_.clear();
   began_ = std::chrono::steady_clock::now();
   if (profile && ctx_.info.features.timestamps) {
     if (!queries_) {
@@ -96,6 +97,7 @@ void Recorder::begin() {
     vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
     vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, 0);
     query_names_.push_back("begin");
+    query_bytes_.push_back(0);
   }
 }
 
@@ -119,9 +121,11 @@ void Recorder::before_command(std::span<const Arg> args) {
       barrier();
       break;
     }
+  command_bytes_ = 0;
   for (const Arg& a : args) {
     hazards_.add(a.access);
     wrote_anything_ |= a.access.write;
+    command_bytes_ += a.access.bytes * a.access.rows * ((a.access.read ? 1 : 0) + (a.access.write ? 1 : 0));
   }
 }
 
@@ -137,6 +141,7 @@ void Recorder::after_command(const char* name, const std::string* kernel) {
       else if (label.back() != '#') label += '#';
     }
     query_names_.push_back(std::move(label));
+    query_bytes_.push_back(command_bytes_);
   }
 }
 
@@ -307,7 +312,7 @@ std::vector<TimedCommand> Recorder::timings() const {
                                    8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
   const double ns = ctx_.info.features.timestamp_period_ns;
   for (size_t i = 1; i < ticks.size(); ++i)
-    out.push_back({query_names_[i], double(ticks[i] - ticks[i - 1]) * ns * 1e-6});
+    out.push_back({query_names_[i], double(ticks[i] - ticks[i - 1]) * ns * 1e-6, query_bytes_[i]});
   return out;
 }
 

@@ -42,6 +42,7 @@ SyncMode sync_mode_from_env();
 struct TimedCommand {
   std::string name;
   double ms = 0;
+  uint64_t bytes = 0;  // of its bindings' declared ranges, read plus written
 };
 
 class Recorder {
@@ -97,6 +98,8 @@ class Recorder {
   VkQueryPool queries_ = VK_NULL_HANDLE;
   uint32_t query_capacity_ = 0;
   std::vector<std::string> query_names_;
+  std::vector<uint64_t> query_bytes_;  // TimedCommand::bytes of each timed command
+  uint64_t command_bytes_ = 0;         // of the command being recorded
   // Host times of the profiled submission in flight (profile = true).
   std::chrono::steady_clock::time_point began_;
   double record_ms_ = 0;

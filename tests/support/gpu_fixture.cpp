@@ -62,7 +62,7 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
   }
 }
 
-void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed) {
+void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed) {
   ASSERT_TRUE(gpu().ctx.info.features.storage_texel_buffers) << "the device has no storage texel buffers";
   const std::vector<VendorMatvecShape> shapes = vendor_matvec_shapes();
   const VendorMatvecShape& texel = shapes[0];
@@ -82,15 +82,25 @@ void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::Wei
     vk::Buffer y(gpu().ctx, uint64_t(c.rows) * n * 4, vk::MemoryKind::Device, "y");
     const ops::Act xa(xbuf, stride, 4);
     EXPECT_TRUE(ops::matvec_texel_loads(xa, weights, weights.rows_range(0, n))) << "rows " << c.rows;
-    std::vector<float> got[2];
-    for (int i = 0; i < 2; ++i) {
-      MatvecShapeScope scope((i == 0 ? texel : plain).shape);
+    // Texel loads, then storage buffers with 1 to 4 steps' weights loaded ahead (the GEMM has no
+    // such loop: one storage-buffer run).
+    std::vector<ops::MatvecShape> variants = {texel.shape};
+    for (uint32_t unroll = 1; unroll <= (c.path == ops::MatmulPath::Vector ? 4u : 1u); ++unroll) {
+      variants.push_back(plain.shape);
+      variants.back().unroll = unroll;
+    }
+    std::vector<float> first;
+    for (const ops::MatvecShape& shape : variants) {
+      MatvecShapeScope scope(shape);
       oc.rec.begin();
       ops::matmul(oc, xa, weights, ops::Act(y, n), c.rows, false, c.path);
       oc.rec.submit_and_wait();
-      got[i] = read_back<float>(y, size_t(c.rows) * n);
+      std::vector<float> got = read_back<float>(y, size_t(c.rows) * n);
+      if (first.empty()) first = got;
+      else
+        EXPECT_TRUE(bitwise_equal(got, first)) << ops::weight_type_name(weights.type) << " rows " << c.rows
+                                               << " storage buffers, unroll " << shape.unroll;
     }
-    EXPECT_TRUE(bitwise_equal(got[0], got[1])) << ops::weight_type_name(weights.type) << " rows " << c.rows;
   }
 }
 

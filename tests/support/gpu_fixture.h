@@ -50,8 +50,9 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
 
 // The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
 // of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
-// offset.
-void expect_texel_loads_match_storage_buffers(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed);
+// offset; so does the matrix-vector kernel with 1 to 4 steps' weights loaded ahead (UNROLL),
+// which the weights' width should let run both its unrolled loop and its remainder.
+void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed);
 
 // Device buffers filled from and read back to host vectors.
 template <typename T>
