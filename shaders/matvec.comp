@@ -19,7 +19,8 @@ layout(constant_id = 1) const uint OUTS = 1;
 // which matters on CPU implementations (lavapipe) where barriers are expensive.
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
 // Steps of the k loop whose weights are loaded before the first is used (1..MAX_UNROLL): more
-// bytes in flight per thread on GPUs, where a decode step is bound by memory latency.
+// bytes in flight per thread, for a device that waits on memory latency. It helped neither on
+// an H100 nor on lavapipe (docs/perf.md), so every device runs 1; EAGLEVK_MATVEC_SHAPE tries it.
 layout(constant_id = 3) const uint UNROLL = 1;
 
 layout(binding = 2, std430) buffer Y { float y[]; };

@@ -33,6 +33,17 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u, 1u};
 }
 
+namespace {
+
+// The shape matvec_shape_for gives this device.
+MatvecShape device_matvec_shape(const vk::Context& ctx) {
+  const auto& f = ctx.info.features;
+  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
+                          ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+}
+
+}  // namespace
+
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
   if (!env || !*env) return std::nullopt;
@@ -46,8 +57,7 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   if (wg == 0 || wg > max_wg || outs < 1 || outs > 4 || unroll < 1 || unroll > 4)
     fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device, outputs 1..4 and unroll 1..4", env,
          max_wg);
-  MatvecShape shape = matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
-                                       ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+  MatvecShape shape = device_matvec_shape(ctx);
   shape.workgroup = wg;
   shape.outs = outs;
   shape.unroll = unroll;
@@ -56,10 +66,7 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
 }
 
 MatvecShape matvec_shape(const Gpu& gpu) {
-  if (gpu.matvec_shape_override) return *gpu.matvec_shape_override;
-  const auto& f = gpu.ctx.info.features;
-  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
-                          gpu.ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+  return gpu.matvec_shape_override ? *gpu.matvec_shape_override : device_matvec_shape(gpu.ctx);
 }
 
 bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk) {

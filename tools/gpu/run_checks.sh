@@ -17,7 +17,12 @@ ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export LD_LIBRARY_PATH=$P/lib:$P/llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # keep the driver's own
 B=$P/bin; M=/dev/shm; TOOLS=$(dirname "$(realpath "$0")")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
-$B/eaglevk devices 2>&1 | head -12 || { VK_LOADER_DEBUG=error,driver $B/eaglevk devices 2>&1 | head -30; exit 1; }
+if ! $B/eaglevk devices > "$OUT/devices.txt" 2>&1; then
+  # No driver: say why (the loader's view) and stop, rather than time a CPU fallback.
+  VK_LOADER_DEBUG=error,driver $B/eaglevk devices 2>&1 | head -30
+  exit 1
+fi
+head -12 "$OUT/devices.txt"
 
 stamp "matrix-vector shapes"
 F='BM_Matvec/(1|8)/(4096|14336)/4096/1/'
