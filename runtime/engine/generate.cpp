@@ -27,6 +27,13 @@ void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t 
   if (o.images) o.images->check(prompt);
 }
 
+uint32_t reusable_prefix(const std::vector<int32_t>& prompt, const std::vector<int32_t>& cached) {
+  const size_t limit = std::min(cached.size(), prompt.size() - 1);
+  size_t same = 0;
+  while (same < limit && prompt[same] == cached[same]) ++same;
+  return uint32_t(same);
+}
+
 GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& o,
                           const TokenCallback& on_token) {
   check_prompt(prompt, runner.context(), runner.model().config().vocab_size, o);
@@ -35,10 +42,13 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   const uint32_t n_prompt = uint32_t(prompt.size());
   const bool need_logits = o.top_logits > 0;
   auto start = std::chrono::steady_clock::now();
+  const bool reuse = o.reuse_prefix && !o.images && !o.prompt_argmax;
+  const uint32_t from = reuse ? reusable_prefix(prompt, runner.cached_tokens()) : 0;
+  result.reused_tokens = from;
 
   // Prefill in chunks of at most max_rows; logits only where asked for.
   PassOutput out;
-  for (uint32_t begin = 0; begin < n_prompt; begin += runner.max_rows()) {
+  for (uint32_t begin = from; begin < n_prompt; begin += runner.max_rows()) {
     uint32_t rows = std::min(runner.max_rows(), n_prompt - begin);
     bool last = begin + rows == n_prompt;
     PassRequest req;
@@ -87,6 +97,14 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     ++pos;
     next = out.argmax[0];
   }
+  // The rows now in the cache: the prompt and every output token but the last, which was
+  // not run. Rows computed from image features are not described by their token ids.
+  std::vector<int32_t> cached;
+  if (!o.images) {
+    cached = std::move(prompt);
+    if (!result.tokens.empty()) cached.insert(cached.end(), result.tokens.begin(), result.tokens.end() - 1);
+  }
+  runner.set_cached_tokens(std::move(cached));
   result.decode_seconds = seconds_since(start);
   return result;
 }

@@ -26,6 +26,11 @@ struct GenerationOptions {
   uint32_t top_logits = 0;      // report the k largest logits at the last prompt position
   bool prompt_argmax = false;   // report the argmax at every prompt position
   const PromptImages* images = nullptr;  // image features of the prompt's <|patch|> tokens
+  // Continue from the KV caches of the previous generation on the same runner or decoder:
+  // positions whose tokens equal the previous prompt and output are not computed again (a
+  // chat's next turn prefills only what is new). Off: every generation is a new sequence.
+  // Ignored with images or the prompt argmax report.
+  bool reuse_prefix = false;
 };
 
 struct GenerationResult {
@@ -37,6 +42,7 @@ struct GenerationResult {
   double decode_seconds = 0;
   bool stopped_at_eos = false;
   bool stopped_at_context = false;
+  uint32_t reused_tokens = 0;  // prompt positions taken from the previous generation's caches
 };
 
 // on_token returns false to stop generation.
@@ -47,6 +53,11 @@ using TokenCallback = std::function<bool(int32_t)>;
 // its hidden state), options that do not go together, images that do not fit the prompt.
 // Plain and speculative generation both call it before anything is recorded.
 void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& options);
+
+// How many leading positions of `prompt` can keep the KV rows computed for `cached` (the
+// tokens of the rows a runner holds): the common prefix, less one so that at least the
+// prompt's last position runs and gives the next token's logits.
+uint32_t reusable_prefix(const std::vector<int32_t>& prompt, const std::vector<int32_t>& cached);
 
 GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& options,
                           const TokenCallback& on_token = {});

@@ -85,6 +85,7 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
 
 double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
   if (rows == 0 || rows > max_rows_ || rows >= context_) fail("time_pass: {} rows do not fit", rows);
+  reusable_.clear();
   const UploadLayout up = upload_layout(max_rows_, k_, tree_);
   auto* slots = static_cast<int32_t*>(upload_.mapped);
   for (uint32_t i = 0; i < rows; ++i) {
@@ -130,14 +131,14 @@ void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, 
   rec_.copy(vk::BufferRange(upload_, slot * 4, count * 4), dst.sub(0, count * 4), "inputs");
 }
 
-void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o,
+void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t from, const GenerationOptions& o,
                                  GenerationResult& result, std::vector<float>& last_logits) {
   const UploadLayout up = upload_layout(max_rows_, k_, tree_);
   auto* slots = static_cast<int32_t*>(upload_.mapped);
   const uint32_t n = uint32_t(prompt.size()), H = target_.config().hidden_size, V = target_.config().vocab_size;
   const bool need_logits = o.top_logits > 0;
   ops::OpContext oc{gpu_, rec_};
-  for (uint32_t begin = 0; begin < n; begin += max_rows_) {
+  for (uint32_t begin = from; begin < n; begin += max_rows_) {
     const uint32_t rows = std::min(max_rows_, n - begin);
     const bool last = begin + rows == n;
     // The draft catches up on every row whose next token is known: all but the prompt's last.
@@ -217,13 +218,21 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
 
   std::vector<float> last_logits;
   compact_path_.clear();
-  prefill(prompt, o, result, last_logits);
+  // With reuse, restart where the draft's cache stops matching. Its row i was computed with
+  // token i + 1, so it stays only below the last common token; the target's rows below c are
+  // valid too (the last tree's accepted path, not yet compacted, lies at and after c).
+  const bool reuse = o.reuse_prefix && !o.images && !o.prompt_argmax;
+  const uint32_t same = reuse ? reusable_prefix(prompt, reusable_) : 0;
+  const uint32_t from = same > 0 ? same - 1 : 0;
+  reusable_.clear();  // the caches change from here on
+  result.reused_tokens = from;
+  prefill(prompt, from, o, result, last_logits);
   if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
   std::vector<int32_t> history = prompt;  // every token whose position is decided
   int32_t y = slots[0];
   uint32_t P = uint32_t(prompt.size());   // position of the pending token y
   uint32_t c = P - 1;                     // first position the draft has not caught up on
-  uint32_t tap_row0 = (P - 1) % max_rows_;  // tap row of position c
+  uint32_t tap_row0 = (P - 1 - from) % max_rows_;  // tap row of position c
   result.prefill_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
 
@@ -275,6 +284,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     tap_row0 = 0;
   }
   stats.total_output_tokens += result.tokens.size();
+  if (!o.images) reusable_.assign(history.begin(), history.begin() + c + 1);
   result.decode_seconds = seconds_since(start);
   return result;
 }

@@ -108,7 +108,9 @@ class SpeculativeDecoder {
   double time_pass(bool draft_pass, uint32_t rows, uint32_t repeats);
 
  private:
-  void prefill(const std::vector<int32_t>& prompt, const GenerationOptions& o, GenerationResult& result,
+  // Runs positions from..n-1 of the prompt through the target and the draft's catch-up
+  // (rows below `from` are already in both caches).
+  void prefill(const std::vector<int32_t>& prompt, uint32_t from, const GenerationOptions& o, GenerationResult& result,
                std::vector<float>& last_logits);
   void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
   // A draft pass over `rows` rows whose features come from `taps` and whose token ids and
@@ -159,6 +161,10 @@ class SpeculativeDecoder {
   vk::Buffer tree_draws_;        // int32 [M]: each node's draw at T > 0
   uint32_t compact_base_ = 0;    // the last tree's root position, and its accepted node path
   std::vector<uint32_t> compact_path_;
+  // Tokens 0..c of the last generation, c the first position the draft had not caught up on:
+  // rows below c are valid in both KV caches (GenerationOptions::reuse_prefix). Emptied by
+  // anything else that writes the caches.
+  std::vector<int32_t> reusable_;
 };
 
 }  // namespace eaglevk::engine

@@ -28,6 +28,7 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   if (rows == 0 || rows > state_.max_rows) fail("a pass of {} tokens (at most {})", rows, state_.max_rows);
   if (req.start + rows > context_)
     fail("positions {}..{} exceed the context of {} tokens", req.start, req.start + rows - 1, context_);
+  if (cached_tokens_.size() > req.start) cached_tokens_.resize(req.start);  // rows from start on are rewritten
   const int32_t vocab = model_.config().vocab_size;
   for (int32_t id : req.ids)
     if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary of {}", id, vocab);

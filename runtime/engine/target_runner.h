@@ -33,7 +33,13 @@ class TargetRunner {
   TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
                bool arena_reuse = vk::arena_reuse_from_env());
 
+  // Forgets the cached tokens from request.start on (the pass rewrites those KV rows).
   void run(const PassRequest& request, PassOutput& out);
+
+  // The tokens at positions 0, 1, ... whose KV rows the last generation left valid (generate
+  // sets them after its passes; reuse_prefix continues from them).
+  const std::vector<int32_t>& cached_tokens() const { return cached_tokens_; }
+  void set_cached_tokens(std::vector<int32_t> tokens) { cached_tokens_ = std::move(tokens); }
 
   uint32_t context() const { return context_; }
   uint32_t max_rows() const { return state_.max_rows; }
@@ -52,6 +58,7 @@ class TargetRunner {
   vk::Recorder rec_;
   vk::Buffer upload_;    // ids then positions, int32 [2 max_rows]
   vk::Buffer readback_;  // argmax ids, then logits rows
+  std::vector<int32_t> cached_tokens_;
 };
 
 }  // namespace eaglevk::engine
