@@ -61,6 +61,45 @@ TEST_F(CApi, GenerateMatchesGoldenWithAndWithoutSpeculation) {
   }
 }
 
+// eaglevk_continue appends the next turn to the sequence and keeps its caches: the tokens equal
+// generating from the whole conversation on a fresh session, plain and speculative; without a
+// sequence it is eaglevk_generate; a sequence that would not fit, or a bad id, is refused and
+// the session keeps its sequence.
+TEST_F(CApi, ContinueEqualsGeneratingTheWholeSequence) {
+  Shared& s = shared();
+  const uint32_t n = 12;
+  const std::vector<int32_t>& first = s.golden.prompts[0].prompt_ids;
+  const std::vector<int32_t> next(s.golden.prompts[1].prompt_ids.begin() + 1, s.golden.prompts[1].prompt_ids.end());
+  for (auto [model, k] : {std::pair{s.plain, 0u}, std::pair{s.pair, 3u}}) {
+    eaglevk_session* ses = session(model, k, n);
+    eaglevk_session* fresh = session(model, k, n);
+    // No sequence yet: the same as generate.
+    Generated r1 = generate(ses, first, n, -1, /*append=*/true);
+    ASSERT_EQ(r1.status, EAGLEVK_OK) << r1.error;
+    EXPECT_EQ(r1.tokens, generate(fresh, first, n).tokens);
+    std::vector<int32_t> whole = first;
+    whole.insert(whole.end(), r1.tokens.begin(), r1.tokens.end());
+    for (int turn = 0; turn < 2; ++turn) {
+      Generated r = generate(ses, next, n, -1, true);
+      ASSERT_EQ(r.status, EAGLEVK_OK) << r.error;
+      whole.insert(whole.end(), next.begin(), next.end());
+      EXPECT_EQ(r.tokens, generate(fresh, whole, n).tokens) << "k " << k << " turn " << turn;
+      whole.insert(whole.end(), r.tokens.begin(), r.tokens.end());
+    }
+    // Refused: the sequence is kept, and the next continuation still equals the whole.
+    std::vector<int32_t> too_long(512, next[0]);
+    EXPECT_EQ(generate(ses, too_long, n, -1, true).status, EAGLEVK_ERROR_CONTEXT_FULL);
+    EXPECT_EQ(generate(ses, {1 << 30}, n, -1, true).status, EAGLEVK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(generate(ses, {}, n, -1, true).status, EAGLEVK_ERROR_INVALID_ARGUMENT);
+    Generated r = generate(ses, next, n, -1, true);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << r.error;
+    whole.insert(whole.end(), next.begin(), next.end());
+    EXPECT_EQ(r.tokens, generate(fresh, whole, n).tokens) << "after the refusals";
+    eaglevk_session_free(fresh);
+    eaglevk_session_free(ses);
+  }
+}
+
 // GGUF files load through the same call: llama.cpp's F16 conversion of the target with its
 // Q8_0 draft gives the reference's greedy output, with the GGUF's own tokenizer.
 TEST_F(CApi, GgufPairGeneratesTheGoldenTokens) {

@@ -331,7 +331,8 @@ eaglevk::loader::RgbImage image_from_c(const eaglevk_image& image, size_t index)
 
 eaglevk_status generate_impl(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
                              const eaglevk_image* images, size_t image_count, eaglevk_token_callback callback,
-                             void* user, int32_t* out_tokens, size_t capacity, size_t* out_count) {
+                             void* user, int32_t* out_tokens, size_t capacity, size_t* out_count,
+                             bool append = false) {
   return guarded([&] {
     if (out_count) *out_count = 0;
     require(session, "session");
@@ -352,8 +353,9 @@ eaglevk_status generate_impl(eaglevk_session* session, const int32_t* prompt, si
     if (image_count) require(images, "images");
     std::vector<eaglevk::loader::RgbImage> decoded;
     for (size_t i = 0; i < image_count; ++i) decoded.push_back(image_from_c(images[i], i));
-    api::GenerateOutput r =
-        session->session->generate(std::span<const int32_t>(prompt, prompt_count), on_piece, decoded);
+    const std::span<const int32_t> ids(prompt, prompt_count);
+    api::GenerateOutput r = append ? session->session->continue_sequence(ids, on_piece)
+                                   : session->session->generate(ids, on_piece, decoded);
     session->last_stats = r.stats;
     session->last_output_tokens = r.tokens.size();
     if (out_tokens && !r.tokens.empty()) std::memcpy(out_tokens, r.tokens.data(), r.tokens.size() * sizeof(int32_t));
@@ -367,6 +369,13 @@ eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt,
                                 eaglevk_token_callback callback, void* user, int32_t* out_tokens, size_t capacity,
                                 size_t* out_count) {
   return generate_impl(session, prompt, prompt_count, nullptr, 0, callback, user, out_tokens, capacity, out_count);
+}
+
+eaglevk_status eaglevk_continue(eaglevk_session* session, const int32_t* next, size_t next_count,
+                                eaglevk_token_callback callback, void* user, int32_t* out_tokens, size_t capacity,
+                                size_t* out_count) {
+  return generate_impl(session, next, next_count, nullptr, 0, callback, user, out_tokens, capacity, out_count,
+                       /*append=*/true);
 }
 
 eaglevk_status eaglevk_generate_with_images(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,

@@ -91,12 +91,33 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
             "the prompt has {} tokens but the context holds {} (one more is needed for the first new token)",
             prompt.size(), context_);
 
+  return run(std::vector<int32_t>(prompt.begin(), prompt.end()), on_piece,
+             images.empty() ? nullptr : &image_prompt.images, /*reuse=*/false);
+}
+
+GenerateOutput Session::continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece) {
+  if (next.empty()) fail_as(ErrorKind::InvalidArgument, "nothing to append: the next turn is empty");
+  if (sequence_.empty()) return generate(next, on_piece);
+  const int32_t vocab = model_->vocab_size();
+  for (size_t i = 0; i < next.size(); ++i)
+    if (next[i] < 0 || next[i] >= vocab)
+      fail_as(ErrorKind::InvalidArgument, "token {} (at {}) is outside the vocabulary of {}", next[i], i, vocab);
+  std::vector<int32_t> ids = sequence_;
+  ids.insert(ids.end(), next.begin(), next.end());
+  if (ids.size() >= context_)
+    fail_as(ErrorKind::ContextFull, "the sequence would hold {} tokens but the context holds {}", ids.size(), context_);
+  return run(std::move(ids), on_piece, nullptr, /*reuse=*/true);
+}
+
+GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_piece,
+                            const engine::PromptImages* images, bool reuse) {
   engine::GenerationOptions o;
   o.n_predict = params_.max_new_tokens;
   o.ignore_eos = params_.ignore_eos;
   o.eos_ids = model_->eos_ids;
   o.sampling = params_.sampling;
-  if (!images.empty()) o.images = &image_prompt.images;
+  o.images = images;
+  o.reuse_prefix = reuse;
 
   GenerateOutput out;
   loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);
@@ -108,7 +129,8 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
       return !out.stopped_by_caller;
     };
 
-  std::vector<int32_t> ids(prompt.begin(), prompt.end());
+  sequence_.clear();  // until this call succeeds
+  std::vector<int32_t> prompt = ids;
   engine::GenerationResult r;
   {
     std::lock_guard lock(model_->device->queue_mutex);
@@ -121,9 +143,14 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
     std::string rest = decoder.flush();
     if (!rest.empty()) on_piece(-1, rest);
   }
+  if (!images) {
+    sequence_ = std::move(prompt);
+    sequence_.insert(sequence_.end(), r.tokens.begin(), r.tokens.end());
+  }
   out.tokens = std::move(r.tokens);
   out.stopped_at_eos = r.stopped_at_eos;
   out.stopped_at_context = r.stopped_at_context;
+  out.reused_tokens = r.reused_tokens;
   return out;
 }
 

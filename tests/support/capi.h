@@ -128,9 +128,10 @@ struct Generated {
   std::vector<double> acceptance;
 };
 
-// `capacity`: of the out buffer; `stop_after`: the callback asks to stop after that many tokens.
+// `capacity`: of the out buffer; `stop_after`: the callback asks to stop after that many tokens;
+// `append`: eaglevk_continue instead of eaglevk_generate.
 inline Generated generate(eaglevk_session* s, const std::vector<int32_t>& prompt, size_t capacity,
-                          int stop_after = -1) {
+                          int stop_after = -1, bool append = false) {
   struct Sink {
     Generated* g;
     int stop_after;
@@ -145,7 +146,8 @@ inline Generated generate(eaglevk_session* s, const std::vector<int32_t>& prompt
   };
   g.tokens.assign(capacity, -7);
   size_t n = 0;
-  g.status = eaglevk_generate(s, prompt.data(), prompt.size(), on_token, &sink, g.tokens.data(), capacity, &n);
+  g.status = append ? eaglevk_continue(s, prompt.data(), prompt.size(), on_token, &sink, g.tokens.data(), capacity, &n)
+                    : eaglevk_generate(s, prompt.data(), prompt.size(), on_token, &sink, g.tokens.data(), capacity, &n);
   g.error = eaglevk_last_error();
   g.tokens.resize(g.status == EAGLEVK_OK ? n : 0);
   g.acceptance.assign(8, -1);

@@ -54,7 +54,7 @@ typedef struct eaglevk_runtime eaglevk_runtime;
 typedef struct eaglevk_model eaglevk_model;
 typedef struct eaglevk_session eaglevk_session;
 
-/* "0.4.0": the library's version (the soname is libeaglevk.so.0). */
+/* "0.5.0": the library's version (the soname is libeaglevk.so.0). */
 EAGLEVK_API const char* eaglevk_version(void);
 /* A constant name for a status: "EAGLEVK_OK", ... */
 EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);
@@ -170,6 +170,17 @@ typedef int (*eaglevk_token_callback)(int32_t token, const char* text_piece, voi
  * max_new_tokens, checked before generating. out_count (may be NULL) receives their number.
  * A prompt of context or more tokens is EAGLEVK_ERROR_CONTEXT_FULL. */
 EAGLEVK_API eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
+                                            eaglevk_token_callback callback, void* user, int32_t* out_tokens,
+                                            size_t capacity, size_t* out_count);
+
+/* Since 0.5: continues the session's sequence (the last call's prompt and generated tokens)
+ * with next (e.g. the next user turn, rendered by the chat template and tokenized with
+ * add_bos = 0) and generates, as eaglevk_generate does. The KV caches of the sequence are
+ * kept: only next is prefilled, and at temperature 0 the tokens equal those of
+ * eaglevk_generate on the whole sequence. Without an earlier sequence, or after one with
+ * images, it is eaglevk_generate(next). A sequence that would not fit is
+ * EAGLEVK_ERROR_CONTEXT_FULL (the session keeps its sequence). */
+EAGLEVK_API eaglevk_status eaglevk_continue(eaglevk_session* session, const int32_t* next, size_t next_count,
                                             eaglevk_token_callback callback, void* user, int32_t* out_tokens,
                                             size_t capacity, size_t* out_count);
 

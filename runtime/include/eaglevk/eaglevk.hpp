@@ -128,6 +128,7 @@ struct GenerateOutput {
   bool stopped_at_eos = false;
   bool stopped_at_context = false;
   bool stopped_by_caller = false;
+  uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
 };
 
 // Called with each generated token and its text (whole UTF-8 characters, special tokens
@@ -147,6 +148,14 @@ class Session {
   // image's Llama-4 token layout and features (a model without a usable vision tower refuses).
   GenerateOutput generate(std::span<const int32_t> prompt, const PieceCallback& on_piece = {},
                           std::span<const loader::RgbImage> images = {});
+  // Appends `next` (the user's next turn, rendered and tokenized) after the sequence so far
+  // (the last call's prompt and its generated tokens) and generates, keeping the KV caches of
+  // that sequence: only `next` is prefilled. Without an earlier text-only sequence (none yet,
+  // or the last had images) it is generate(next). At temperature 0 the tokens equal those of
+  // generate() on the whole sequence.
+  GenerateOutput continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece = {});
+  // The tokens of the sequence so far: the last call's prompt and output.
+  const std::vector<int32_t>& sequence() const { return sequence_; }
 
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
@@ -161,6 +170,10 @@ class Session {
   // to it would only double the KV cache.
   std::unique_ptr<engine::TargetRunner> runner_;
   std::unique_ptr<engine::SpeculativeDecoder> spec_;
+  std::vector<int32_t> sequence_;  // empty after a sequence with images (its rows are not its ids)
+
+  GenerateOutput run(std::vector<int32_t> ids, const PieceCallback& on_piece, const engine::PromptImages* images,
+                     bool reuse);
 };
 
 // The device behind a C handle (capi.cpp), for tests that check the validation layer's count.
