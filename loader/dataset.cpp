@@ -21,6 +21,12 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
     return std::string("invalid JSON: ") + e.what();
   }
   if (!j.is_object()) return "not a JSON object";
+  if (j.contains("category")) {
+    // SPEED-Bench and MT-bench categories are names; anything else would group results
+    // under a made-up text.
+    if (!j["category"].is_string()) return "'category' must be a string";
+    item.category = j["category"].get<std::string>();
+  }
   if (j.contains("prompt")) {
     if (!j["prompt"].is_string()) return "'prompt' must be a string";
     item.kind = DatasetItem::Kind::Prompt;
@@ -50,7 +56,29 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
     if (item.messages.empty()) return "'messages' is empty";
     return "";
   }
-  return "no 'prompt', 'turns' or 'messages' field";
+  if (j.contains("conversations")) {
+    const nlohmann::json& c = j["conversations"];
+    if (!c.is_array()) return "'conversations' must be a list of {from, value} entries";
+    item.kind = DatasetItem::Kind::Turns;
+    for (const auto& e : c) {
+      if (!e.is_object() || !e.contains("from") || !e.contains("value") || !e["from"].is_string() ||
+          !e["value"].is_string())
+        return "'conversations' must be a list of {from, value} entries with string values";
+      const std::string from = e["from"].get<std::string>();
+      if (from == "human" || from == "user") {
+        item.turns.push_back(e["value"].get<std::string>());
+      } else if (from == "system") {
+        if (!item.turns.empty() || !item.system.empty()) return "'conversations': a system entry must come first";
+        item.system = e["value"].get<std::string>();
+      } else if (from != "gpt" && from != "assistant" && from != "chatgpt" && from != "bing" && from != "bard" &&
+                 from != "model") {
+        return "'conversations': unknown speaker '" + from.substr(0, 40) + "'";
+      }
+    }
+    if (item.turns.empty()) return "'conversations' has no human turn";
+    return "";
+  }
+  return "no 'prompt', 'turns', 'messages' or 'conversations' field";
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 #pragma once
 // Evaluation datasets: JSONL files whose lines hold a `prompt` (a string), `turns` (MT-bench
-// style: user turns asked one after another in one conversation) or `messages` (chat messages
+// style: user turns asked one after another in one conversation), `messages` (chat messages
 // with roles; content a string or Hugging Face content parts, text and images, image paths
-// relative to the dataset file). Bad lines are reported with their line numbers.
+// relative to the dataset file) or ShareGPT `conversations` (`from`/`value` entries: the human
+// turns are asked in order as `turns` are, a system entry becomes the system prompt, and the
+// recorded answers are dropped, since the model gives its own). An optional `category` string
+// groups the results (SPEED-Bench and MT-bench have one). Bad lines are reported with their
+// line numbers.
 #include <cstddef>
 #include <filesystem>
 #include <string>
@@ -18,7 +22,9 @@ struct DatasetItem {
   Kind kind = Kind::Prompt;
   std::string prompt;
   std::vector<std::string> turns;
+  std::string system;  // a system prompt before the turns (ShareGPT), or empty
   std::vector<ChatMessage> messages;
+  std::string category;  // empty: none given
   std::vector<std::filesystem::path> images;  // the messages' image parts, in prompt order
 };
 
