@@ -107,7 +107,7 @@ TEST(Eval, MalformedDatasets) {
   Result r = run_cli(fmt::format("eval -d {} --dataset {} -n 4", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(":3: skipped: invalid JSON"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find(":4: skipped: no 'prompt', 'turns' or 'messages' field"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(":4: skipped: no 'prompt', 'turns', 'messages' or 'conversations' field"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(":5: skipped: 'turns' is empty"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("eval: 2/2 prompts"), std::string::npos) << r.err;
   // ...fatal with --strict.

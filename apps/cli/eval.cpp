@@ -1,8 +1,12 @@
 // `eaglevk eval`: speculative decoding over a JSONL dataset, for people who measure drafters.
-// Prints the vLLM acceptance block over the whole dataset; --json writes totals and
-// per-prompt statistics; --baseline also decodes plainly and reports the speed-up and
-// whether every output matched; --aux-shift-sweep repeats the evaluation with the draft's tap
-// ids shifted by -1 and +1 to tell which layer convention the head was trained with.
+// Prints the vLLM acceptance block over the dataset and a table per category; --json writes
+// the configuration, totals, categories and per-prompt records (eval_report.h); --baseline
+// also decodes plainly and reports the speed-up (and at temperature 0 whether every output
+// matched); --shard evaluates every N-th prompt (eval_shard.h) and `eaglevk eval-merge`
+// combines the shards; --resume keeps going after a kill (eval_resume.h); multi-turn lines
+// keep the KV caches from turn to turn; --aux-shift-sweep repeats the evaluation with the
+// draft's tap ids shifted by -1 and +1 to tell which layer convention the head was trained
+// with.
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +15,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +24,9 @@
 
 #include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/eval_report.h"
+#include "apps/cli/eval_resume.h"
+#include "apps/cli/eval_shard.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
@@ -27,27 +35,24 @@
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/engine/stop_text.h"
 
 namespace eaglevk::cli {
 namespace {
 
 struct EvalArgs {
-  std::string model, draft, dataset, json_out, device, aux_layers;
+  std::string model, draft, dataset, json_out, device, aux_layers, shard, resume;
+  std::vector<std::string> stop;
   SpecFlags spec;
-  uint32_t n_predict = 128, limit = 0, ctx = 2048;
-  bool chat = false, baseline = false, strict = false, draft_sampling = false, aux_sweep = false;
+  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0;
+  bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
+       aux_sweep = false, no_kv_reuse = false;
   float temp = 0;
   uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
 };
 
-struct PromptResult {
-  size_t index = 0, line = 0;
-  size_t output_tokens = 0;
-  std::vector<std::vector<int32_t>> tokens;  // each generation's ids (one per turn)
-  engine::SpecStats stats;
-  double seconds = 0, baseline_seconds = 0;
-  bool matches_baseline = true;
-};
+using PromptResult = EvalRecord;
 
 // Shows progress on a terminal as one rewritten line; elsewhere as plain lines.
 struct Progress {
@@ -56,10 +61,13 @@ struct Progress {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   size_t tokens = 0;
 
+  size_t resumed = 0;  // prompts taken from a resume file: not in the rate or the ETA
+
   void update(size_t done, const PromptResult& last) {
     tokens += last.output_tokens;
     double elapsed = engine::seconds_since(start);
-    double eta = done ? elapsed / done * (total - done) : 0;
+    const size_t run = done - resumed;
+    double eta = run ? elapsed / run * (total - done) : 0;
     double tps = elapsed > 0 ? tokens / elapsed : 0;
     if (tty) {
       int width = 30, filled = int(width * done / total);
@@ -73,13 +81,13 @@ struct Progress {
   }
 };
 
-// One pass over the dataset with one draft.
+// One pass over the dataset (this shard of it) with one draft.
 struct EvalPass {
   std::vector<PromptResult> results;
   std::vector<std::vector<int32_t>> outputs;  // every generation's tokens, in order
   engine::SpecStats total;
-  double spec_seconds = 0, plain_seconds = 0;
-  size_t spec_tokens = 0, matched = 0;
+  double spec_seconds = 0;
+  size_t spec_tokens = 0;
 };
 
 // What every pass shares: the dataset, the target and the generation settings.
@@ -93,6 +101,9 @@ struct EvalSetup {
   engine::GenerationOptions options;
   engine::TreeParams tree;  // enabled: tree drafting instead of -k
   std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
+  EvalShard shard;
+  bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
+  ResumeFile* resume = nullptr;  // the first pass records into it and skips what it holds
 };
 
 // A line's images: their placeholders expanded and their features computed.
@@ -119,65 +130,131 @@ std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, co
       return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
     case loader::DatasetItem::Kind::Messages: return chat_ids(item.messages);
     case loader::DatasetItem::Kind::Turns:
+      if (g == 0 && !item.system.empty()) conversation.push_back({"system", item.system});
       conversation.push_back({"user", item.turns[g]});
       return chat_ids(conversation);
   }
   return {};
 }
 
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain) {
+// Why a generation ended, as the records say it.
+std::string stop_reason(const engine::GenerationResult& r, bool stopped_by_string) {
+  if (stopped_by_string) return "stop";
+  if (r.stopped_at_eos) return "eos";
+  if (r.stopped_at_context) return "context";
+  return "length";
+}
+
+// A token callback that ends generation at the first --stop string (none: no callback).
+struct StopWatch {
+  const loader::Tokenizer& tokenizer;
+  const std::vector<std::string>& stops;
+  std::optional<loader::StreamDecoder> decoder;
+  std::optional<engine::StopText> text;
+
+  engine::TokenCallback callback() {
+    if (stops.empty()) return {};
+    decoder.emplace(tokenizer, /*skip_special=*/true);
+    text.emplace(stops);
+    return [this](int32_t id) {
+      text->push(decoder->push(id));
+      return !text->stopped();
+    };
+  }
+  bool stopped() const { return text && text->stopped(); }
+};
+
+// Evaluates one dataset line: each of its generations, speculative and (with a plain runner)
+// plain. A multi-turn line asks each turn after the model's own answer to the one before, in
+// one conversation whose KV caches are kept from turn to turn.
+PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec, engine::TargetRunner* plain, size_t i) {
   const EvalArgs& a = e.args;
+  const LoadedModel& m = e.m;
+  const loader::DatasetItem& item = e.data.items[i];
+  PromptResult r;
+  r.index = i;
+  r.line = item.line;
+  r.category = item.category;
+  r.turns = item.kind == loader::DatasetItem::Kind::Turns;
+  r.has_baseline = plain != nullptr;
+  std::vector<loader::ChatMessage> conversation;
+  const size_t generations = r.turns ? item.turns.size() : 1;
+  for (size_t g = 0; g < generations; ++g) {
+    std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
+    engine::GenerationOptions options = e.options;
+    // A line's first generation starts a new sequence, so its result does not depend on the
+    // line before it (nor on the shard it runs in).
+    options.reuse_prefix = g > 0 && !a.no_kv_reuse;
+    engine::ImagePrompt image_prompt;
+    if (!item.images.empty()) {
+      image_prompt = item_image_prompt(e, item, std::move(ids));
+      ids = image_prompt.ids;
+      options.images = &image_prompt.images;
+    }
+    if (ids.size() >= e.context)
+      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
+           e.context);
+    engine::SpecStats stats;
+    StopWatch watch{m.tokenizer, a.stop};
+    auto out = spec.generate(ids, options, stats, watch.callback());
+    r.stats.merge(stats);
+    r.output_tokens += out.tokens.size();
+    r.prompt_tokens += ids.size();
+    r.reused_tokens += out.reused_tokens;
+    r.seconds += out.prefill_seconds + out.decode_seconds;
+    r.stop_reasons.push_back(stop_reason(out, watch.stopped()));
+    if (plain) {
+      StopWatch plain_watch{m.tokenizer, a.stop};
+      auto base = engine::generate(*plain, ids, options, plain_watch.callback());
+      r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
+      r.baseline_tokens += base.tokens.size();
+      r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
+    }
+    if (r.turns) conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
+    r.tokens.push_back(std::move(out.tokens));
+  }
+  return r;
+}
+
+EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
+                  ResumeFile* resume) {
   const LoadedModel& m = e.m;
   engine::SpeculativeDecoder spec = e.tree.enabled()
                                         ? engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.tree)
-                                        : engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, a.spec.k);
-  spec.set_draft_sampling(a.draft_sampling);
+                                        : engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.args.spec.k);
+  spec.set_draft_sampling(e.draft_sampling);
 
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < e.count; ++i)
+    if (in_shard(e.shard, i)) mine.push_back(i);
   EvalPass pass;
-  Progress progress{e.count};
-  for (size_t i = 0; i < e.count; ++i) {
-    const loader::DatasetItem& item = e.data.items[i];
+  Progress progress{mine.size()};
+  size_t done = 0;
+  if (resume) {
+    for (const auto& [index, record] : resume->done())
+      if (index >= e.count || !in_shard(e.shard, index))
+        fail("--resume holds prompt {}, which is not among this run's {} prompts of shard {}/{}", index, e.count,
+             e.shard.index, e.shard.count);
+    progress.resumed = resume->done().size();
+    if (progress.resumed)
+      fmt::print(stderr, "eaglevk: --resume: {} of {} prompts already done\n", progress.resumed, mine.size());
+  }
+  for (size_t i : mine) {
     PromptResult r;
-    r.index = i;
-    r.line = item.line;
-    // One generation per prompt; MT-bench turns are several, each asked after the model's
-    // own answer to the one before, in one conversation.
-    std::vector<loader::ChatMessage> conversation;
-    size_t generations = item.kind == loader::DatasetItem::Kind::Turns ? item.turns.size() : 1;
-    for (size_t g = 0; g < generations; ++g) {
-      std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
-      engine::GenerationOptions options = e.options;
-      engine::ImagePrompt image_prompt;
-      if (!item.images.empty()) {
-        image_prompt = item_image_prompt(e, item, std::move(ids));
-        ids = image_prompt.ids;
-        options.images = &image_prompt.images;
-      }
-      if (ids.size() >= e.context)
-        fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-             e.context);
-      engine::SpecStats stats;
-      auto out = spec.generate(ids, options, stats);
-      r.stats.merge(stats);
-      r.output_tokens += out.tokens.size();
-      r.seconds += out.prefill_seconds + out.decode_seconds;
-      if (plain) {
-        auto base = engine::generate(*plain, ids, options);
-        r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
-        r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
-      }
-      if (item.kind == loader::DatasetItem::Kind::Turns)
-        conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
-      r.tokens.push_back(out.tokens);
-      pass.outputs.push_back(std::move(out.tokens));
+    const bool resumed = resume && resume->done().count(i);
+    if (resumed) {
+      r = resume->done().at(i);
+    } else {
+      r = evaluate_item(e, spec, plain, i);
+      if (resume) resume->append(r);
     }
     pass.total.merge(r.stats);
     pass.spec_seconds += r.seconds;
-    pass.plain_seconds += r.baseline_seconds;
     pass.spec_tokens += r.output_tokens;
-    pass.matched += r.matches_baseline;
+    for (const auto& t : r.tokens) pass.outputs.push_back(t);
     pass.results.push_back(r);
-    progress.update(i + 1, r);
+    ++done;
+    if (!resumed) progress.update(done, r);
   }
   return pass;
 }
@@ -211,7 +288,7 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
     row.ids = *ids;
     fmt::print(stderr, "eaglevk: aux shift {:+d}: draft taps layers {}\n", shift, format_ids(row.ids));
     draft.aux_layers = row.ids;  // in range (shift_aux_layers) and still sorted and distinct
-    EvalPass pass = evaluate(e, draft, nullptr);
+    EvalPass pass = evaluate(e, draft, nullptr, nullptr);
     draft.aux_layers = base;
     row.stats = pass.total;
     row.output_tokens = pass.spec_tokens;
@@ -222,53 +299,59 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
   return rows;
 }
 
-void write_json(const EvalArgs& a, const engine::TreeParams& tree, const std::filesystem::path& dir, size_t count,
-                const loader::Dataset& data, const EvalPass& p, bool baseline, const std::vector<AuxSweepRow>& sweep) {
-  nlohmann::json j;
-  j["dataset"] = a.dataset;
-  j["model"] = dir.string();
-  j["draft"] = a.draft;
+// The settings that decide the outputs: a resume file and the shards of a merge must agree on
+// every one. (The device and the shard are recorded beside them.)
+nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, const engine::TreeParams& tree,
+                           const std::vector<uint32_t>& aux, uint64_t seed, bool draft_sampling, size_t count) {
+  nlohmann::json c;
+  c["dataset"] = a.dataset;
+  c["model"] = dir.string();
+  c["draft"] = a.draft;
   if (tree.enabled())
-    j["tree"] = {{"spec_steps", tree.steps}, {"spec_topk", tree.topk}, {"spec_draft_tokens", tree.draft_tokens}};
+    c["tree"] = {{"spec_steps", tree.steps}, {"spec_topk", tree.topk}, {"spec_draft_tokens", tree.draft_tokens}};
   else
-    j["k"] = a.spec.k;
-  j["prompts"] = count;
-  j["skipped_lines"] = data.problems.size();
-  j["totals"] = {{"output_tokens", p.spec_tokens},
-                 {"num_drafts", p.total.num_drafts},
-                 {"num_draft_tokens", p.total.num_draft_tokens},
-                 {"num_accepted_tokens", p.total.num_accepted_tokens},
-                 {"mean_acceptance_length", p.total.mean_acceptance_length()},
-                 {"acceptance_per_position", p.total.acceptance_per_position()},
-                 {"seconds", p.spec_seconds}};
-  if (baseline) {
-    j["baseline"] = {{"seconds", p.plain_seconds}, {"speedup", p.plain_seconds / p.spec_seconds},
-                     {"all_outputs_match", p.matched == count}, {"matching_prompts", p.matched}};
+    c["k"] = a.spec.k;
+  c["aux_layers"] = aux;
+  c["temperature"] = a.temp;
+  c["seed"] = seed;
+  c["draft_sampling"] = draft_sampling;
+  c["n_predict"] = a.n_predict;
+  c["prompts"] = count;
+  c["chat"] = a.chat;
+  c["ctx"] = a.ctx;
+  c["stop"] = a.stop;
+  c["kv_reuse"] = !a.no_kv_reuse;
+  c["baseline"] = a.baseline;
+  return c;
+}
+
+// FNV-1a of the dataset file: a resume file or a shard from another version of the dataset
+// is refused even when the path is the same.
+std::string dataset_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t h = 1469598103934665603ull;
+  char buf[65536];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ull;
   }
-  nlohmann::json per = nlohmann::json::array();
-  for (const PromptResult& r : p.results) {
-    nlohmann::json e = {{"index", r.index},
-                        {"line", r.line},
-                        {"output_tokens", r.output_tokens},
-                        {"num_drafts", r.stats.num_drafts},
-                        {"num_draft_tokens", r.stats.num_draft_tokens},
-                        {"num_accepted_tokens", r.stats.num_accepted_tokens},
-                        {"acceptance_length", r.stats.mean_acceptance_length()},
-                        {"seconds", r.seconds}};
-    // The generated ids: one list, or one per turn for a `turns` line.
-    const bool turns = data.items[r.index].kind == loader::DatasetItem::Kind::Turns;
-    e["tokens"] = turns ? nlohmann::json(r.tokens) : nlohmann::json(r.tokens.empty() ? std::vector<int32_t>{} : r.tokens[0]);
-    if (baseline) {
-      e["baseline_seconds"] = r.baseline_seconds;
-      e["matches_baseline"] = r.matches_baseline;
-    }
-    per.push_back(e);
+  return fmt::format("{:016x}", h);
+}
+
+// --seed, else the seed of the run being resumed, else a random one (printed so that the run
+// can be repeated). Greedy decoding draws nothing: its seed is 0, so that shards and resumed
+// runs agree without one.
+uint64_t choose_seed(const EvalArgs& a, const EvalShard& shard) {
+  if (a.seed_option->count()) return a.seed;
+  if (a.temp == 0) return 0;
+  if (!a.resume.empty()) {
+    const std::optional<nlohmann::json> stored = ResumeFile::stored_config(a.resume);
+    if (stored && stored->contains("seed") && (*stored)["seed"].is_number_unsigned()) return (*stored)["seed"].get<uint64_t>();
   }
-  j["per_prompt"] = per;
-  if (!sweep.empty()) j["aux_shift_sweep"] = aux_sweep_json(sweep);
-  std::ofstream out(a.json_out);
-  if (!out) fail("cannot write '{}'", a.json_out);
-  out << j.dump(2) << "\n";
+  if (shard.count > 1) usage_fail("--shard at temperature > 0 needs --seed: every shard must draw with the same seed");
+  std::random_device device;
+  const uint64_t seed = (uint64_t(device()) << 32) ^ device();
+  fmt::print(stderr, "eaglevk: seed {} (pass --seed {} to draw the same again)\n", seed, seed);
+  return seed;
 }
 
 int eval_command(const EvalArgs& a) {
@@ -276,7 +359,11 @@ int eval_command(const EvalArgs& a) {
     usage_fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
   if (!a.aux_layers.empty() && a.draft.empty()) usage_fail("--aux-layers needs a draft (-d)");
   if (a.draft.empty()) usage_fail("eval needs a draft (-d)");
+  if (a.aux_sweep && !a.resume.empty()) usage_fail("--resume does not go with --aux-shift-sweep");
+  if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
+  as_usage_error([&] { engine::StopText check(a.stop); });
+  const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {
     tree = a.spec.tree_params();
@@ -285,14 +372,29 @@ int eval_command(const EvalArgs& a) {
   } else {
     a.spec.check_chain();
   }
+  // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts: it
+  // accepts more than proposing the draft's argmax (both keep the target's distribution).
+  const bool draft_sampling = !tree.enabled() && a.temp > 0 && !a.greedy_drafts;
+  const auto wall_start = std::chrono::steady_clock::now();
   loader::Dataset data = loader::load_dataset(a.dataset, a.strict);
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
   size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
+  if (shard.count > 1)
+    fmt::print(stderr, "eaglevk: shard {}/{}: {} of {} prompts\n", shard.index, shard.count,
+               count > shard.index ? (count - shard.index + shard.count - 1) / shard.count : 0, count);
 
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
+  const uint64_t seed = choose_seed(a, shard);
+  nlohmann::json config = eval_config(a, dir, tree, aux, seed, draft_sampling, count);
+  config["dataset_fnv1a"] = dataset_digest(a.dataset);
+  // Opened before loading: a file from another configuration is refused at once. (With
+  // --spec-draft-tokens auto the tree's size is decided later; the configuration names auto.)
+  std::unique_ptr<ResumeFile> resume;
+  if (!a.resume.empty()) resume = std::make_unique<ResumeFile>(a.resume, config, shard);
+
   auto gpu = open_gpu(a.device);
   const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, engine::kPrefillRows, a.ctx);
   const uint32_t context = plan.context;
@@ -313,7 +415,7 @@ int eval_command(const EvalArgs& a) {
     }
     tree = resolve_tree(tree, *gpu, m.model, dir, draft, a.draft, prompts);
   }
-  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, std::nullopt};
+  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, std::nullopt, shard, draft_sampling};
   if (std::any_of(data.items.begin(), data.items.begin() + count, [](const auto& item) { return !item.images.empty(); })) {
     std::string why;
     setup.images = engine::image_support(m.model, dir, m.tokenizer, &why);
@@ -322,10 +424,10 @@ int eval_command(const EvalArgs& a) {
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
   o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
-  o.sampling = {a.temp, 0, 1.0f, a.seed};
+  o.sampling = {a.temp, 0, 1.0f, seed};
 
   if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));
-  const EvalPass p = evaluate(setup, draft, plain.get());
+  const EvalPass p = evaluate(setup, draft, plain.get(), resume.get());
   std::vector<AuxSweepRow> sweep;
   bool sweep_outputs_agree = true;
   if (a.aux_sweep) {
@@ -337,13 +439,26 @@ int eval_command(const EvalArgs& a) {
     fmt::print("\nthe configured ids (shift +0) in detail:\n");
   }
 
-  fmt::print("{}", p.total.block());
-  if (plain)
-    fmt::print("baseline: {:.1f} tokens/s plain, {:.1f} tokens/s speculative, speed-up {:.2f}x; outputs match: {}/{}\n",
-               p.spec_tokens / p.plain_seconds, p.spec_tokens / p.spec_seconds, p.plain_seconds / p.spec_seconds,
-               p.matched, count);
-  if (!a.json_out.empty()) write_json(a, setup.tree, dir, count, data, p, plain != nullptr, sweep);
-  if (plain && p.matched != count) return 2;
+  EvalReport report;
+  report.config = config;
+  if (tree.enabled()) report.config["tree"]["spec_draft_tokens"] = tree.draft_tokens;  // auto's choice
+  report.shards = {shard};
+  report.device = gpu->ctx.info.name;
+  report.dataset_prompts = count;
+  report.skipped_lines = data.problems.size();
+  report.records = p.results;
+  report.wall_seconds = engine::seconds_since(wall_start);
+  fmt::print("{}", report_text(report, plain != nullptr, a.temp));
+  if (!a.json_out.empty()) {
+    nlohmann::json j = report_to_json(report, plain != nullptr);
+    if (!sweep.empty()) j["aux_shift_sweep"] = aux_sweep_json(sweep);
+    std::ofstream out(a.json_out);
+    if (!out) fail("cannot write '{}'", a.json_out);
+    out << j.dump(2) << "\n";
+  }
+  // At temperature 0 speculative output must equal plain output; at T > 0 both are samples.
+  const EvalTotals totals = totals_of(p.results);
+  if (plain && a.temp == 0 && totals.matched != totals.prompts) return 2;
   return a.temp == 0 && !sweep_outputs_agree ? 2 : 0;
 }
 
@@ -361,23 +476,37 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
   sub->add_option("--dataset", args->dataset,
-                  "JSONL: lines with prompt, turns or messages (messages may hold text and image parts)")
+                  "JSONL: lines with prompt, turns, messages (text and image parts) or ShareGPT conversations, and an "
+                  "optional category")
       ->required();
   add_spec_flags(sub, args->spec);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
-  sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
+  args->seed_option =
+      sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one, printed; shards need one)");
   sub->add_option("--ctx", args->ctx, "context length")->capture_default_str();
-  sub->add_flag("--draft-sampling", args->draft_sampling, "draw drafts from the draft's distribution (T > 0)");
-  sub->add_flag("--baseline", args->baseline, "also decode plainly: speed-up and output equality");
+  sub->add_flag("--draft-sampling", args->draft_sampling,
+                "draw chain drafts from the draft's distribution at T > 0 (the default; kept for scripts)");
+  sub->add_flag("--greedy-drafts", args->greedy_drafts,
+                "at T > 0, propose the draft's argmax instead (vLLM's default scheme; lower acceptance)");
+  sub->add_option("--stop", args->stop, "end a generation at this text (repeatable)");
+  sub->add_flag("--baseline", args->baseline,
+                "also decode plainly: speed-up, and at T = 0 whether every output is the same");
+  sub->add_option("--shard", args->shard,
+                  "evaluate prompts i, i+N, ... only: i/N, or auto (Slurm array or Kubernetes Indexed Job)");
+  sub->add_option("--shard-count", args->shard_count, "with --shard auto in a Kubernetes Indexed Job: the completions");
+  sub->add_option("--resume", args->resume,
+                  "append each finished prompt to this JSONL file and skip the prompts already in it");
+  sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_flag("--aux-shift-sweep", args->aux_sweep,
                 "evaluate with the tap ids shifted by -1, 0, +1 and report the best (see below)");
   sub->add_option("--json", args->json_out,
-                  "write totals and per-prompt statistics to this file (with the sweep: \"aux_shift_sweep\" rows)");
+                  "write the configuration, totals, categories and per-prompt records to this file (with the sweep: "
+                  "\"aux_shift_sweep\" rows)");
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return eval_command(*args); });
 }

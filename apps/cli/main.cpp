@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   eaglevk::cli::add_run_command(app);
   eaglevk::cli::add_bench_command(app);
   eaglevk::cli::add_eval_command(app);
+  eaglevk::cli::add_eval_merge_command(app);
   eaglevk::cli::add_inspect_command(app);
   // With no arguments eaglevk runs the bundled tiny model as a demo.
   std::vector<const char*> demo = {argv[0], "run", "-p", "The modules described in this chapter", "-n", "48"};

@@ -1,0 +1,385 @@
+// `eaglevk eval` at scale, end to end through the CLI: shards started as a Slurm array and as a
+// Kubernetes Indexed Job would start them, merged, give the report of one run; a run killed
+// with SIGKILL and resumed gives the report of an uninterrupted one; multi-turn lines keep
+// their KV caches and give the tokens of re-prefilling; categories, stop strings, seeds and
+// the sampling defaults; bad shard, resume and merge inputs are refused.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "loader/model_files.h"
+#include "support/golden.h"
+#include "support/process.h"
+
+namespace eaglevk::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+fs::path temp(const std::string& name) { return fs::temp_directory_path() / fmt::format("eaglevk-scale-{}-{}", ::getpid(), name); }
+
+// `env` goes before the command (VAR=value ...).
+Result run_cli(const std::string& args, const std::string& env = "") {
+  const fs::path err = temp("stderr");
+  ProcessResult p = run_process(fmt::format("{} EAGLEVK_VALIDATE=1 {} {} 2>{}", env, EAGLEVK_CLI, args, err.string()));
+  Result r{p.code, p.out, ""};
+  std::ifstream e(err);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  fs::remove(err);
+  expect_no_validation_errors(r.err, args);
+  return r;
+}
+
+// Eight lines of the eval mix (prompts, one-message chats and two-turn conversations, one of
+// them in ShareGPT form) with categories, written once per process.
+std::string dataset() {
+  static const fs::path path = [] {
+    std::ifstream in(std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/eval_mix.jsonl");
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    const std::vector<std::pair<size_t, const char*>> pick = {{0, "writing"}, {10, "chat"}, {15, "multi-turn"},
+                                                              {1, "writing"}, {11, "chat"}, {16, "multi-turn"},
+                                                              {2, "coding"},  {17, ""}};
+    fs::path p = temp("data.jsonl");
+    std::ofstream out(p);
+    for (auto [index, category] : pick) {
+      nlohmann::json row = rows[index];
+      if (*category) row["category"] = category;
+      if (index == 17) {  // the same turns as ShareGPT conversations, answers dropped
+        nlohmann::json conv = nlohmann::json::array();
+        for (const auto& t : row["turns"]) {
+          conv.push_back({{"from", "human"}, {"value", t}});
+          conv.push_back({{"from", "gpt"}, {"value", "an answer the model does not see"}});
+        }
+        row = {{"conversations", conv}};
+      }
+      out << row.dump() << "\n";
+    }
+    return p;
+  }();
+  return path.string();
+}
+
+std::string common() {
+  return fmt::format("eval -d {} --dataset {} -k 3 -n 8", asset("tiny-llama3-eagle3"), dataset());
+}
+
+nlohmann::json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  return nlohmann::json::parse(in);
+}
+
+// A report without its timings, which no two runs share.
+nlohmann::json untimed(nlohmann::json j) {
+  j.erase("timing");
+  auto strip = [](nlohmann::json& block) {
+    block.erase("seconds");
+    block.erase("tokens_per_second");
+  };
+  strip(j["totals"]);
+  for (auto& [name, block] : j["per_category"].items()) strip(block);
+  for (auto& r : j["per_prompt"]) r.erase("seconds");
+  return j;
+}
+
+// The report of one uninterrupted, unsharded run, computed once.
+const nlohmann::json& single_run() {
+  static const nlohmann::json report = [] {
+    const fs::path json = temp("single.json");
+    Result r = run_cli(fmt::format("{} --json {}", common(), json.string()));
+    EXPECT_EQ(r.code, 0) << r.err;
+    nlohmann::json j = read_json(json);
+    fs::remove(json);
+    return j;
+  }();
+  return report;
+}
+
+TEST(EvalScale, ShardsFromSlurmAndKubernetesMergeIntoTheSingleRun) {
+  const nlohmann::json& one = single_run();
+  ASSERT_EQ(one["per_prompt"].size(), 8u);
+  // A Slurm array --array=1-3: task ids 1..3.
+  std::vector<std::string> reports;
+  for (int id = 1; id <= 3; ++id) {
+    const fs::path json = temp(fmt::format("slurm{}.json", id));
+    Result r = run_cli(fmt::format("{} --shard auto --json {}", common(), json.string()),
+                       fmt::format("SLURM_ARRAY_TASK_ID={} SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=3", id));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find(fmt::format("shard {}/3", id - 1)), std::string::npos) << r.err;
+    const nlohmann::json j = read_json(json);
+    for (const auto& p : j["per_prompt"]) EXPECT_EQ(p["index"].get<size_t>() % 3, size_t(id - 1));
+    reports.push_back(json.string());
+  }
+  const fs::path merged = temp("merged.json");
+  // In any order.
+  Result m = run_cli(fmt::format("eval-merge {} {} {} -o {}", reports[2], reports[0], reports[1], merged.string()));
+  ASSERT_EQ(m.code, 0) << m.err;
+  EXPECT_NE(m.out.find("merged 3 shards, 8 prompts"), std::string::npos) << m.out;
+  nlohmann::json want = untimed(one), got = untimed(read_json(merged));
+  EXPECT_EQ(got["shards"].size(), 3u);
+  want.erase("shards");
+  got.erase("shards");
+  EXPECT_EQ(got, want);
+  // The printed block is the single run's too.
+  Result again = run_cli(common());
+  EXPECT_NE(m.out.find(again.out.substr(0, again.out.find("category"))), std::string::npos) << m.out << again.out;
+
+  // A Kubernetes Indexed Job of 2 completions.
+  std::vector<std::string> k8s;
+  for (int index = 0; index < 2; ++index) {
+    const fs::path json = temp(fmt::format("k8s{}.json", index));
+    Result r = run_cli(fmt::format("{} --shard auto --shard-count 2 --json {}", common(), json.string()),
+                       fmt::format("JOB_COMPLETION_INDEX={}", index));
+    ASSERT_EQ(r.code, 0) << r.err;
+    k8s.push_back(json.string());
+  }
+  Result mk = run_cli(fmt::format("eval-merge {} {} -o {}", k8s[0], k8s[1], merged.string()));
+  ASSERT_EQ(mk.code, 0) << mk.err;
+  got = untimed(read_json(merged));
+  got.erase("shards");
+  EXPECT_EQ(got, want);
+
+  // Refusals: a missing shard, a shard twice, shards of different splits, not a report.
+  Result missing = run_cli(fmt::format("eval-merge {} {}", reports[0], reports[1]));
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.err.find("eaglevk: error: shard 2/3 is missing"), std::string::npos) << missing.err;
+  Result twice = run_cli(fmt::format("eval-merge {} {} {}", reports[0], reports[0], reports[1]));
+  EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
+  Result mixed = run_cli(fmt::format("eval-merge {} {}", reports[0], k8s[1]));
+  EXPECT_NE(mixed.err.find("split into"), std::string::npos) << mixed.err;
+  Result notreport = run_cli(fmt::format("eval-merge {}", dataset()));
+  EXPECT_EQ(notreport.code, 1);
+  EXPECT_NE(notreport.err.find("eaglevk: error:"), std::string::npos) << notreport.err;
+  for (const auto& r : reports) fs::remove(r);
+  for (const auto& r : k8s) fs::remove(r);
+  fs::remove(merged);
+}
+
+// deploy/slurm's scripts, run by bash with the environment Slurm gives an array's tasks
+// (sbatch reads the #SBATCH lines; bash sees comments), then the merge script.
+TEST(EvalScale, SlurmScriptsRunAsAnArrayWould) {
+  const std::string deploy = std::string(EAGLEVK_SOURCE_DIR) + "/deploy/slurm";
+  const fs::path out = temp("slurm-out");
+  fs::remove_all(out);
+  const std::string env = fmt::format("EAGLEVK={} MODEL={} DRAFT={} DATASET={} OUT={} EVAL_ARGS='-k 3 -n 8'", EAGLEVK_CLI,
+                                      asset("tiny-llama3"), asset("tiny-llama3-eagle3"), dataset(), out.string());
+  for (int task = 0; task < 2; ++task) {
+    ProcessResult p = run_process(fmt::format(
+        "{} SLURM_ARRAY_TASK_ID={} SLURM_ARRAY_TASK_MIN=0 SLURM_ARRAY_TASK_COUNT=2 bash {}/eval.sbatch 2>&1", env, task,
+        deploy));
+    ASSERT_EQ(p.code, 0) << p.out;
+  }
+  ProcessResult m = run_process(fmt::format("{} bash {}/merge.sbatch", env, deploy));
+  ASSERT_EQ(m.code, 0) << m.out;
+  nlohmann::json got = untimed(read_json(out / "merged.json")), want = untimed(single_run());
+  got.erase("shards");
+  want.erase("shards");
+  // The scripts name the model folder; the single run takes the bundled one by default.
+  got["config"].erase("model");
+  want["config"].erase("model");
+  EXPECT_EQ(got, want);
+  fs::remove_all(out);
+}
+
+size_t count_lines(const fs::path& p) {
+  std::ifstream in(p);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+TEST(EvalScale, KilledRunResumesToTheSameReport) {
+  const fs::path resume = temp("resume.jsonl"), json = temp("resumed.json");
+  fs::remove(resume);
+  // Started directly (exec), so that SIGKILL hits eaglevk itself, once two prompts are recorded.
+  const std::string command = fmt::format("exec {} {} --resume {} 2>/dev/null >/dev/null", EAGLEVK_CLI, common(),
+                                          resume.string());
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (count_lines(resume) < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the run ended before it was killed";
+  const size_t recorded = count_lines(resume) - 1;
+  ASSERT_GE(recorded, 2u);
+  ASSERT_LT(recorded, 8u);
+
+  Result r = run_cli(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("{} of 8 prompts already done", recorded)), std::string::npos) << r.err;
+  EXPECT_EQ(untimed(read_json(json)), untimed(single_run()));
+  EXPECT_EQ(count_lines(resume), 9u);
+
+  // A last line cut short (a kill during the write) is dropped; nothing is evaluated again.
+  std::ofstream(resume, std::ios::app) << "{\"index\": 3, \"line\": ";
+  Result cut = run_cli(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  EXPECT_NE(cut.err.find("dropping the unfinished last line 10"), std::string::npos) << cut.err;
+  EXPECT_NE(cut.err.find("8 of 8 prompts already done"), std::string::npos) << cut.err;
+  EXPECT_EQ(untimed(read_json(json)), untimed(single_run()));
+
+  // Another configuration, another shard, a file of something else: refused with the reason.
+  Result other = run_cli(fmt::format("{} --resume {} --ctx 1024", common(), resume.string()));
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.err.find("eaglevk: error: --resume " + resume.string() +
+                           " was written by another configuration: 'ctx' is 2048 there and 1024 here"),
+            std::string::npos)
+      << other.err;
+  Result shard = run_cli(fmt::format("{} --resume {} --shard 1/2", common(), resume.string()));
+  EXPECT_EQ(shard.code, 1);
+  EXPECT_NE(shard.err.find("holds shard"), std::string::npos) << shard.err;
+  Result foreign = run_cli(fmt::format("{} --resume {}", common(), dataset()));
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_NE(foreign.err.find("not an eval --resume header"), std::string::npos) << foreign.err;
+  fs::remove(resume);
+  fs::remove(json);
+}
+
+// Turns keep their caches: the same tokens as prefilling every turn from its start, with the
+// first turn's prompt and answer taken from the cache.
+TEST(EvalScale, TurnsKeepTheirCachesAndEqualReprefilling) {
+  const fs::path json = temp("noreuse.json");
+  Result r = run_cli(fmt::format("{} --no-kv-reuse --json {}", common(), json.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json fresh = read_json(json);
+  const nlohmann::json& reused = single_run();
+  for (size_t i = 0; i < 8; ++i) {
+    const auto& a = reused["per_prompt"][i];
+    const auto& b = fresh["per_prompt"][i];
+    EXPECT_EQ(a["tokens"], b["tokens"]) << "prompt " << i;
+    EXPECT_EQ(a["num_accepted_tokens"], b["num_accepted_tokens"]) << "prompt " << i;
+    EXPECT_EQ(b["reused_tokens"], 0) << "prompt " << i;
+    const bool turns = a["tokens"][0].is_array();
+    if (turns) {
+      // The second turn's prompt starts with the first turn's prompt and answer.
+      EXPECT_GT(a["reused_tokens"].get<size_t>(), a["prompt_tokens"].get<size_t>() / 3) << "prompt " << i;
+      EXPECT_EQ(a["tokens"].size(), 2u);
+      EXPECT_EQ(a["stop_reason"].size(), 2u);
+    } else {
+      EXPECT_EQ(a["reused_tokens"], 0) << "a line's first generation starts a new sequence";
+    }
+  }
+  EXPECT_EQ(reused["config"]["kv_reuse"], true);
+  EXPECT_EQ(fresh["config"]["kv_reuse"], false);
+  fs::remove(json);
+}
+
+TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
+  const nlohmann::json& one = single_run();
+  // Categories: each one's counters, and together the totals.
+  ASSERT_EQ(one["per_category"].size(), 5u);  // chat, coding, multi-turn, writing, (none)
+  uint64_t drafts = 0, tokens = 0;
+  for (const auto& [name, block] : one["per_category"].items()) {
+    drafts += block["num_drafts"].get<uint64_t>();
+    tokens += block["output_tokens"].get<uint64_t>();
+  }
+  EXPECT_EQ(drafts, one["totals"]["num_drafts"].get<uint64_t>());
+  EXPECT_EQ(tokens, one["totals"]["output_tokens"].get<uint64_t>());
+  EXPECT_EQ(one["per_category"]["writing"]["prompts"], 2);
+  Result printed = run_cli(common());
+  EXPECT_NE(printed.out.find("multi-turn"), std::string::npos) << printed.out;
+  EXPECT_EQ(one["config"]["seed"], 0) << "greedy decoding draws nothing";
+  for (const auto& p : one["per_prompt"])
+    for (const auto& reason : p["stop_reason"].is_array() ? p["stop_reason"] : nlohmann::json::array({p["stop_reason"]}))
+      EXPECT_TRUE(reason == "length" || reason == "eos") << reason;
+
+  // --stop: a piece of the first prompt's output text ends it there.
+  loader::ModelFiles files = loader::open_model_files(asset("tiny-llama3"));
+  loader::Tokenizer tok = loader::load_tokenizer(files);
+  const std::vector<int32_t> full = one["per_prompt"][0]["tokens"].get<std::vector<int32_t>>();
+  const std::string text = tok.decode(full, true);
+  ASSERT_GT(text.size(), 12u) << text;
+  const std::string stop = text.substr(text.size() / 2, 3);
+  const fs::path json = temp("stop.json");
+  Result s = run_cli(fmt::format("{} --limit 1 --stop '{}' --stop 'never there' --json {}", common(), stop, json.string()));
+  ASSERT_EQ(s.code, 0) << s.err;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["per_prompt"][0]["stop_reason"], "stop");
+  const std::vector<int32_t> cut = j["per_prompt"][0]["tokens"].get<std::vector<int32_t>>();
+  ASSERT_LE(cut.size(), full.size());
+  ASSERT_FALSE(cut.empty());
+  EXPECT_TRUE(std::equal(cut.begin(), cut.end(), full.begin()));
+  EXPECT_NE(tok.decode(cut, true).find(stop), std::string::npos);
+  EXPECT_EQ(tok.decode(std::vector<int32_t>(cut.begin(), cut.end() - 1), true).find(stop), std::string::npos)
+      << "the generation went on past its stop string";
+
+  // T > 0: a random seed unless given (printed and recorded), drafts drawn from the draft by
+  // default, and a baseline that reports speed without demanding equal samples.
+  Result t = run_cli(fmt::format("{} --limit 2 --temp 0.8 --baseline --json {}", common(), json.string()));
+  ASSERT_EQ(t.code, 0) << t.err;
+  const size_t at = t.err.find("eaglevk: seed ");
+  ASSERT_NE(at, std::string::npos) << t.err;
+  const uint64_t seed = std::stoull(t.err.substr(at + 14));
+  nlohmann::json tj = read_json(json);
+  EXPECT_EQ(tj["config"]["seed"].get<uint64_t>(), seed);
+  EXPECT_EQ(tj["config"]["draft_sampling"], true);
+  EXPECT_NE(t.out.find("speed-up"), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("outputs match"), std::string::npos) << t.out;
+  EXPECT_GT(tj["baseline"]["output_tokens"].get<uint64_t>(), 0u);
+  Result g = run_cli(fmt::format("{} --limit 1 --temp 0.8 --seed 3 --greedy-drafts --json {}", common(), json.string()));
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(g.err.find("eaglevk: seed"), std::string::npos) << "a given seed is not announced";
+  EXPECT_EQ(read_json(json)["config"]["draft_sampling"], false);
+  fs::remove(json);
+}
+
+TEST(EvalScale, BadShardAndFlagValues) {
+  const std::vector<std::pair<std::string, std::string>> usage = {
+      {"--shard 3/2", "shard 3 does not exist among 2"},
+      {"--shard 0/0", "the shard count must be at least 1"},
+      {"--shard 1", "--shard must be i/N"},
+      {"--shard -1/2", "--shard must be i/N"},
+      {"--shard auto", "found neither a Slurm array"},
+      {"--shard 0/2 --shard-count 2", "--shard-count is for --shard auto"},
+      {"--shard 0/2 --temp 0.5", "needs --seed"},
+      {"--draft-sampling --greedy-drafts", "opposite schemes"},
+      {"--stop ''", "a stop string is empty"},
+  };
+  for (const auto& [flags, words] : usage) {
+    Result r = run_cli(fmt::format("{} {}", common(), flags));
+    EXPECT_EQ(r.code, 2) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find("eaglevk: error: "), std::string::npos) << flags << ": " << r.err;
+    EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
+  }
+  Result k8s = run_cli(fmt::format("{} --shard auto", common()), "JOB_COMPLETION_INDEX=0");
+  EXPECT_EQ(k8s.code, 2);
+  EXPECT_NE(k8s.err.find("needs --shard-count"), std::string::npos) << k8s.err;
+  Result slurm = run_cli(fmt::format("{} --shard auto", common()), "SLURM_ARRAY_TASK_ID=x SLURM_ARRAY_TASK_COUNT=2");
+  EXPECT_EQ(slurm.code, 2);
+  EXPECT_NE(slurm.err.find("SLURM_ARRAY_TASK_ID='x' is not a whole number"), std::string::npos) << slurm.err;
+  // A category that is not a name: skipped with the reason, or with --strict an error.
+  const fs::path bad = temp("badcat.jsonl");
+  std::ofstream(bad) << "{\"prompt\": \"hello\", \"category\": 7}\n{\"prompt\": \"hello there\"}\n";
+  Result skipped = run_cli(fmt::format("eval -d {} --dataset {} -n 2", asset("tiny-llama3-eagle3"), bad.string()));
+  EXPECT_EQ(skipped.code, 0) << skipped.err;
+  EXPECT_NE(skipped.err.find(":1: skipped: 'category' must be a string"), std::string::npos) << skipped.err;
+  Result strict = run_cli(fmt::format("eval -d {} --dataset {} -n 2 --strict", asset("tiny-llama3-eagle3"), bad.string()));
+  EXPECT_EQ(strict.code, 1);
+  EXPECT_NE(strict.err.find("eaglevk: error: " + bad.string() + ":1: 'category' must be a string"), std::string::npos)
+      << strict.err;
+  fs::remove(bad);
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
