@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -342,6 +343,64 @@ TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
   EXPECT_EQ(g.err.find("eaglevk: seed"), std::string::npos) << "a given seed is not announced";
   EXPECT_EQ(read_json(json)["config"]["draft_sampling"], false);
   fs::remove(json);
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && line[0] == '{') rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+// `run --chat -i` with two lines piped in: three answers, each turn after the first continuing
+// the caches; the last equals running the whole conversation from --messages.
+TEST(RunChat, InteractiveTurnsEqualTheWholeConversation) {
+  const std::string draft = asset("tiny-llama3-eagle3");
+  Result r = run_cli(fmt::format("run --chat -i -p 'Hello' -n 8 -d {} --json", draft),
+                     "printf 'Tell me more.\\nAnd then?\\n' |");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<nlohmann::json> turns = json_lines(r.out);
+  ASSERT_EQ(turns.size(), 3u) << r.out;
+  EXPECT_EQ(turns[0]["reused_tokens"], 0);
+  EXPECT_GT(turns[1]["reused_tokens"].get<size_t>(), turns[0]["prompt_tokens"].size() / 2);
+  EXPECT_GT(turns[2]["reused_tokens"].get<size_t>(), turns[1]["prompt_tokens"].size() / 2);
+  const nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", "Hello"}},
+                                                         {{"role", "assistant"}, {"content", turns[0]["text"]}},
+                                                         {{"role", "user"}, {"content", "Tell me more."}},
+                                                         {{"role", "assistant"}, {"content", turns[1]["text"]}},
+                                                         {{"role", "user"}, {"content", "And then?"}}});
+  const fs::path file = temp("chat.json");
+  std::ofstream(file) << messages.dump();
+  Result whole = run_cli(fmt::format("run --messages {} -n 8 -d {} --json", file.string(), draft));
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  const std::vector<nlohmann::json> w = json_lines(whole.out);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0]["prompt_tokens"], turns[2]["prompt_tokens"]);
+  EXPECT_EQ(w[0]["tokens"], turns[2]["tokens"]);
+  EXPECT_EQ(w[0]["reused_tokens"], 0);
+  fs::remove(file);
+  Result bad = run_cli("run -i -p 'Hello'");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("needs --chat"), std::string::npos) << bad.err;
+}
+
+// `run --stop`: the text ends before the stop string, which is not printed; the reason is
+// in the JSON.
+TEST(RunChat, StopStringEndsTheTextBeforeIt) {
+  Result full = run_cli("run -p 'The modules' -n 16 --json");
+  ASSERT_EQ(full.code, 0) << full.err;
+  const std::string text = json_lines(full.out).at(0)["text"];
+  ASSERT_GT(text.size(), 10u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  ASSERT_EQ(stop.find('\''), std::string::npos);
+  const std::string before = text.substr(0, text.find(stop));
+  Result cut = run_cli(fmt::format("run -p 'The modules' -n 16 --stop '{}' --json", stop));
+  const nlohmann::json j = json_lines(cut.out).at(0);
+  EXPECT_EQ(j["text"], before);
+  EXPECT_EQ(j["stop_reason"], "stop");
+  Result streamed = run_cli(fmt::format("run -p 'The modules' -n 16 --stop '{}'", stop));
+  EXPECT_EQ(streamed.out, before + "\n");
 }
 
 TEST(EvalScale, BadShardAndFlagValues) {

@@ -1,6 +1,10 @@
 // `eaglevk run`: generate from a prompt, streaming text to stdout and statistics to stderr.
+#include <unistd.h>
+
 #include <cstdio>
+#include <iostream>
 #include <memory>
+#include <random>
 #include <span>
 
 #include <fmt/core.h>
@@ -16,6 +20,7 @@
 #include "loader/safetensors.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/engine/stop_text.h"
 #include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
@@ -25,11 +30,12 @@ constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of
 
 struct RunArgs {
   std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
-  std::vector<std::string> images;
+  std::vector<std::string> images, stop;
   SpecFlags spec;
-  CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr;
+  CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0;
-  bool chat = false, ignore_eos = false, json = false, draft_sampling = false;
+  bool chat = false, ignore_eos = false, json = false, draft_sampling = false, greedy_drafts = false,
+       interactive = false;
   float temp = 0, top_p = 1;
   int32_t top_k = 0;
   uint64_t seed = 0;
@@ -77,8 +83,18 @@ int run_command(const RunArgs& a) {
     if (given_prompt || !a.file.empty() || a.chat) usage_fail("--prompt-ids cannot be combined with -p, -f or --chat");
     source.ids = parse_id_list(a.prompt_ids, "--prompt-ids");
   }
-  const engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, a.seed};
+  if (a.interactive && !a.chat) usage_fail("--interactive is a chat: it needs --chat");
+  if (a.interactive && !a.images.empty()) usage_fail("--interactive does not take images");
+  if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
+  as_usage_error([&] { engine::StopText check(a.stop); });
+  engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, a.seed};
   as_usage_error([&] { engine::check_sampling(sampling); });
+  if (a.temp > 0 && !a.seed_option->count()) {
+    // A new draw each run unless --seed; printed so that it can be repeated.
+    std::random_device device;
+    sampling.seed = (uint64_t(device()) << 32) ^ device();
+    fmt::print(stderr, "eaglevk: seed {} (pass --seed {} to draw the same again)\n", sampling.seed, sampling.seed);
+  }
 
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -120,71 +136,114 @@ int run_command(const RunArgs& a) {
   o.top_logits = a.top_logits;
   if (prepared.images) o.images = &*prepared.images;
 
-  loader::StreamDecoder decoder(m.tokenizer, /*skip_special=*/true);
-  engine::TokenCallback stream = [&](int32_t id) {
-    if (!a.json) {
-      std::string piece = decoder.push(id);
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
-    return true;
-  };
-  engine::GenerationResult r;
-  engine::SpecStats stats;
-  vk::profile_reset();  // the profile covers generation, not the model's upload
+  // The decoder (or the plain runner) lives across the turns of --interactive, whose next
+  // turns continue its KV caches.
+  std::unique_ptr<engine::SpeculativeDecoder> spec;
+  std::unique_ptr<engine::TargetRunner> runner;
+  TapDump dump;
   if (draft) {
-    engine::SpeculativeDecoder spec = tree.enabled()
-                                          ? engine::SpeculativeDecoder(*gpu, m.model, *draft, context, tree, kMaxRows)
-                                          : engine::SpeculativeDecoder(*gpu, m.model, *draft, context, a.spec.k, kMaxRows);
-    spec.set_draft_sampling(a.draft_sampling);
-    TapDump dump;
-    if (!a.dump_taps.empty()) spec.set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
-    r = spec.generate(prompt, o, stats, stream);
-    if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config().hidden_size);
+    spec = tree.enabled() ? std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, tree, kMaxRows)
+                          : std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.spec.k, kMaxRows);
+    // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts:
+    // it accepts more (both keep the target's distribution).
+    spec->set_draft_sampling(!tree.enabled() && a.temp > 0 && !a.greedy_drafts);
+    if (!a.dump_taps.empty()) spec->set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
   } else {
     // Built only without a draft: the speculative decoder has its own target state, and a
     // second KV cache would double the memory a long context takes.
-    engine::TargetRunner runner(*gpu, m.model, context, kMaxRows);
-    r = engine::generate(runner, prompt, o, stream);
+    runner = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, kMaxRows);
   }
-  std::string text = m.tokenizer.decode(r.tokens, /*skip_special=*/true);
-  double prefill_tps = r.prefill_seconds > 0 ? r.prompt.size() / r.prefill_seconds : 0;
-  double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
-  if (a.json) {
-    nlohmann::json j;
-    j["prompt_tokens"] = r.prompt;
-    j["tokens"] = r.tokens;
-    j["text"] = text;
-    j["context"] = context;
-    j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
-    if (prepared.images) {
-      j["timing"]["image_seconds"] = prepared.image_seconds;
-      j["image_tiles"] = prepared.image_tiles;
+
+  engine::GenerationResult r;
+  engine::SpecStats stats;
+  std::string text;
+  bool stopped_by_string = false;
+  // One generation: streams its text (up to a stop string) unless --json, then reports it.
+  auto generate_turn = [&](const std::vector<int32_t>& ids, bool reuse) {
+    loader::StreamDecoder decoder(m.tokenizer, /*skip_special=*/true);
+    engine::StopText stop(a.stop);
+    text.clear();
+    auto emit = [&](const std::string& piece) {
+      text += piece;
+      if (!a.json) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
+    };
+    engine::TokenCallback stream = [&](int32_t id) {
+      emit(stop.push(decoder.push(id)));
+      return !stop.stopped();
+    };
+    engine::GenerationOptions turn = o;
+    turn.reuse_prefix = reuse;
+    stats = {};
+    r = spec ? spec->generate(ids, turn, stats, stream) : engine::generate(*runner, ids, turn, stream);
+    stopped_by_string = stop.stopped();
+    if (!stopped_by_string) emit(stop.push(decoder.flush()) + stop.flush());
+    const char* reason = stopped_by_string ? "stop" : r.stopped_at_eos ? "eos" : r.stopped_at_context ? "context" : "length";
+    double prefill_tps = r.prefill_seconds > 0 ? (r.prompt.size() - r.reused_tokens) / r.prefill_seconds : 0;
+    double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
+    if (a.json) {
+      nlohmann::json j;
+      j["prompt_tokens"] = r.prompt;
+      j["tokens"] = r.tokens;
+      j["text"] = text;
+      j["stop_reason"] = reason;
+      j["reused_tokens"] = r.reused_tokens;
+      j["context"] = context;
+      j["seed"] = sampling.seed;
+      j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
+      if (prepared.images) {
+        j["timing"]["image_seconds"] = prepared.image_seconds;
+        j["image_tiles"] = prepared.image_tiles;
+      }
+      if (draft)
+        j["stats"] = {{"num_drafts", stats.num_drafts},
+                      {"num_draft_tokens", stats.num_draft_tokens},
+                      {"num_accepted_tokens", stats.num_accepted_tokens},
+                      {"mean_acceptance_length", stats.mean_acceptance_length()},
+                      {"acceptance_per_position", stats.acceptance_per_position()}};
+      if (a.top_logits) {
+        nlohmann::json top = nlohmann::json::array();
+        for (auto& [id, v] : r.prompt_top_logits) top.push_back({id, v});
+        j["prompt_top_logits"] = top;
+      }
+      fmt::print("{}\n", j.dump());
+    } else {
+      fmt::print("\n");
     }
-    if (draft)
-      j["stats"] = {{"num_drafts", stats.num_drafts},
-                    {"num_draft_tokens", stats.num_draft_tokens},
-                    {"num_accepted_tokens", stats.num_accepted_tokens},
-                    {"mean_acceptance_length", stats.mean_acceptance_length()},
-                    {"acceptance_per_position", stats.acceptance_per_position()}};
-    if (a.top_logits) {
-      nlohmann::json top = nlohmann::json::array();
-      for (auto& [id, v] : r.prompt_top_logits) top.push_back({id, v});
-      j["prompt_top_logits"] = top;
+    fmt::print(stderr, "\nprompt tokens: {}{}  generated tokens: {}\nprefill: {:.1f} tokens/s  decode: {:.1f} tokens/s  (stopped: {})\n",
+               r.prompt.size(), r.reused_tokens ? fmt::format(" ({} from the cache)", r.reused_tokens) : "",
+               r.tokens.size(), prefill_tps, decode_tps, reason);
+    if (draft) fmt::print(stderr, "{}", stats.block());
+  };
+
+  vk::profile_reset();  // the profile covers generation, not the model's upload
+  generate_turn(prompt, false);
+  if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config().hidden_size);
+  size_t generated = r.tokens.size();
+  if (a.interactive) {
+    // A chat on the terminal (or lines piped in): each line is the next user turn, asked
+    // after the model's answer; the conversation's KV caches are kept from turn to turn. An
+    // empty line or the end of input ends it.
+    std::vector<loader::ChatMessage> conversation;
+    if (!a.system.empty()) conversation.push_back({"system", a.system});
+    conversation.push_back({"user", source.text});
+    const bool tty = isatty(STDIN_FILENO);
+    for (std::string line;;) {
+      conversation.push_back({"assistant", text});
+      if (tty) fmt::print(stderr, "\n> ");
+      if (!std::getline(std::cin, line) || line.empty()) break;
+      conversation.push_back({"user", line});
+      const std::vector<int32_t> ids = m.tokenizer.encode(m.chat->render(conversation, true), false);
+      if (ids.size() >= context) fail("the conversation has {} tokens but the context holds {} (raise --ctx)", ids.size(), context);
+      generate_turn(ids, true);
+      generated += r.tokens.size();
     }
-    fmt::print("{}\n", j.dump());
-  } else {
-    std::string rest = decoder.flush();
-    std::fwrite(rest.data(), 1, rest.size(), stdout);
-    fmt::print("\n");
   }
-  fmt::print(stderr, "\nprompt tokens: {}  generated tokens: {}\nprefill: {:.1f} tokens/s  decode: {:.1f} tokens/s{}\n",
-             r.prompt.size(), r.tokens.size(), prefill_tps, decode_tps,
-             r.stopped_at_context ? "  (stopped: context full)" : "");
-  if (draft) fmt::print(stderr, "{}", stats.block());
   // EAGLEVK_PROFILE=1: GPU time per command family over the generation (prefill included),
   // divided by the generated tokens, and the host's recording and waiting time.
-  if (const std::string profile = vk::profile_report(r.tokens.size()); !profile.empty()) fmt::print(stderr, "{}", profile);
+  if (const std::string profile = vk::profile_report(generated); !profile.empty()) fmt::print(stderr, "{}", profile);
   return 0;
 }
 
@@ -209,7 +268,11 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--temp", args->temp, "temperature; 0 is greedy")->capture_default_str();
   sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
   sub->add_option("--top-p", args->top_p, "nucleus sampling mass (1: off)")->capture_default_str();
-  sub->add_option("--seed", args->seed, "random seed")->capture_default_str();
+  args->seed_option = sub->add_option("--seed", args->seed, "random seed (default at --temp > 0: a random one, printed)");
+  sub->add_option("--stop", args->stop, "end generation at this text, which is not printed (repeatable)");
+  sub->add_flag("-i,--interactive", args->interactive,
+                "with --chat: after the answer, read the next user turn from stdin (an empty line ends), keeping "
+                "the KV caches");
   sub->add_option("--ctx", args->ctx,
                   "context length in tokens (default: the model's maximum when it fits the device's memory, else "
                   "what fits)");
@@ -217,7 +280,9 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   add_spec_flags(sub, args->spec);
   sub->add_flag("--draft-sampling", args->draft_sampling,
-                "with -d at --temp > 0: draw drafts from the draft's distribution (accept min(1, p/q))");
+                "with -d at --temp > 0: draw drafts from the draft's distribution, accept min(1, p/q) (the default)");
+  sub->add_flag("--greedy-drafts", args->greedy_drafts,
+                "with -d at --temp > 0: propose the draft's argmax instead (vLLM's default; lower acceptance)");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
