@@ -100,6 +100,67 @@ TEST_F(CApi, ContinueEqualsGeneratingTheWholeSequence) {
   }
 }
 
+// Stop strings: the output ends with the token that completed the text, the pieces before the
+// text; the sampling scheme at T > 0 is the caller's choice (drafts drawn from the draft by
+// default, its argmax with greedy_drafts).
+TEST_F(CApi, StopStringsAndTheSamplingScheme) {
+  Shared& s = shared();
+  const uint32_t n = 16;
+  const GoldenPrompt& g = s.golden.prompts[0];
+  std::vector<int32_t> want(g.greedy_ids.begin(), g.greedy_ids.begin() + n);
+  std::vector<char> buf(4096);
+  size_t len = 0;
+  ASSERT_EQ(eaglevk_detokenize(s.pair, want.data(), want.size(), 1, buf.data(), buf.size(), &len), EAGLEVK_OK);
+  const std::string text(buf.data(), len);
+  ASSERT_GT(text.size(), 10u);
+  const std::string stop = text.substr(text.size() / 2, 3);
+  const char* stops[] = {"text that never comes", stop.c_str()};
+  for (uint32_t k : {0u, 3u}) {
+    eaglevk_session_params p = eaglevk_session_params_default();
+    p.k = k;
+    p.max_new_tokens = n;
+    p.ignore_eos = 1;
+    p.stop_strings = stops;
+    p.stop_count = 2;
+    eaglevk_session* ses = nullptr;
+    ASSERT_EQ(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_OK) << eaglevk_last_error();
+    Generated r = generate(ses, g.prompt_ids, n);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << r.error;
+    EXPECT_EQ(r.text, text.substr(0, text.find(stop))) << "k " << k;
+    ASSERT_FALSE(r.tokens.empty());
+    EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.end(), want.begin()));
+    std::vector<int32_t> shorter(r.tokens.begin(), r.tokens.end() - 1);
+    ASSERT_EQ(eaglevk_detokenize(s.pair, shorter.data(), shorter.size(), 1, buf.data(), buf.size(), &len), EAGLEVK_OK);
+    EXPECT_EQ(std::string(buf.data(), len).find(stop), std::string::npos) << "went on past the stop string";
+    eaglevk_session_free(ses);
+  }
+  eaglevk_session_params p = eaglevk_session_params_default();
+  p.stop_count = 1;
+  eaglevk_session* ses = nullptr;
+  EXPECT_STATUS(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_ERROR_INVALID_ARGUMENT);
+  const char* empty[] = {""};
+  p.stop_strings = empty;
+  EXPECT_STATUS(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_ERROR_INVALID_ARGUMENT);
+
+  // The two schemes draw differently with the same seed; each is reproducible.
+  std::vector<std::vector<int32_t>> outs;
+  for (int greedy_drafts : {0, 1, 0}) {
+    eaglevk_session_params q = eaglevk_session_params_default();
+    q.temperature = 0.8f;
+    q.seed = 11;
+    q.max_new_tokens = 32;
+    q.ignore_eos = 1;
+    q.greedy_drafts = greedy_drafts;
+    ASSERT_EQ(eaglevk_session_create(s.pair, &q, &ses), EAGLEVK_OK) << eaglevk_last_error();
+    Generated r = generate(ses, g.prompt_ids, 32);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << r.error;
+    outs.push_back(r.tokens);
+    eaglevk_session_free(ses);
+  }
+  EXPECT_NE(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+}
+
 // GGUF files load through the same call: llama.cpp's F16 conversion of the target with its
 // Q8_0 draft gives the reference's greedy output, with the GGUF's own tokenizer.
 TEST_F(CApi, GgufPairGeneratesTheGoldenTokens) {

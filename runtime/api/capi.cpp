@@ -246,6 +246,9 @@ eaglevk_session_params full_defaults() {
   p.spec_steps = d.tree.steps;
   p.spec_topk = d.tree.topk;
   p.spec_draft_tokens = d.tree.draft_tokens;
+  p.greedy_drafts = d.greedy_drafts ? 1 : 0;
+  p.stop_strings = nullptr;
+  p.stop_count = 0;
   return p;
 }
 
@@ -274,6 +277,13 @@ eaglevk_status eaglevk_session_create_sized(eaglevk_model* model, const eaglevk_
     sp.max_new_tokens = p.max_new_tokens;
     sp.ignore_eos = p.ignore_eos != 0;
     sp.tree = eaglevk::engine::TreeParams{p.spec_steps, p.spec_topk, p.spec_draft_tokens};
+    sp.greedy_drafts = p.greedy_drafts != 0;
+    if (p.stop_count && !p.stop_strings)
+      fail_as(api::ErrorKind::InvalidArgument, "stop_strings is NULL but stop_count is {}", p.stop_count);
+    for (size_t i = 0; i < p.stop_count; ++i) {
+      if (!p.stop_strings[i]) fail_as(api::ErrorKind::InvalidArgument, "stop_strings[{}] is NULL", i);
+      sp.stop.emplace_back(p.stop_strings[i]);
+    }
     auto handle = std::make_unique<eaglevk_session>();
     handle->session = std::make_unique<api::Session>(model->model, sp);
     *out = handle.release();

@@ -11,6 +11,7 @@
 #include "runtime/engine/generate.h"
 #include "runtime/engine/prompt_images.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/engine/stop_text.h"
 #include "runtime/engine/target_runner.h"
 #include "runtime/ops/gpu.h"
 
@@ -28,6 +29,8 @@ void check_params(const SessionParams& p) {
   if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
   if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
   if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
+  for (size_t i = 0; i < p.stop.size(); ++i)
+    if (p.stop[i].empty()) fail_as(ErrorKind::InvalidArgument, "stop_strings[{}] is empty", i);
 }
 
 }  // namespace
@@ -62,6 +65,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                                                                  context_, params_.k, kMaxRows);
     else
       runner_ = std::make_unique<engine::TargetRunner>(*device.gpu, *model_->target, context_, kMaxRows);
+    // At T > 0 chain drafts are drawn from the draft unless the caller asks for the argmax.
+    if (spec_) spec_->set_draft_sampling(!params_.tree.enabled() && !params_.greedy_drafts);
   });
 }
 
@@ -121,12 +126,14 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
 
   GenerateOutput out;
   loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);
+  engine::StopText stop(params_.stop);
   engine::TokenCallback stream;
-  if (on_piece)
+  if (on_piece || !stop.empty())
     stream = [&](int32_t id) {
-      std::string piece = decoder.push(id);
-      if (!on_piece(id, piece)) out.stopped_by_caller = true;
-      return !out.stopped_by_caller;
+      std::string piece = stop.push(decoder.push(id));
+      if (on_piece && !on_piece(id, piece)) out.stopped_by_caller = true;
+      out.stopped_at_stop_string = stop.stopped();
+      return !out.stopped_by_caller && !stop.stopped();
     };
 
   sequence_.clear();  // until this call succeeds
@@ -139,8 +146,8 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
                 : engine::generate(*runner_, std::move(ids), o, stream);
     });
   }
-  if (on_piece && !out.stopped_by_caller) {
-    std::string rest = decoder.flush();
+  if (on_piece && !out.stopped_by_caller && !out.stopped_at_stop_string) {
+    std::string rest = stop.push(decoder.flush()) + stop.flush();
     if (!rest.empty()) on_piece(-1, rest);
   }
   if (!images) {

@@ -131,6 +131,16 @@ typedef struct eaglevk_session_params {
   uint32_t spec_steps;
   uint32_t spec_topk;
   uint32_t spec_draft_tokens;
+  /* Since 0.5. The speculative scheme at temperature > 0 with chain drafting: 0 (default)
+   * draws each draft token from the draft's own distribution and accepts it with min(1, p/q),
+   * which accepts more; nonzero proposes the draft's argmax (vLLM's default with EAGLE). Both
+   * keep the target's distribution. (0.4 and earlier proposed the argmax.) */
+  int32_t greedy_drafts;
+  /* Since 0.5: generation ends at the first of these texts (UTF-8, not empty); the callback's
+   * pieces end before it, and out_tokens ends with the token that completed it. The strings
+   * are copied when the session is created. NULL with stop_count 0: none. */
+  const char* const* stop_strings;
+  size_t stop_count;
 } eaglevk_session_params;
 
 /* The struct grows at its end from version to version. These two calls take the size the

@@ -120,6 +120,8 @@ struct SessionParams {
   uint32_t max_new_tokens = 64;
   bool ignore_eos = false;
   engine::TreeParams tree;      // steps > 0: tree drafting instead of the chain of k
+  bool greedy_drafts = false;   // at T > 0: propose the draft's argmax instead of drawing from it
+  std::vector<std::string> stop;  // generation ends at the first of these texts
 };
 
 struct GenerateOutput {
@@ -128,6 +130,7 @@ struct GenerateOutput {
   bool stopped_at_eos = false;
   bool stopped_at_context = false;
   bool stopped_by_caller = false;
+  bool stopped_at_stop_string = false;
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
 };
 
