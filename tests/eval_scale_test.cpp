@@ -403,6 +403,22 @@ TEST(RunChat, StopStringEndsTheTextBeforeIt) {
   EXPECT_EQ(streamed.out, before + "\n");
 }
 
+// `bench` reports each measurement on stderr as it finishes, and its results on stdout.
+TEST(Bench, ShowsProgressAndReportsEveryTest) {
+  Result r = run_cli(fmt::format("bench -p 16 -n 8 -r 2 -d {} -o json", asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* line : {"bench: warm-up pp16 done", "bench: pp16 1/2: ", "bench: tg8 2/2: ", "bench: spec-tg8 k=3 2/2: "})
+    EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u) << r.out;  // pp, tg, spec-tg, then the load
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j[i]["samples"].size(), 2u);
+    EXPECT_GT(j[i]["tokens_per_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(j[2]["test"], "spec-tg8 k=3");
+  EXPECT_EQ(j[3]["test"], "load");
+}
+
 TEST(EvalScale, BadShardAndFlagValues) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"--shard 3/2", "shard 3 does not exist among 2"},

@@ -96,6 +96,13 @@ int bench_command(const BenchArgs& a) {
   if (draft && tree.enabled())
     tree_decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, tree);
   engine::SpecStats spec_stats, tree_stats;
+  // Progress on stderr as each measurement finishes: a large model's repetitions take minutes.
+  auto report = [&](uint32_t rep, const std::string& test, double tps) {
+    if (rep == 0)
+      fmt::print(stderr, "bench: warm-up {} done ({:.1f} t/s, not counted)\n", test, tps);
+    else
+      fmt::print(stderr, "bench: {} {}/{}: {:.2f} t/s\n", test, rep, a.reps, tps);
+  };
   // One warm-up run builds the pipelines.
   for (uint32_t rep = 0; rep <= a.reps; ++rep) {
     if (a.n_prompt) {
@@ -103,6 +110,7 @@ int bench_command(const BenchArgs& a) {
       o.n_predict = 1;
       auto r = engine::generate(runner, prompt, o);
       if (rep) pp.tps.push_back(a.n_prompt / r.prefill_seconds);
+      report(rep, pp.test, a.n_prompt / r.prefill_seconds);
     }
     if (a.n_gen) {
       engine::GenerationOptions o;
@@ -111,6 +119,7 @@ int bench_command(const BenchArgs& a) {
       const std::vector<int32_t>& start = bos;
       auto r = engine::generate(runner, start, o);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
+      report(rep, tg.test, a.n_gen / r.decode_seconds);
       if (decoder) {
         engine::SpecStats stats;
         auto rs = decoder->generate(start, o, stats);
@@ -118,6 +127,7 @@ int bench_command(const BenchArgs& a) {
           spec.tps.push_back(a.n_gen / rs.decode_seconds);
           spec_stats.merge(stats);
         }
+        report(rep, spec.test, a.n_gen / rs.decode_seconds);
       }
       if (tree_decoder) {
         engine::SpecStats stats;
@@ -126,6 +136,7 @@ int bench_command(const BenchArgs& a) {
           spec_tree.tps.push_back(a.n_gen / rs.decode_seconds);
           tree_stats.merge(stats);
         }
+        report(rep, spec_tree.test, a.n_gen / rs.decode_seconds);
       }
     }
   }
