@@ -17,6 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <eaglevk/eaglevk.h>
+
 #include "loader/model_files.h"
 #include "support/golden.h"
 #include "support/process.h"
@@ -417,6 +419,12 @@ TEST(Bench, ShowsProgressAndReportsEveryTest) {
   }
   EXPECT_EQ(j[2]["test"], "spec-tg8 k=3");
   EXPECT_EQ(j[3]["test"], "load");
+}
+
+TEST(Cli, VersionIsTheLibrarys) {
+  Result r = run_cli("--version");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, fmt::format("eaglevk {}\n", eaglevk_version()));
 }
 
 TEST(EvalScale, BadShardAndFlagValues) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <eaglevk/eaglevk.h>
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
@@ -14,6 +15,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"eaglevk: LLM inference with EAGLE-3 speculative decoding on Vulkan"};
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", fmt::format("eaglevk {}", eaglevk_version()));
   eaglevk::cli::add_devices_command(app);
   eaglevk::cli::add_run_command(app);
   eaglevk::cli::add_bench_command(app);
