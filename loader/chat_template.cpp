@@ -10,6 +10,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/pretokenize.h"
+#include "loader/text_file.h"
 
 namespace eaglevk::loader {
 
@@ -53,14 +54,6 @@ std::string today_date_string() {
   static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                             "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   return fmt::format("{:02d} {} {}", local.tm_mday, kMonths[local.tm_mon], local.tm_year + 1900);
-}
-
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}", path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
 }
 
 // Every template checks this: `| trim` walks the content by code point, and the rendered prompt

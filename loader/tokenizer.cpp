@@ -11,6 +11,7 @@
 #include "loader/bpe.h"
 #include "loader/json_excerpt.h"
 #include "loader/pretokenize.h"
+#include "loader/text_file.h"
 
 namespace eaglevk::loader {
 
@@ -58,18 +59,9 @@ struct TokenizerState {
 
 namespace {
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}", path.string());
-  // Checked before reading, so a huge (or hostile) file is never loaded into memory.
-  std::error_code ec;
-  if (const auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxTokenizerFileBytes)
-    fail("{}: {} bytes is over the {}-byte ({} MiB) limit for tokenizer files", path.string(), size,
-         kMaxTokenizerFileBytes, kMaxTokenizerFileBytes >> 20);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) fail("cannot read {}", path.string());
-  return buffer.str();
+// Checked before reading, so a huge (or hostile) file is never loaded into memory.
+std::string read_tokenizer_file(const std::filesystem::path& path) {
+  return read_text_file(path, kMaxTokenizerFileBytes, "tokenizer files");
 }
 
 json parse_json(std::string_view text, std::string_view source) {
@@ -449,11 +441,11 @@ const TokenizerState& checked(const std::shared_ptr<TokenizerState>& state) {
 
 Tokenizer Tokenizer::load(const std::filesystem::path& dir) {
   const auto tokenizer_path = dir / "tokenizer.json";
-  const std::string tokenizer_text = read_text_file(tokenizer_path);
+  const std::string tokenizer_text = read_tokenizer_file(tokenizer_path);
   std::string config_text, generation_text;
-  if (std::filesystem::exists(dir / "tokenizer_config.json")) config_text = read_text_file(dir / "tokenizer_config.json");
+  if (std::filesystem::exists(dir / "tokenizer_config.json")) config_text = read_tokenizer_file(dir / "tokenizer_config.json");
   if (std::filesystem::exists(dir / "generation_config.json"))
-    generation_text = read_text_file(dir / "generation_config.json");
+    generation_text = read_tokenizer_file(dir / "generation_config.json");
   return from_json(tokenizer_text, config_text, generation_text, tokenizer_path.string());
 }
 

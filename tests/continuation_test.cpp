@@ -1,7 +1,7 @@
 // Continuing a sequence (GenerationOptions::reuse_prefix): a chat's next turn keeps the KV
 // caches of the turns before it and prefills only what is new. At temperature 0 every
 // continuation must give the tokens and acceptance counts of re-prefilling the whole prompt on
-// a fresh decoder, for plain decoding, chain and tree speculation on both pairs, when the new
+// a fresh decoder, for plain decoding, chain and tree speculation, when the new
 // prompt extends the old sequence, repeats it, or leaves it part-way through.
 #include <fmt/format.h>
 
@@ -17,7 +17,7 @@ constexpr uint32_t kContext = 512;
 
 engine::GenerationOptions options(bool reuse) {
   engine::GenerationOptions o;
-  o.n_predict = 16;
+  o.n_predict = 12;
   o.ignore_eos = true;
   o.reuse_prefix = reuse;
   return o;
@@ -61,8 +61,9 @@ void expect_same_as_fresh(const std::string& label, const engine::GenerationResu
   EXPECT_EQ(fresh.reused_tokens, 0u);
 }
 
+// Pair A plain, pair B chained (the MoE target), pair A with a tree: each path once.
 TEST(Continuation, PlainDecodingEqualsReprefilling) {
-  for (const char* name : {"A", "B"}) {
+  for (const char* name : {"A"}) {
     Pair& p = pair(name);
     engine::TargetRunner runner(gpu(), p.target, kContext, 64), fresh(gpu(), p.target, kContext, 64);
     const std::vector<int32_t>& first = p.golden.prompts[0].prompt_ids;
@@ -111,10 +112,7 @@ void check_speculative(Pair& p, const std::string& label, const engine::TreePara
   }
 }
 
-TEST(Continuation, ChainSpeculationEqualsReprefilling) {
-  check_speculative(pair("A"), "pair A k=3", {});
-  check_speculative(pair("B"), "pair B k=3", {});
-}
+TEST(Continuation, ChainSpeculationEqualsReprefilling) { check_speculative(pair("B"), "pair B k=3", {}); }
 
 TEST(Continuation, TreeSpeculationEqualsReprefilling) {
   engine::TreeParams tree;

@@ -28,24 +28,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
+using Result = CliResult;
 
 fs::path temp(const std::string& name) { return fs::temp_directory_path() / fmt::format("eaglevk-scale-{}-{}", ::getpid(), name); }
-
-// `env` goes before the command (VAR=value ...).
-Result run_cli(const std::string& args, const std::string& env = "") {
-  const fs::path err = temp("stderr");
-  ProcessResult p = run_process(fmt::format("{} EAGLEVK_VALIDATE=1 {} {} 2>{}", env, EAGLEVK_CLI, args, err.string()));
-  Result r{p.code, p.out, ""};
-  std::ifstream e(err);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(err);
-  expect_no_validation_errors(r.err, args);
-  return r;
-}
 
 // Eight lines of the eval mix (prompts, one-message chats and two-turn conversations, one of
 // them in ShareGPT form) with categories, written once per process.
@@ -103,7 +88,7 @@ nlohmann::json untimed(nlohmann::json j) {
 const nlohmann::json& single_run() {
   static const nlohmann::json report = [] {
     const fs::path json = temp("single.json");
-    Result r = run_cli(fmt::format("{} --json {}", common(), json.string()));
+    Result r = run_cli_apart(fmt::format("{} --json {}", common(), json.string()));
     EXPECT_EQ(r.code, 0) << r.err;
     nlohmann::json j = read_json(json);
     fs::remove(json);
@@ -119,7 +104,7 @@ TEST(EvalScale, ShardsFromSlurmAndKubernetesMergeIntoTheSingleRun) {
   std::vector<std::string> reports;
   for (int id = 1; id <= 3; ++id) {
     const fs::path json = temp(fmt::format("slurm{}.json", id));
-    Result r = run_cli(fmt::format("{} --shard auto --json {}", common(), json.string()),
+    Result r = run_cli_apart(fmt::format("{} --shard auto --json {}", common(), json.string()),
                        fmt::format("SLURM_ARRAY_TASK_ID={} SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_COUNT=3", id));
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.err.find(fmt::format("shard {}/3", id - 1)), std::string::npos) << r.err;
@@ -129,7 +114,7 @@ TEST(EvalScale, ShardsFromSlurmAndKubernetesMergeIntoTheSingleRun) {
   }
   const fs::path merged = temp("merged.json");
   // In any order.
-  Result m = run_cli(fmt::format("eval-merge {} {} {} -o {}", reports[2], reports[0], reports[1], merged.string()));
+  Result m = run_cli_apart(fmt::format("eval-merge {} {} {} -o {}", reports[2], reports[0], reports[1], merged.string()));
   ASSERT_EQ(m.code, 0) << m.err;
   EXPECT_NE(m.out.find("merged 3 shards, 8 prompts"), std::string::npos) << m.out;
   nlohmann::json want = untimed(one), got = untimed(read_json(merged));
@@ -138,33 +123,33 @@ TEST(EvalScale, ShardsFromSlurmAndKubernetesMergeIntoTheSingleRun) {
   got.erase("shards");
   EXPECT_EQ(got, want);
   // The printed block is the single run's too.
-  Result again = run_cli(common());
+  Result again = run_cli_apart(common());
   EXPECT_NE(m.out.find(again.out.substr(0, again.out.find("category"))), std::string::npos) << m.out << again.out;
 
   // A Kubernetes Indexed Job of 2 completions.
   std::vector<std::string> k8s;
   for (int index = 0; index < 2; ++index) {
     const fs::path json = temp(fmt::format("k8s{}.json", index));
-    Result r = run_cli(fmt::format("{} --shard auto --shard-count 2 --json {}", common(), json.string()),
+    Result r = run_cli_apart(fmt::format("{} --shard auto --shard-count 2 --json {}", common(), json.string()),
                        fmt::format("JOB_COMPLETION_INDEX={}", index));
     ASSERT_EQ(r.code, 0) << r.err;
     k8s.push_back(json.string());
   }
-  Result mk = run_cli(fmt::format("eval-merge {} {} -o {}", k8s[0], k8s[1], merged.string()));
+  Result mk = run_cli_apart(fmt::format("eval-merge {} {} -o {}", k8s[0], k8s[1], merged.string()));
   ASSERT_EQ(mk.code, 0) << mk.err;
   got = untimed(read_json(merged));
   got.erase("shards");
   EXPECT_EQ(got, want);
 
   // Refusals: a missing shard, a shard twice, shards of different splits, not a report.
-  Result missing = run_cli(fmt::format("eval-merge {} {}", reports[0], reports[1]));
+  Result missing = run_cli_apart(fmt::format("eval-merge {} {}", reports[0], reports[1]));
   EXPECT_EQ(missing.code, 1);
   EXPECT_NE(missing.err.find("eaglevk: error: shard 2/3 is missing"), std::string::npos) << missing.err;
-  Result twice = run_cli(fmt::format("eval-merge {} {} {}", reports[0], reports[0], reports[1]));
+  Result twice = run_cli_apart(fmt::format("eval-merge {} {} {}", reports[0], reports[0], reports[1]));
   EXPECT_NE(twice.err.find("given twice"), std::string::npos) << twice.err;
-  Result mixed = run_cli(fmt::format("eval-merge {} {}", reports[0], k8s[1]));
+  Result mixed = run_cli_apart(fmt::format("eval-merge {} {}", reports[0], k8s[1]));
   EXPECT_NE(mixed.err.find("split into"), std::string::npos) << mixed.err;
-  Result notreport = run_cli(fmt::format("eval-merge {}", dataset()));
+  Result notreport = run_cli_apart(fmt::format("eval-merge {}", dataset()));
   EXPECT_EQ(notreport.code, 1);
   EXPECT_NE(notreport.err.find("eaglevk: error:"), std::string::npos) << notreport.err;
   for (const auto& r : reports) fs::remove(r);
@@ -228,7 +213,7 @@ TEST(EvalScale, KilledRunResumesToTheSameReport) {
   ASSERT_GE(recorded, 2u);
   ASSERT_LT(recorded, 8u);
 
-  Result r = run_cli(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
+  Result r = run_cli_apart(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(fmt::format("{} of 8 prompts already done", recorded)), std::string::npos) << r.err;
   EXPECT_EQ(untimed(read_json(json)), untimed(single_run()));
@@ -236,23 +221,23 @@ TEST(EvalScale, KilledRunResumesToTheSameReport) {
 
   // A last line cut short (a kill during the write) is dropped; nothing is evaluated again.
   std::ofstream(resume, std::ios::app) << "{\"index\": 3, \"line\": ";
-  Result cut = run_cli(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
+  Result cut = run_cli_apart(fmt::format("{} --resume {} --json {}", common(), resume.string(), json.string()));
   ASSERT_EQ(cut.code, 0) << cut.err;
   EXPECT_NE(cut.err.find("dropping the unfinished last line 10"), std::string::npos) << cut.err;
   EXPECT_NE(cut.err.find("8 of 8 prompts already done"), std::string::npos) << cut.err;
   EXPECT_EQ(untimed(read_json(json)), untimed(single_run()));
 
   // Another configuration, another shard, a file of something else: refused with the reason.
-  Result other = run_cli(fmt::format("{} --resume {} --ctx 1024", common(), resume.string()));
+  Result other = run_cli_apart(fmt::format("{} --resume {} --ctx 1024", common(), resume.string()));
   EXPECT_EQ(other.code, 1);
   EXPECT_NE(other.err.find("eaglevk: error: --resume " + resume.string() +
                            " was written by another configuration: 'ctx' is 2048 there and 1024 here"),
             std::string::npos)
       << other.err;
-  Result shard = run_cli(fmt::format("{} --resume {} --shard 1/2", common(), resume.string()));
+  Result shard = run_cli_apart(fmt::format("{} --resume {} --shard 1/2", common(), resume.string()));
   EXPECT_EQ(shard.code, 1);
   EXPECT_NE(shard.err.find("holds shard"), std::string::npos) << shard.err;
-  Result foreign = run_cli(fmt::format("{} --resume {}", common(), dataset()));
+  Result foreign = run_cli_apart(fmt::format("{} --resume {}", common(), dataset()));
   EXPECT_EQ(foreign.code, 1);
   EXPECT_NE(foreign.err.find("not an eval --resume header"), std::string::npos) << foreign.err;
   fs::remove(resume);
@@ -263,7 +248,7 @@ TEST(EvalScale, KilledRunResumesToTheSameReport) {
 // first turn's prompt and answer taken from the cache.
 TEST(EvalScale, TurnsKeepTheirCachesAndEqualReprefilling) {
   const fs::path json = temp("noreuse.json");
-  Result r = run_cli(fmt::format("{} --no-kv-reuse --json {}", common(), json.string()));
+  Result r = run_cli_apart(fmt::format("{} --no-kv-reuse --json {}", common(), json.string()));
   ASSERT_EQ(r.code, 0) << r.err;
   const nlohmann::json fresh = read_json(json);
   const nlohmann::json& reused = single_run();
@@ -300,7 +285,7 @@ TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
   EXPECT_EQ(drafts, one["totals"]["num_drafts"].get<uint64_t>());
   EXPECT_EQ(tokens, one["totals"]["output_tokens"].get<uint64_t>());
   EXPECT_EQ(one["per_category"]["writing"]["prompts"], 2);
-  Result printed = run_cli(common());
+  Result printed = run_cli_apart(common());
   EXPECT_NE(printed.out.find("multi-turn"), std::string::npos) << printed.out;
   EXPECT_EQ(one["config"]["seed"], 0) << "greedy decoding draws nothing";
   for (const auto& p : one["per_prompt"])
@@ -315,7 +300,7 @@ TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
   ASSERT_GT(text.size(), 12u) << text;
   const std::string stop = text.substr(text.size() / 2, 3);
   const fs::path json = temp("stop.json");
-  Result s = run_cli(fmt::format("{} --limit 1 --stop '{}' --stop 'never there' --json {}", common(), stop, json.string()));
+  Result s = run_cli_apart(fmt::format("{} --limit 1 --stop '{}' --stop 'never there' --json {}", common(), stop, json.string()));
   ASSERT_EQ(s.code, 0) << s.err;
   const nlohmann::json j = read_json(json);
   EXPECT_EQ(j["per_prompt"][0]["stop_reason"], "stop");
@@ -329,7 +314,7 @@ TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
 
   // T > 0: a random seed unless given (printed and recorded), drafts drawn from the draft by
   // default, and a baseline that reports speed without demanding equal samples.
-  Result t = run_cli(fmt::format("{} --limit 2 --temp 0.8 --baseline --json {}", common(), json.string()));
+  Result t = run_cli_apart(fmt::format("{} --limit 2 --temp 0.8 --baseline --json {}", common(), json.string()));
   ASSERT_EQ(t.code, 0) << t.err;
   const size_t at = t.err.find("eaglevk: seed ");
   ASSERT_NE(at, std::string::npos) << t.err;
@@ -340,7 +325,7 @@ TEST(EvalScale, CategoriesStopStringsAndSamplingDefaults) {
   EXPECT_NE(t.out.find("speed-up"), std::string::npos) << t.out;
   EXPECT_EQ(t.out.find("outputs match"), std::string::npos) << t.out;
   EXPECT_GT(tj["baseline"]["output_tokens"].get<uint64_t>(), 0u);
-  Result g = run_cli(fmt::format("{} --limit 1 --temp 0.8 --seed 3 --greedy-drafts --json {}", common(), json.string()));
+  Result g = run_cli_apart(fmt::format("{} --limit 1 --temp 0.8 --seed 3 --greedy-drafts --json {}", common(), json.string()));
   ASSERT_EQ(g.code, 0) << g.err;
   EXPECT_EQ(g.err.find("eaglevk: seed"), std::string::npos) << "a given seed is not announced";
   EXPECT_EQ(read_json(json)["config"]["draft_sampling"], false);
@@ -359,7 +344,7 @@ std::vector<nlohmann::json> json_lines(const std::string& out) {
 // the caches; the last equals running the whole conversation from --messages.
 TEST(RunChat, InteractiveTurnsEqualTheWholeConversation) {
   const std::string draft = asset("tiny-llama3-eagle3");
-  Result r = run_cli(fmt::format("run --chat -i -p 'Hello' -n 8 -d {} --json", draft),
+  Result r = run_cli_apart(fmt::format("run --chat -i -p 'Hello' -n 8 -d {} --json", draft),
                      "printf 'Tell me more.\\nAnd then?\\n' |");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::vector<nlohmann::json> turns = json_lines(r.out);
@@ -374,7 +359,7 @@ TEST(RunChat, InteractiveTurnsEqualTheWholeConversation) {
                                                          {{"role", "user"}, {"content", "And then?"}}});
   const fs::path file = temp("chat.json");
   std::ofstream(file) << messages.dump();
-  Result whole = run_cli(fmt::format("run --messages {} -n 8 -d {} --json", file.string(), draft));
+  Result whole = run_cli_apart(fmt::format("run --messages {} -n 8 -d {} --json", file.string(), draft));
   ASSERT_EQ(whole.code, 0) << whole.err;
   const std::vector<nlohmann::json> w = json_lines(whole.out);
   ASSERT_EQ(w.size(), 1u);
@@ -382,32 +367,61 @@ TEST(RunChat, InteractiveTurnsEqualTheWholeConversation) {
   EXPECT_EQ(w[0]["tokens"], turns[2]["tokens"]);
   EXPECT_EQ(w[0]["reused_tokens"], 0);
   fs::remove(file);
-  Result bad = run_cli("run -i -p 'Hello'");
+  Result bad = run_cli_apart("run -i -p 'Hello'");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("needs --chat"), std::string::npos) << bad.err;
+}
+
+// --logprobs in run and eval: one entry per generated token, the token's own; eval's records
+// carry them through a resume file.
+TEST(RunChat, LogprobsInRunAndEval) {
+  Result r = run_cli_apart(fmt::format("run -p 'The modules' -n 8 -d {} --logprobs 3 --json", asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = json_lines(r.out).at(0);
+  ASSERT_EQ(j["logprobs"].size(), j["tokens"].size());
+  for (size_t i = 0; i < j["tokens"].size(); ++i) {
+    EXPECT_EQ(j["logprobs"][i]["token"], j["tokens"][i]);
+    EXPECT_EQ(j["logprobs"][i]["top"].size(), 3u);
+    EXPECT_EQ(j["logprobs"][i]["top"][0][0], j["tokens"][i]);
+  }
+  EXPECT_EQ(run_cli_apart("run -p 'x' --logprobs 3").code, 2) << "--logprobs needs --json";
+  const fs::path resume = temp("lp.jsonl"), json = temp("lp.json");
+  fs::remove(resume);
+  Result e = run_cli_apart(fmt::format("{} --limit 3 --logprobs 2 --resume {} --json {}", common(), resume.string(), json.string()));
+  ASSERT_EQ(e.code, 0) << e.err;
+  const nlohmann::json first = read_json(json);
+  for (const auto& rec : first["per_prompt"]) {
+    ASSERT_TRUE(rec.contains("logprobs"));
+    EXPECT_EQ(rec["logprobs"].size(), rec["tokens"].size());
+  }
+  Result again = run_cli_apart(fmt::format("{} --limit 3 --logprobs 2 --resume {} --json {}", common(), resume.string(), json.string()));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(untimed(read_json(json)), untimed(first)) << "the records round-trip through the resume file";
+  fs::remove(resume);
+  fs::remove(json);
 }
 
 // `run --stop`: the text ends before the stop string, which is not printed; the reason is
 // in the JSON.
 TEST(RunChat, StopStringEndsTheTextBeforeIt) {
-  Result full = run_cli("run -p 'The modules' -n 16 --json");
+  Result full = run_cli_apart("run -p 'The modules' -n 16 --json");
   ASSERT_EQ(full.code, 0) << full.err;
   const std::string text = json_lines(full.out).at(0)["text"];
   ASSERT_GT(text.size(), 10u);
   const std::string stop = text.substr(text.size() / 2, 3);
   ASSERT_EQ(stop.find('\''), std::string::npos);
   const std::string before = text.substr(0, text.find(stop));
-  Result cut = run_cli(fmt::format("run -p 'The modules' -n 16 --stop '{}' --json", stop));
+  Result cut = run_cli_apart(fmt::format("run -p 'The modules' -n 16 --stop '{}' --json", stop));
   const nlohmann::json j = json_lines(cut.out).at(0);
   EXPECT_EQ(j["text"], before);
   EXPECT_EQ(j["stop_reason"], "stop");
-  Result streamed = run_cli(fmt::format("run -p 'The modules' -n 16 --stop '{}'", stop));
+  Result streamed = run_cli_apart(fmt::format("run -p 'The modules' -n 16 --stop '{}'", stop));
   EXPECT_EQ(streamed.out, before + "\n");
 }
 
 // `bench` reports each measurement on stderr as it finishes, and its results on stdout.
 TEST(Bench, ShowsProgressAndReportsEveryTest) {
-  Result r = run_cli(fmt::format("bench -p 16 -n 8 -r 2 -d {} -o json", asset("tiny-llama3-eagle3")));
+  Result r = run_cli_apart(fmt::format("bench -p 16 -n 8 -r 2 -d {} -o json", asset("tiny-llama3-eagle3")));
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* line : {"bench: warm-up pp16 done", "bench: pp16 1/2: ", "bench: tg8 2/2: ", "bench: spec-tg8 k=3 2/2: "})
     EXPECT_NE(r.err.find(line), std::string::npos) << line << "\n" << r.err;
@@ -422,7 +436,7 @@ TEST(Bench, ShowsProgressAndReportsEveryTest) {
 }
 
 TEST(Cli, VersionIsTheLibrarys) {
-  Result r = run_cli("--version");
+  Result r = run_cli_apart("--version");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out, fmt::format("eaglevk {}\n", eaglevk_version()));
 }
@@ -440,24 +454,24 @@ TEST(EvalScale, BadShardAndFlagValues) {
       {"--stop ''", "a stop string is empty"},
   };
   for (const auto& [flags, words] : usage) {
-    Result r = run_cli(fmt::format("{} {}", common(), flags));
+    Result r = run_cli_apart(fmt::format("{} {}", common(), flags));
     EXPECT_EQ(r.code, 2) << flags << ": " << r.err;
     EXPECT_NE(r.err.find("eaglevk: error: "), std::string::npos) << flags << ": " << r.err;
     EXPECT_NE(r.err.find(words), std::string::npos) << flags << ": " << r.err;
   }
-  Result k8s = run_cli(fmt::format("{} --shard auto", common()), "JOB_COMPLETION_INDEX=0");
+  Result k8s = run_cli_apart(fmt::format("{} --shard auto", common()), "JOB_COMPLETION_INDEX=0");
   EXPECT_EQ(k8s.code, 2);
   EXPECT_NE(k8s.err.find("needs --shard-count"), std::string::npos) << k8s.err;
-  Result slurm = run_cli(fmt::format("{} --shard auto", common()), "SLURM_ARRAY_TASK_ID=x SLURM_ARRAY_TASK_COUNT=2");
+  Result slurm = run_cli_apart(fmt::format("{} --shard auto", common()), "SLURM_ARRAY_TASK_ID=x SLURM_ARRAY_TASK_COUNT=2");
   EXPECT_EQ(slurm.code, 2);
   EXPECT_NE(slurm.err.find("SLURM_ARRAY_TASK_ID='x' is not a whole number"), std::string::npos) << slurm.err;
   // A category that is not a name: skipped with the reason, or with --strict an error.
   const fs::path bad = temp("badcat.jsonl");
   std::ofstream(bad) << "{\"prompt\": \"hello\", \"category\": 7}\n{\"prompt\": \"hello there\"}\n";
-  Result skipped = run_cli(fmt::format("eval -d {} --dataset {} -n 2", asset("tiny-llama3-eagle3"), bad.string()));
+  Result skipped = run_cli_apart(fmt::format("eval -d {} --dataset {} -n 2", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(skipped.code, 0) << skipped.err;
   EXPECT_NE(skipped.err.find(":1: skipped: 'category' must be a string"), std::string::npos) << skipped.err;
-  Result strict = run_cli(fmt::format("eval -d {} --dataset {} -n 2 --strict", asset("tiny-llama3-eagle3"), bad.string()));
+  Result strict = run_cli_apart(fmt::format("eval -d {} --dataset {} -n 2 --strict", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(strict.code, 1);
   EXPECT_NE(strict.err.find("eaglevk: error: " + bad.string() + ":1: 'category' must be a string"), std::string::npos)
       << strict.err;

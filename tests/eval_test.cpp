@@ -23,28 +23,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
-
-// stdout and stderr apart: the acceptance block goes to one, progress to the other.
-Result run_cli(const std::string& args) {
-  fs::path err = fs::temp_directory_path() / fmt::format("eaglevk-eval-err-{}", ::getpid());
-  ProcessResult p = run_process(fmt::format("EAGLEVK_VALIDATE=1 {} {} 2>{}", EAGLEVK_CLI, args, err.string()));
-  Result r{p.code, p.out, ""};
-  std::ifstream e(err);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  fs::remove(err);
-  expect_no_validation_errors(r.err, args);
-  return r;
-}
+using Result = CliResult;  // stdout and stderr apart: the acceptance block goes to one, progress to the other
 
 std::string dataset() { return std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/eval_mix.jsonl"; }
 
 TEST(Eval, TotalsBaselineAndAcceptanceAgreeWithRun) {
   fs::path json = fs::temp_directory_path() / fmt::format("eaglevk-eval-{}.json", ::getpid());
-  Result r = run_cli(fmt::format("eval -d {} --dataset {} -k 3 -n 16 --baseline --json {}", asset("tiny-llama3-eagle3"),
+  Result r = run_cli_apart(fmt::format("eval -d {} --dataset {} -k 3 -n 16 --baseline --json {}", asset("tiny-llama3-eagle3"),
                                  dataset(), json.string()));
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("mean acceptance length:"), std::string::npos) << r.out;
@@ -84,7 +69,7 @@ TEST(Eval, TotalsBaselineAndAcceptanceAgreeWithRun) {
     bool chat = rows[index].contains("messages");
     std::ofstream(prompt) << (chat ? rows[index]["messages"][0]["content"].get<std::string>()
                                    : rows[index]["prompt"].get<std::string>());
-    Result run = run_cli(fmt::format("run -d {} -k 3 -n 16 -f {} {} --json", asset("tiny-llama3-eagle3"),
+    Result run = run_cli_apart(fmt::format("run -d {} -k 3 -n 16 -f {} {} --json", asset("tiny-llama3-eagle3"),
                                      prompt.string(), chat ? "--chat" : ""));
     fs::remove(prompt);
     ASSERT_EQ(run.code, 0) << run.err;
@@ -104,19 +89,19 @@ TEST(Eval, MalformedDatasets) {
                         "{\"text\": \"no known field\"}\n"
                         "{\"turns\": []}\n";
   // Skipped with their line numbers by default...
-  Result r = run_cli(fmt::format("eval -d {} --dataset {} -n 4", asset("tiny-llama3-eagle3"), bad.string()));
+  Result r = run_cli_apart(fmt::format("eval -d {} --dataset {} -n 4", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(":3: skipped: invalid JSON"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(":4: skipped: no 'prompt', 'turns', 'messages' or 'conversations' field"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(":5: skipped: 'turns' is empty"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("eval: 2/2 prompts"), std::string::npos) << r.err;
   // ...fatal with --strict.
-  Result s = run_cli(fmt::format("eval -d {} --dataset {} -n 4 --strict", asset("tiny-llama3-eagle3"), bad.string()));
+  Result s = run_cli_apart(fmt::format("eval -d {} --dataset {} -n 4 --strict", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(s.code, 1);
   EXPECT_NE(s.err.find(":3: invalid JSON"), std::string::npos) << s.err;
   // An empty file yields no prompt: an error.
   std::ofstream(bad, std::ios::trunc) << "\n";
-  Result e = run_cli(fmt::format("eval -d {} --dataset {}", asset("tiny-llama3-eagle3"), bad.string()));
+  Result e = run_cli_apart(fmt::format("eval -d {} --dataset {}", asset("tiny-llama3-eagle3"), bad.string()));
   EXPECT_EQ(e.code, 1);
   EXPECT_NE(e.err.find("yields no prompt"), std::string::npos) << e.err;
   fs::remove(bad);
@@ -143,7 +128,7 @@ TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
   }
   const std::string common =
       fmt::format("eval -d {} --dataset {} -k 3 -n 16 --aux-layers 1,3,4", asset("tiny-llama3-eagle3"), subset.string());
-  Result s = run_cli(fmt::format("{} --aux-shift-sweep --json {}", common, sweep_json.string()));
+  Result s = run_cli_apart(fmt::format("{} --aux-shift-sweep --json {}", common, sweep_json.string()));
   ASSERT_EQ(s.code, 0) << s.out << s.err;
   EXPECT_NE(s.out.find("configured ids 1,3,4 of 8 layers"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("best: shift +1"), std::string::npos) << s.out;
@@ -154,7 +139,7 @@ TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
   EXPECT_NE(s.err.find("aux shift -1: draft taps layers 0,2,3"), std::string::npos) << s.err;
   EXPECT_EQ(s.err.find("validation error"), std::string::npos) << s.err;
 
-  Result p = run_cli(fmt::format("{} --json {}", common, plain_json.string()));
+  Result p = run_cli_apart(fmt::format("{} --json {}", common, plain_json.string()));
   ASSERT_EQ(p.code, 0) << p.err;
   std::ifstream sin(sweep_json), pin(plain_json);
   const nlohmann::json sj = nlohmann::json::parse(sin), pj = nlohmann::json::parse(pin);
@@ -179,7 +164,7 @@ TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
     EXPECT_LT(rows[i]["mean_acceptance_length"].get<double>(), rows[2]["mean_acceptance_length"].get<double>()) << i;
 
   // Ids at the edges of 0..L: both shifted rows are skipped, saying why.
-  Result edge = run_cli(fmt::format("eval -d {} --dataset {} -n 4 --limit 1 --aux-layers 0,4,8 --aux-shift-sweep --json {}",
+  Result edge = run_cli_apart(fmt::format("eval -d {} --dataset {} -n 4 --limit 1 --aux-layers 0,4,8 --aux-shift-sweep --json {}",
                                     asset("tiny-llama3-eagle3"), subset.string(), sweep_json.string()));
   ASSERT_EQ(edge.code, 0) << edge.err;
   EXPECT_NE(edge.out.find("skipped: layer 0-1 leaves the range 0..8"), std::string::npos) << edge.out;
@@ -194,14 +179,14 @@ TEST(Eval, AuxShiftSweepFindsTheTrainedTaps) {
 }
 
 TEST(Eval, AuxShiftSweepNeedsADraft) {
-  Result r = run_cli(fmt::format("eval --dataset {} --aux-shift-sweep", dataset()));
+  Result r = run_cli_apart(fmt::format("eval --dataset {} --aux-shift-sweep", dataset()));
   EXPECT_EQ(r.code, 2);  // a usage error
   EXPECT_NE(r.err.find("--aux-shift-sweep needs a draft (-d)"), std::string::npos) << r.err;
   // Without the sweep the message is the general one.
-  Result plain = run_cli(fmt::format("eval --dataset {}", dataset()));
+  Result plain = run_cli_apart(fmt::format("eval --dataset {}", dataset()));
   EXPECT_EQ(plain.code, 2);
   EXPECT_NE(plain.err.find("eval needs a draft (-d)"), std::string::npos) << plain.err;
-  Result help = run_cli("eval --help");
+  Result help = run_cli_apart("eval --help");
   EXPECT_NE(help.out.find("--aux-shift-sweep"), std::string::npos) << help.out;
 }
 

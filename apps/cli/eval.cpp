@@ -44,7 +44,7 @@ struct EvalArgs {
   std::string model, draft, dataset, json_out, device, aux_layers, shard, resume;
   std::vector<std::string> stop;
   SpecFlags spec;
-  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0;
+  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0;
   bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
        aux_sweep = false, no_kv_reuse = false;
   float temp = 0;
@@ -203,6 +203,10 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
     r.reused_tokens += out.reused_tokens;
     r.seconds += out.prefill_seconds + out.decode_seconds;
     r.stop_reasons.push_back(stop_reason(out, watch.stopped()));
+    if (options.logprobs) {
+      if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
+      r.logprobs.push_back(logprobs_json(out.logprobs));
+    }
     if (plain) {
       StopWatch plain_watch{m.tokenizer, a.stop};
       auto base = engine::generate(*plain, ids, options, plain_watch.callback());
@@ -322,6 +326,7 @@ nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, 
   c["stop"] = a.stop;
   c["kv_reuse"] = !a.no_kv_reuse;
   c["baseline"] = a.baseline;
+  c["logprobs"] = a.logprobs;
   return c;
 }
 
@@ -363,6 +368,8 @@ int eval_command(const EvalArgs& a) {
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
   as_usage_error([&] { engine::StopText check(a.stop); });
+  if (a.logprobs > 20) usage_fail("--logprobs is at most 20 (the OpenAI API's limit), got {}", a.logprobs);
+  if (a.logprobs && a.spec.tree()) usage_fail("--logprobs is not reported with tree drafting yet (use -k)");
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -425,6 +432,7 @@ int eval_command(const EvalArgs& a) {
   o.n_predict = a.n_predict;
   o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
   o.sampling = {a.temp, 0, 1.0f, seed};
+  o.logprobs = a.logprobs;
 
   if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));
   const EvalPass p = evaluate(setup, draft, plain.get(), resume.get());
@@ -492,6 +500,8 @@ void add_eval_command(CLI::App& app) {
   sub->add_flag("--greedy-drafts", args->greedy_drafts,
                 "at T > 0, propose the draft's argmax instead (vLLM's default scheme; lower acceptance)");
   sub->add_option("--stop", args->stop, "end a generation at this text (repeatable)");
+  sub->add_option("--logprobs", args->logprobs,
+                  "record each generated token's log-probability and the N most likely tokens (in --json)");
   sub->add_flag("--baseline", args->baseline,
                 "also decode plainly: speed-up, and at T = 0 whether every output is the same");
   sub->add_option("--shard", args->shard,

@@ -15,6 +15,7 @@
 #include "apps/cli/eval_report.h"
 #include "apps/cli/usage.h"
 #include "loader/json_excerpt.h"
+#include "loader/text_file.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -25,11 +26,7 @@ struct MergeArgs {
 };
 
 nlohmann::json read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read '{}'", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(s.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = nlohmann::json::parse(loader::read_text_file(path), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) fail("{}: not JSON (eval --json writes the reports to merge)", path);
   if (loader::json_nested_deeper_than(j, 64) || !j.is_object() || !j.contains("config") || !j["config"].is_object() ||
       !j.contains("shards") || !j["shards"].is_array() || !j.contains("per_prompt") || !j["per_prompt"].is_array())

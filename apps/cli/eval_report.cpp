@@ -41,6 +41,16 @@ T field(const nlohmann::json& j, const char* name) {
 
 }  // namespace
 
+nlohmann::json logprobs_json(const std::vector<engine::TokenLogprobs>& logprobs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const engine::TokenLogprobs& t : logprobs) {
+    nlohmann::json top = nlohmann::json::array();
+    for (auto [id, lp] : t.top) top.push_back({id, lp});
+    out.push_back({{"token", t.token}, {"logprob", t.logprob}, {"top", top}});
+  }
+  return out;
+}
+
 nlohmann::json record_to_json(const EvalRecord& r) {
   nlohmann::json j = {{"index", r.index},
                       {"line", r.line},
@@ -59,6 +69,7 @@ nlohmann::json record_to_json(const EvalRecord& r) {
     j["tokens"] = r.tokens.empty() ? std::vector<int32_t>{} : r.tokens[0];
     j["stop_reason"] = r.stop_reasons.empty() ? std::string() : r.stop_reasons[0];
   }
+  if (!r.logprobs.is_null()) j["logprobs"] = r.turns ? r.logprobs : r.logprobs.at(0);
   if (r.has_baseline) {
     j["baseline_seconds"] = r.baseline_seconds;
     j["baseline_tokens"] = r.baseline_tokens;
@@ -90,6 +101,10 @@ EvalRecord record_from_json(const nlohmann::json& j) {
   } else {
     r.tokens = {field<std::vector<int32_t>>(j, "tokens")};
     r.stop_reasons = {field<std::string>(j, "stop_reason")};
+  }
+  if (j.contains("logprobs")) {
+    if (!j["logprobs"].is_array()) fail("a record whose 'logprobs' is not what eval writes");
+    r.logprobs = r.turns ? j["logprobs"] : nlohmann::json::array({j["logprobs"]});
   }
   if (j.contains("baseline_seconds")) {
     r.has_baseline = true;

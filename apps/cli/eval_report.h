@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
 
 namespace eaglevk::cli {
@@ -28,7 +29,12 @@ struct EvalRecord {
   double baseline_seconds = 0;
   size_t baseline_tokens = 0;
   bool matches_baseline = true;
+  nlohmann::json logprobs;     // with --logprobs: one list per generation (logprobs_json), else null
 };
+
+// Token log-probabilities as run --json and eval --json write them: one object per token,
+// {"token", "logprob", "top": [[id, logprob], ...]}.
+nlohmann::json logprobs_json(const std::vector<engine::TokenLogprobs>& logprobs);
 
 nlohmann::json record_to_json(const EvalRecord& r);
 // Refuses a record that is not one (a resume file or a shard's report from elsewhere).

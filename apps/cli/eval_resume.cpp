@@ -12,20 +12,13 @@
 #include <eaglevk/error.h>
 
 #include "loader/json_excerpt.h"
+#include "loader/text_file.h"
 
 namespace eaglevk::cli {
 namespace {
 
 constexpr const char* kHeaderKey = "eaglevk_eval_resume";
 constexpr size_t kMaxDepth = 64;  // records are 3 levels deep; anything deeper was not written by eval
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("--resume: cannot read '{}'", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Parses one line; nothing when it is not a whole JSON value of sane depth.
 std::optional<nlohmann::json> parse_line(const std::string& line) {
@@ -56,7 +49,7 @@ std::string difference(const nlohmann::json& theirs, const nlohmann::json& ours)
 std::optional<nlohmann::json> ResumeFile::stored_config(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  std::istringstream in(read_all(path));
+  std::istringstream in(loader::read_text_file(path));
   std::string first;
   if (!std::getline(in, first)) return std::nullopt;
   const std::optional<nlohmann::json> h = parse_line(first);
@@ -70,7 +63,7 @@ ResumeFile::ResumeFile(std::string path, const nlohmann::json& config, const Eva
   const bool exists = std::filesystem::exists(path_, ec) && std::filesystem::file_size(path_, ec) > 0;
   size_t keep = 0;  // bytes of whole lines
   if (exists) {
-    const std::string text = read_all(path_);
+    const std::string text = loader::read_text_file(path_);
     size_t pos = 0, number = 0;
     while (pos < text.size()) {
       const size_t end = text.find('\n', pos);

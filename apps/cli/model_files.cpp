@@ -13,6 +13,7 @@
 #include "loader/chat_messages.h"
 #include "loader/draft_verifier.h"
 #include "loader/model_files.h"
+#include "loader/text_file.h"
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/memory_plan.h"
 
@@ -86,7 +87,7 @@ PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptS
            "--prompt-ids");
     if (!source.images.empty()) fail("--image cannot be combined with --messages: put the images in the messages");
     const std::filesystem::path file = source.messages_file;
-    loader::ParsedChat chat = loader::parse_chat_messages_json(read_text_file(file), file.parent_path(), file.string());
+    loader::ParsedChat chat = loader::parse_chat_messages_json(loader::read_text_file(file), file.parent_path(), file.string());
     messages = std::move(chat.messages);
     image_paths = std::move(chat.images);
   } else {
@@ -147,14 +148,6 @@ std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag) {
   }
   if (ids.empty()) usage_fail("{} is empty", flag);
   return ids;
-}
-
-std::string read_text_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read '{}'", path.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace eaglevk::cli

@@ -69,6 +69,5 @@ void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool 
 
 // Comma-separated non-negative integers; a usage error naming `flag` otherwise.
 std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag);
-std::string read_text_file(const std::filesystem::path& path);
 
 }  // namespace eaglevk::cli

@@ -13,11 +13,13 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/eval_report.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
 #include "loader/safetensors.h"
+#include "loader/text_file.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
 #include "runtime/engine/stop_text.h"
@@ -33,7 +35,7 @@ struct RunArgs {
   std::vector<std::string> images, stop;
   SpecFlags spec;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
-  uint32_t n_predict = 64, ctx = 0, top_logits = 0;
+  uint32_t n_predict = 64, ctx = 0, top_logits = 0, logprobs = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false, greedy_drafts = false,
        interactive = false;
   float temp = 0, top_p = 1;
@@ -73,7 +75,7 @@ int run_command(const RunArgs& a) {
     usage_fail("run needs a prompt: -p TEXT, -f FILE, --prompt-ids IDS or --messages FILE.json");
   if (given_prompt && a.prompt.empty()) usage_fail("the prompt (-p) is empty");
   PromptSource source;
-  source.text = !a.file.empty() ? read_text_file(a.file) : a.prompt;
+  source.text = !a.file.empty() ? loader::read_text_file(a.file) : a.prompt;
   if (!a.file.empty() && source.text.empty()) fail("the prompt file '{}' is empty", a.file);
   source.chat = a.chat;
   source.system = a.system;
@@ -84,6 +86,8 @@ int run_command(const RunArgs& a) {
     source.ids = parse_id_list(a.prompt_ids, "--prompt-ids");
   }
   if (a.interactive && !a.chat) usage_fail("--interactive is a chat: it needs --chat");
+  if (a.logprobs && !a.json) usage_fail("--logprobs goes with --json (they are reported there)");
+  if (a.logprobs > 20) usage_fail("--logprobs is at most 20 (the OpenAI API's limit), got {}", a.logprobs);
   if (a.interactive && !a.images.empty()) usage_fail("--interactive does not take images");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::StopText check(a.stop); });
@@ -134,6 +138,7 @@ int run_command(const RunArgs& a) {
   o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
   o.sampling = sampling;
   o.top_logits = a.top_logits;
+  o.logprobs = a.logprobs;
   if (prepared.images) o.images = &*prepared.images;
 
   // The decoder (or the plain runner) lives across the turns of --interactive, whose next
@@ -208,6 +213,7 @@ int run_command(const RunArgs& a) {
         for (auto& [id, v] : r.prompt_top_logits) top.push_back({id, v});
         j["prompt_top_logits"] = top;
       }
+      if (a.logprobs) j["logprobs"] = logprobs_json(r.logprobs);
       fmt::print("{}\n", j.dump());
     } else {
       fmt::print("\n");
@@ -288,6 +294,8 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position");
+  sub->add_option("--logprobs", args->logprobs,
+                  "with --json: each generated token's log-probability and the N most likely tokens at its step");
   register_runner(sub, [args] { return run_command(*args); });
 }
 

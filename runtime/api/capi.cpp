@@ -32,6 +32,7 @@ struct eaglevk_session {
   std::unique_ptr<api::Session> session;
   eaglevk::engine::SpecStats last_stats;  // of the last generate
   uint64_t last_output_tokens = 0;
+  std::vector<eaglevk::engine::TokenLogprobs> last_logprobs;
 };
 
 namespace {
@@ -249,6 +250,7 @@ eaglevk_session_params full_defaults() {
   p.greedy_drafts = d.greedy_drafts ? 1 : 0;
   p.stop_strings = nullptr;
   p.stop_count = 0;
+  p.logprobs = d.logprobs;
   return p;
 }
 
@@ -278,6 +280,7 @@ eaglevk_status eaglevk_session_create_sized(eaglevk_model* model, const eaglevk_
     sp.ignore_eos = p.ignore_eos != 0;
     sp.tree = eaglevk::engine::TreeParams{p.spec_steps, p.spec_topk, p.spec_draft_tokens};
     sp.greedy_drafts = p.greedy_drafts != 0;
+    sp.logprobs = p.logprobs;
     if (p.stop_count && !p.stop_strings)
       fail_as(api::ErrorKind::InvalidArgument, "stop_strings is NULL but stop_count is {}", p.stop_count);
     for (size_t i = 0; i < p.stop_count; ++i) {
@@ -348,6 +351,7 @@ eaglevk_status generate_impl(eaglevk_session* session, const int32_t* prompt, si
     require(session, "session");
     session->last_stats = {};
     session->last_output_tokens = 0;
+    session->last_logprobs.clear();
     if (prompt_count) require(prompt, "prompt");
     const size_t max_new = session->session->params().max_new_tokens;
     if (out_tokens && capacity < max_new) {
@@ -367,6 +371,7 @@ eaglevk_status generate_impl(eaglevk_session* session, const int32_t* prompt, si
     api::GenerateOutput r = append ? session->session->continue_sequence(ids, on_piece)
                                    : session->session->generate(ids, on_piece, decoded);
     session->last_stats = r.stats;
+    session->last_logprobs = std::move(r.logprobs);
     session->last_output_tokens = r.tokens.size();
     if (out_tokens && !r.tokens.empty()) std::memcpy(out_tokens, r.tokens.data(), r.tokens.size() * sizeof(int32_t));
     if (out_count) *out_count = r.tokens.size();
@@ -419,6 +424,28 @@ eaglevk_status eaglevk_session_get_stats(const eaglevk_session* session, eaglevk
     *out = eaglevk_spec_stats{s.num_drafts,      s.num_draft_tokens, s.num_accepted_tokens, session->last_output_tokens,
                               s.mean_acceptance_length(), rates.size()};
     for (size_t i = 0; i < rates.size() && i < capacity; ++i) acceptance[i] = rates[i];
+  });
+}
+
+eaglevk_status eaglevk_session_get_logprobs(const eaglevk_session* session, size_t index, float* logprob,
+                                            int32_t* top_ids, float* top_logprobs, size_t capacity, size_t* out_count) {
+  return guarded([&] {
+    if (out_count) *out_count = 0;
+    require(session, "session");
+    const uint32_t n = session->session->params().logprobs;
+    if (n == 0) fail_as(ErrorKind::InvalidArgument, "this session does not record logprobs (params.logprobs is 0)");
+    if (capacity && (!top_ids || !top_logprobs))
+      fail_as(ErrorKind::InvalidArgument, "top_ids or top_logprobs is NULL but the capacity is {}", capacity);
+    const auto& all = session->last_logprobs;
+    if (index >= all.size())
+      fail_as(ErrorKind::InvalidArgument, "token {} of a generation of {} tokens", index, all.size());
+    const eaglevk::engine::TokenLogprobs& t = all[index];
+    if (logprob) *logprob = t.logprob;
+    for (size_t i = 0; i < t.top.size() && i < capacity; ++i) {
+      top_ids[i] = t.top[i].first;
+      top_logprobs[i] = t.top[i].second;
+    }
+    if (out_count) *out_count = t.top.size();
   });
 }
 

@@ -29,6 +29,9 @@ void check_params(const SessionParams& p) {
   if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
   if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
   if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
+  if (p.logprobs > 20) fail_as(ErrorKind::InvalidArgument, "logprobs is at most 20, got {}", p.logprobs);
+  if (p.logprobs && p.tree.enabled())
+    fail_as(ErrorKind::InvalidArgument, "logprobs are not reported with tree drafting yet (use k)");
   for (size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty()) fail_as(ErrorKind::InvalidArgument, "stop_strings[{}] is empty", i);
 }
@@ -123,6 +126,7 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   o.sampling = params_.sampling;
   o.images = images;
   o.reuse_prefix = reuse;
+  o.logprobs = params_.logprobs;
 
   GenerateOutput out;
   loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);
@@ -158,6 +162,7 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   out.stopped_at_eos = r.stopped_at_eos;
   out.stopped_at_context = r.stopped_at_context;
   out.reused_tokens = r.reused_tokens;
+  out.logprobs = std::move(r.logprobs);
   return out;
 }
 

@@ -40,7 +40,7 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   GenerationResult result;
   result.prompt = prompt;
   const uint32_t n_prompt = uint32_t(prompt.size());
-  const bool need_logits = o.top_logits > 0;
+  const bool need_logits = o.top_logits > 0 || o.logprobs > 0;
   auto start = std::chrono::steady_clock::now();
   const bool reuse = o.reuse_prefix && !o.images && !o.prompt_argmax;
   const uint32_t from = reuse ? reusable_prefix(prompt, runner.cached_tokens()) : 0;
@@ -71,12 +71,16 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
   if (need_logits) last_logits = std::span<const float>(out.logits).subspan(out.logits.size() - vocab, vocab);
   if (o.top_logits) result.prompt_top_logits = top_logits(last_logits, o.top_logits);
   int32_t next = out.argmax.back();
+  // The logits row `next` was decided by (with logprobs).
+  std::vector<float> next_logits;
+  if (o.logprobs) next_logits.assign(last_logits.begin(), last_logits.end());
   result.prefill_seconds = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
   uint32_t pos = n_prompt;
   while (result.tokens.size() < o.n_predict) {
     result.tokens.push_back(next);
+    if (o.logprobs) result.logprobs.push_back(token_logprobs(next_logits, next, o.logprobs));
     bool keep_going = !on_token || on_token(next);
     bool is_eos = std::find(o.eos_ids.begin(), o.eos_ids.end(), next) != o.eos_ids.end();
     if (is_eos && !o.ignore_eos) {
@@ -92,10 +96,12 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     req.ids = std::span<const int32_t>(&next, 1);
     req.start = pos;
     req.logits_from = 0;
+    req.read_logits = o.logprobs > 0;
     req.sampling = &o.sampling;
     runner.run(req, out);
     ++pos;
     next = out.argmax[0];
+    if (o.logprobs) next_logits = std::move(out.logits);
   }
   // The rows now in the cache: the prompt and every output token but the last, which was
   // not run. Rows computed from image features are not described by their token ids.

@@ -31,6 +31,9 @@ struct GenerationOptions {
   // chat's next turn prefills only what is new). Off: every generation is a new sequence.
   // Ignored with images or the prompt argmax report.
   bool reuse_prefix = false;
+  // Report each generated token's log-probability and the `logprobs` most likely tokens at
+  // its step (0: off). Reads one logits row back per step.
+  uint32_t logprobs = 0;
 };
 
 struct GenerationResult {
@@ -43,6 +46,7 @@ struct GenerationResult {
   bool stopped_at_eos = false;
   bool stopped_at_context = false;
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous generation's caches
+  std::vector<TokenLogprobs> logprobs;  // one per token, with GenerationOptions::logprobs
 };
 
 // on_token returns false to stop generation.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include <eaglevk/error.h>
@@ -64,6 +65,20 @@ std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits,
   });
   std::vector<std::pair<int32_t, float>> out;
   for (uint32_t i = 0; i < k; ++i) out.push_back({order[i], logits[order[i]]});
+  return out;
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, uint32_t n) {
+  // log p_i = l_i - (max + log sum exp(l_j - max)), summed in double.
+  float max = -std::numeric_limits<float>::infinity();
+  for (float v : logits) max = std::max(max, v);
+  double sum = 0;
+  for (float v : logits) sum += std::exp(double(v) - double(max));
+  const double log_z = double(max) + std::log(sum);
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = float(double(logits[size_t(token)]) - log_z);
+  for (auto [id, v] : top_logits(logits, n)) out.top.push_back({id, float(double(v) - log_z)});
   return out;
 }
 

@@ -36,4 +36,14 @@ std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const fl
 // The k largest logits, ties to the lower id, as (id, value).
 std::vector<std::pair<int32_t, float>> top_logits(std::span<const float> logits, uint32_t k);
 
+// A generated token's log-probability under the model (the log-softmax of its raw logits,
+// before temperature and filtering, as vLLM and the OpenAI API report it) and the `n` most
+// likely tokens at that step with theirs.
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, uint32_t n);
+
 }  // namespace eaglevk::engine

@@ -136,7 +136,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
   const UploadLayout up = upload_layout(max_rows_, k_, tree_);
   auto* slots = static_cast<int32_t*>(upload_.mapped);
   const uint32_t n = uint32_t(prompt.size()), H = target_.config().hidden_size, V = target_.config().vocab_size;
-  const bool need_logits = o.top_logits > 0;
+  const bool need_logits = o.top_logits > 0 || o.logprobs > 0;
   ops::OpContext oc{gpu_, rec_};
   for (uint32_t begin = from; begin < n; begin += max_rows_) {
     const uint32_t rows = std::min(max_rows_, n - begin);
@@ -210,6 +210,10 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   check_prompt(prompt, context_, target_.config().vocab_size, o);
   if (tree_.enabled() && draft_sampling_ && !o.sampling.greedy())
     fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
+  if (tree_.enabled() && o.logprobs) fail("logprobs are not reported with tree drafting yet (use chain drafting, -k)");
+  if (o.logprobs && !logits_readback_)
+    logits_readback_ = vk::Buffer(gpu_.ctx, uint64_t(k_ + 1) * target_.config().vocab_size * 4,
+                                  vk::MemoryKind::Readback, "round logits");
   GenerationResult result;
   result.prompt = prompt;
   auto* slots = static_cast<int32_t*>(upload_.mapped);
@@ -247,6 +251,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     return keep_going && result.tokens.size() < o.n_predict;
   };
 
+  if (o.logprobs && o.n_predict > 0) result.logprobs.push_back(token_logprobs(last_logits, y, o.logprobs));
   bool running = o.n_predict > 0 && emit(y);
   history.push_back(y);
   while (running) {
@@ -275,6 +280,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
     // Emit d_1..d_a and the target's own token after them.
     for (uint32_t i = 0; i <= round.accepted && running; ++i) {
       history.push_back(round.tokens[i]);
+      if (o.logprobs) result.logprobs.push_back(round.logprobs[i]);
       running = emit(round.tokens[i]);
     }
     if (!running) break;
@@ -352,6 +358,9 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
   // No argmax dispatch: the sampling op below decides every row (greedily at temperature 0).
   models::record_target_forward(oc, target_, tstate_,
                                 {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/false});
+  if (o.logprobs)
+    rec_.copy(tstate_.arena[tstate_.logits].sub(0, uint64_t(k + 1) * V * 4),
+              vk::BufferRange(logits_readback_, 0, uint64_t(k + 1) * V * 4), "logits");
   // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
   ops::IntVec drafts{verify_drafts_};
   ops::DraftDistribution verify;
@@ -377,9 +386,13 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
   RoundOutcome out;
   out.proposed = k;
   while (out.accepted < k && accept[out.accepted]) ++out.accepted;
+  const auto* logits = static_cast<const float*>(logits_readback_ ? logits_readback_.mapped : nullptr);
   for (uint32_t i = 0; i <= out.accepted; ++i) {
     out.tokens.push_back(i < out.accepted ? drafted[i] : verified[out.accepted]);
     out.tap_rows.push_back(i);
+    // Row i of the verify pass decided the token after position P + i.
+    if (o.logprobs)
+      out.logprobs.push_back(token_logprobs(std::span<const float>(logits + uint64_t(i) * V, V), out.tokens.back(), o.logprobs));
   }
   return out;
 }

@@ -123,6 +123,7 @@ class SpeculativeDecoder {
     uint32_t proposed = 0, accepted = 0;
     std::vector<int32_t> tokens;
     std::vector<uint32_t> tap_rows;
+    std::vector<TokenLogprobs> logprobs;  // per token, with GenerationOptions::logprobs
   };
   // Both kinds of round take the pending token y at position P with the draft caught up to c.
   RoundOutcome chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
@@ -165,6 +166,7 @@ class SpeculativeDecoder {
   // rows below c are valid in both KV caches (GenerationOptions::reuse_prefix). Emptied by
   // anything else that writes the caches.
   std::vector<int32_t> reusable_;
+  vk::Buffer logits_readback_;   // [k + 1, vocab]: a round's verify logits, for logprobs
 };
 
 }  // namespace eaglevk::engine

@@ -2,7 +2,12 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <gtest/gtest.h>
 
@@ -26,6 +31,19 @@ void expect_no_validation_errors(const std::string& output, const std::string& c
   if (at != std::string::npos)
     ADD_FAILURE() << "the validation layer reported an error in `" << command_line << "`:\n"
                   << output.substr(at > 200 ? at - 200 : 0, 2000);
+}
+
+CliResult run_cli_apart(const std::string& args, const std::string& before) {
+  static int calls = 0;
+  const std::filesystem::path err =
+      std::filesystem::temp_directory_path() / ("eaglevk-cli-stderr-" + std::to_string(::getpid()) + "-" + std::to_string(calls++));
+  ProcessResult p = run_process(before + " EAGLEVK_VALIDATE=1 " + EAGLEVK_CLI + " " + args + " 2>" + err.string());
+  CliResult r{p.code, p.out, ""};
+  std::ifstream e(err);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::filesystem::remove(err);
+  expect_no_validation_errors(r.err, args);
+  return r;
 }
 
 }  // namespace eaglevk::testing

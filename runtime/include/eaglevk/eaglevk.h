@@ -141,6 +141,10 @@ typedef struct eaglevk_session_params {
    * are copied when the session is created. NULL with stop_count 0: none. */
   const char* const* stop_strings;
   size_t stop_count;
+  /* Since 0.5: N > 0 records each generated token's log-probability (the log-softmax of the
+   * target's raw logits) and the N most likely tokens at its step, for
+   * eaglevk_session_get_logprobs (at most 20; chain drafting or none, not trees). 0: off. */
+  uint32_t logprobs;
 } eaglevk_session_params;
 
 /* The struct grows at its end from version to version. These two calls take the size the
@@ -236,6 +240,15 @@ typedef struct eaglevk_spec_stats {
  * fraction of drafts whose token i was accepted. acceptance may be NULL with capacity 0. */
 EAGLEVK_API eaglevk_status eaglevk_session_get_stats(const eaglevk_session* session, eaglevk_spec_stats* out,
                                                      double* acceptance, size_t capacity);
+
+/* Since 0.5, with params.logprobs = N > 0: generated token `index` of the session's last call,
+ * its log-probability in *logprob (may be NULL), and the N most likely tokens at its step,
+ * most likely first: min(capacity, N) of them into top_ids and top_logprobs (either may be
+ * NULL with capacity 0); *out_count (may be NULL) receives N. An index past the last call's
+ * tokens, or a session without logprobs, is EAGLEVK_ERROR_INVALID_ARGUMENT. */
+EAGLEVK_API eaglevk_status eaglevk_session_get_logprobs(const eaglevk_session* session, size_t index, float* logprob,
+                                                        int32_t* top_ids, float* top_logprobs, size_t capacity,
+                                                        size_t* out_count);
 
 #ifdef __cplusplus
 }

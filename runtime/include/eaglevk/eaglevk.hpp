@@ -122,6 +122,7 @@ struct SessionParams {
   engine::TreeParams tree;      // steps > 0: tree drafting instead of the chain of k
   bool greedy_drafts = false;   // at T > 0: propose the draft's argmax instead of drawing from it
   std::vector<std::string> stop;  // generation ends at the first of these texts
+  uint32_t logprobs = 0;        // > 0: each token's log-probability and this many most likely
 };
 
 struct GenerateOutput {
@@ -131,6 +132,7 @@ struct GenerateOutput {
   bool stopped_at_context = false;
   bool stopped_by_caller = false;
   bool stopped_at_stop_string = false;
+  std::vector<engine::TokenLogprobs> logprobs;  // with SessionParams::logprobs
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
 };
 
