@@ -196,11 +196,6 @@ TEST_F(CApi, Logprobs) {
   ASSERT_EQ(generate(plain, g.prompt_ids, 4).status, EAGLEVK_OK);
   EXPECT_STATUS(eaglevk_session_get_logprobs(plain, 0, &lp, nullptr, nullptr, 0, nullptr), EAGLEVK_ERROR_INVALID_ARGUMENT);
   eaglevk_session_free(plain);
-  p.spec_steps = 2;
-  p.spec_topk = 2;
-  p.spec_draft_tokens = 4;
-  EXPECT_STATUS(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_ERROR_INVALID_ARGUMENT);
-  p.spec_steps = 0;
   p.logprobs = 21;
   EXPECT_STATUS(eaglevk_session_create(s.pair, &p, &ses), EAGLEVK_ERROR_INVALID_ARGUMENT);
 }

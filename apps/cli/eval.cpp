@@ -369,7 +369,6 @@ int eval_command(const EvalArgs& a) {
   as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
   as_usage_error([&] { engine::StopText check(a.stop); });
   if (a.logprobs > 20) usage_fail("--logprobs is at most 20 (the OpenAI API's limit), got {}", a.logprobs);
-  if (a.logprobs && a.spec.tree()) usage_fail("--logprobs is not reported with tree drafting yet (use -k)");
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {

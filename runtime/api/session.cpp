@@ -30,8 +30,6 @@ void check_params(const SessionParams& p) {
   if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
   if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
   if (p.logprobs > 20) fail_as(ErrorKind::InvalidArgument, "logprobs is at most 20, got {}", p.logprobs);
-  if (p.logprobs && p.tree.enabled())
-    fail_as(ErrorKind::InvalidArgument, "logprobs are not reported with tree drafting yet (use k)");
   for (size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty()) fail_as(ErrorKind::InvalidArgument, "stop_strings[{}] is empty", i);
 }

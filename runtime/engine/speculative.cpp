@@ -210,9 +210,8 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   check_prompt(prompt, context_, target_.config().vocab_size, o);
   if (tree_.enabled() && draft_sampling_ && !o.sampling.greedy())
     fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
-  if (tree_.enabled() && o.logprobs) fail("logprobs are not reported with tree drafting yet (use chain drafting, -k)");
   if (o.logprobs && !logits_readback_)
-    logits_readback_ = vk::Buffer(gpu_.ctx, uint64_t(k_ + 1) * target_.config().vocab_size * 4,
+    logits_readback_ = vk::Buffer(gpu_.ctx, uint64_t(std::max(k_ + 1, tree_.draft_tokens)) * target_.config().vocab_size * 4,
                                   vk::MemoryKind::Readback, "round logits");
   GenerationResult result;
   result.prompt = prompt;

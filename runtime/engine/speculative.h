@@ -166,7 +166,7 @@ class SpeculativeDecoder {
   // rows below c are valid in both KV caches (GenerationOptions::reuse_prefix). Emptied by
   // anything else that writes the caches.
   std::vector<int32_t> reusable_;
-  vk::Buffer logits_readback_;   // [k + 1, vocab]: a round's verify logits, for logprobs
+  vk::Buffer logits_readback_;   // [k + 1 or M, vocab]: a round's verify logits, for logprobs
 };
 
 }  // namespace eaglevk::engine

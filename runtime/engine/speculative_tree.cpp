@@ -135,13 +135,16 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     verify.slots = &target_slots;
   }
   models::record_target_forward(oc, target_, tstate_, verify);
+  const uint32_t V = target_.config().vocab_size;
+  if (o.logprobs)
+    rec_.copy(tstate_.arena[tstate_.logits].sub(0, uint64_t(M) * V * 4),
+              vk::BufferRange(logits_readback_, 0, uint64_t(M) * V * 4), "logits");
   const vk::BufferRange back(tree_readback_);
   rec_.copy(vk::BufferRange(tstate_.out_ids, 0, M * 4), back.sub(3ull * M * 4, M * 4), "tree argmax");
   // At T > 0 every node row also draws x ~ p from its filtered distribution, keyed by the
   // position it decides (P + depth + 1) as plain sampling keys its draws.
   const bool sampled = !o.sampling.greedy();
   if (sampled) {
-    const uint32_t V = target_.config().vocab_size;
     const ops::IntVec positions = M > 1 ? ops::IntVec{tb.i, layout.i_pos()}
                                         : ops::IntVec{vk::BufferRange(upload_), uint32_t(up.target_positions())};
     ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), M, V, nullptr, ops::IntVec{tree_draws_, 0},
@@ -198,6 +201,13 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
   for (uint32_t i = 1; i < tree.accepted_path.size(); ++i) out.tokens.push_back(tree.tokens[tree.accepted_path[i]]);
   out.tokens.push_back(choice(tree.accepted_path.back()));
   out.tap_rows = tree.accepted_path;
+  // The node a token follows decided it: its row of the verify logits.
+  if (o.logprobs) {
+    const auto* logits = static_cast<const float*>(logits_readback_.mapped);
+    for (uint32_t i = 0; i < out.tokens.size(); ++i)
+      out.logprobs.push_back(token_logprobs(std::span<const float>(logits + uint64_t(tree.accepted_path[i]) * V, V),
+                                            out.tokens[i], o.logprobs));
+  }
   compact_base_ = P;
   compact_path_ = tree.accepted_path;
   return out;

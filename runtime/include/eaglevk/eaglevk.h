@@ -143,7 +143,7 @@ typedef struct eaglevk_session_params {
   size_t stop_count;
   /* Since 0.5: N > 0 records each generated token's log-probability (the log-softmax of the
    * target's raw logits) and the N most likely tokens at its step, for
-   * eaglevk_session_get_logprobs (at most 20; chain drafting or none, not trees). 0: off. */
+   * eaglevk_session_get_logprobs (at most 20). 0: off. */
   uint32_t logprobs;
 } eaglevk_session_params;
 
