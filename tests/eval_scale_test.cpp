@@ -433,6 +433,13 @@ TEST(Bench, ShowsProgressAndReportsEveryTest) {
   }
   EXPECT_EQ(j[2]["test"], "spec-tg8 k=3");
   EXPECT_EQ(j[3]["test"], "load");
+  // --depth: the decode tests start after that much context, and say so.
+  Result d = run_cli_apart(fmt::format("bench -p 0 -n 8 -r 1 --depth 40 -d {} -o json", asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(d.code, 0) << d.err;
+  const nlohmann::json dj = nlohmann::json::parse(d.out);
+  EXPECT_EQ(dj[0]["test"], "tg8 @ d40");
+  EXPECT_EQ(dj[0]["depth"], 40);
+  EXPECT_EQ(dj[1]["test"], "spec-tg8 @ d40 k=3");
 }
 
 TEST(Cli, VersionIsTheLibrarys) {

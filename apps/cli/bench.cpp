@@ -28,7 +28,7 @@ namespace {
 
 struct BenchArgs {
   std::string model, draft, device, output = "md";
-  uint32_t n_prompt = 512, n_gen = 128, reps = 5;
+  uint32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
   SpecFlags spec;
 };
 
@@ -66,7 +66,9 @@ int bench_command(const BenchArgs& a) {
   }
   if (!a.draft.empty()) a.spec.check_chain();
   auto gpu = open_gpu(a.device);
-  uint32_t context = std::max(a.n_prompt, a.n_gen) + 8;
+  // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
+  // prefill writes untimed: attention's cost grows with it.
+  uint32_t context = std::max(a.n_prompt, a.depth + a.n_gen + 1) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
   const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, max_rows, context);
   // Loading is measured too: wall time from the files to weights on the device.
@@ -75,7 +77,7 @@ int bench_command(const BenchArgs& a) {
   LoadedModel m = load_model(gpu->ctx, dir);
   const auto& c = m.model.config();
   if (context > uint32_t(c.max_position_embeddings))
-    fail("-p/-n need {} positions; the model allows {}", context, c.max_position_embeddings);
+    fail("-p/-n/--depth need {} positions; the model allows {}", context, c.max_position_embeddings);
   std::unique_ptr<models::Eagle3Model> draft;
   if (!a.draft.empty()) draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
   progress.reset();
@@ -88,9 +90,13 @@ int bench_command(const BenchArgs& a) {
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
   for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
-  Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}", a.n_gen), {}},
-      spec{fmt::format("spec-tg{} k={}", a.n_gen, a.spec.k), {}},
-      spec_tree{fmt::format("spec-tree-tg{} S={} K={} M={}", a.n_gen, tree.steps, tree.topk, tree.draft_tokens), {}};
+  // BOS, then depth - 1 random tokens.
+  std::vector<int32_t> context_tokens = bos;
+  while (context_tokens.size() < a.depth) context_tokens.push_back(int32_t(rng() % uint32_t(c.vocab_size)));
+  const std::string at = a.depth ? fmt::format(" @ d{}", a.depth) : "";
+  Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}{}", a.n_gen, at), {}},
+      spec{fmt::format("spec-tg{}{} k={}", a.n_gen, at, a.spec.k), {}},
+      spec_tree{fmt::format("spec-tree-tg{}{} S={} K={} M={}", a.n_gen, at, tree.steps, tree.topk, tree.draft_tokens), {}};
   std::unique_ptr<engine::SpeculativeDecoder> decoder, tree_decoder;
   if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.spec.k);
   if (draft && tree.enabled())
@@ -116,7 +122,7 @@ int bench_command(const BenchArgs& a) {
       engine::GenerationOptions o;
       o.n_predict = a.n_gen + 1;  // the first token comes from the 1-token prefill
       o.ignore_eos = true;
-      const std::vector<int32_t>& start = bos;
+      const std::vector<int32_t>& start = context_tokens;
       auto r = engine::generate(runner, start, o);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
       report(rep, tg.test, a.n_gen / r.decode_seconds);
@@ -158,7 +164,7 @@ int bench_command(const BenchArgs& a) {
       j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes()}, {"params", m.model.parameters()},
                    {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
                    {"stddev", s.stddev()}, {"samples", s.tps},
-                   {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0},
+                   {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0}, {"depth", a.depth},
                    {"mean_acceptance_length", s.acceptance_length}});
     j.push_back({{"model", m.name()}, {"device", gpu->ctx.info.name}, {"test", "load"},
                  {"file_bytes", plan.weight_bytes}, {"seconds", load_seconds},
@@ -189,6 +195,8 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
   sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
+  sub->add_option("--depth", args->depth,
+                  "start the decode tests after this many tokens of context (llama-bench's -d; -d here is the draft)");
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
   add_spec_flags(sub, args->spec);
