@@ -370,6 +370,9 @@ TEST(RunChat, InteractiveTurnsEqualTheWholeConversation) {
   Result bad = run_cli_apart("run -i -p 'Hello'");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("needs --chat"), std::string::npos) << bad.err;
+  Result taps = run_cli_apart(fmt::format("run --chat -i -p 'Hello' -d {} --dump-taps /dev/null", draft));
+  EXPECT_EQ(taps.code, 2);
+  EXPECT_NE(taps.err.find("not with --interactive"), std::string::npos) << taps.err;
 }
 
 // --logprobs in run and eval: one entry per generated token, the token's own; eval's records

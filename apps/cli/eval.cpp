@@ -15,7 +15,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <random>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -103,7 +102,6 @@ struct EvalSetup {
   std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
   EvalShard shard;
   bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
-  ResumeFile* resume = nullptr;  // the first pass records into it and skips what it holds
 };
 
 // A line's images: their placeholders expanded and their features computed.
@@ -137,27 +135,18 @@ std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, co
   return {};
 }
 
-// Why a generation ended, as the records say it.
-std::string stop_reason(const engine::GenerationResult& r, bool stopped_by_string) {
-  if (stopped_by_string) return "stop";
-  if (r.stopped_at_eos) return "eos";
-  if (r.stopped_at_context) return "context";
-  return "length";
-}
-
-// A token callback that ends generation at the first --stop string (none: no callback).
+// A token callback that ends generation at the first --stop string (none: no callback, so
+// nothing is decoded).
 struct StopWatch {
   const loader::Tokenizer& tokenizer;
   const std::vector<std::string>& stops;
-  std::optional<loader::StreamDecoder> decoder;
-  std::optional<engine::StopText> text;
+  std::optional<engine::GeneratedText> text;
 
   engine::TokenCallback callback() {
     if (stops.empty()) return {};
-    decoder.emplace(tokenizer, /*skip_special=*/true);
-    text.emplace(stops);
+    text.emplace(tokenizer, stops);
     return [this](int32_t id) {
-      text->push(decoder->push(id));
+      text->push(id);
       return !text->stopped();
     };
   }
@@ -202,7 +191,7 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
     r.prompt_tokens += ids.size();
     r.reused_tokens += out.reused_tokens;
     r.seconds += out.prefill_seconds + out.decode_seconds;
-    r.stop_reasons.push_back(stop_reason(out, watch.stopped()));
+    r.stop_reasons.push_back(engine::stop_reason(out, watch.stopped()));
     if (options.logprobs) {
       if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
       r.logprobs.push_back(logprobs_json(out.logprobs));
@@ -353,10 +342,7 @@ uint64_t choose_seed(const EvalArgs& a, const EvalShard& shard) {
     if (stored && stored->contains("seed") && (*stored)["seed"].is_number_unsigned()) return (*stored)["seed"].get<uint64_t>();
   }
   if (shard.count > 1) usage_fail("--shard at temperature > 0 needs --seed: every shard must draw with the same seed");
-  std::random_device device;
-  const uint64_t seed = (uint64_t(device()) << 32) ^ device();
-  fmt::print(stderr, "eaglevk: seed {} (pass --seed {} to draw the same again)\n", seed, seed);
-  return seed;
+  return announced_random_seed();
 }
 
 int eval_command(const EvalArgs& a) {
@@ -368,7 +354,7 @@ int eval_command(const EvalArgs& a) {
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
   as_usage_error([&] { engine::StopText check(a.stop); });
-  if (a.logprobs > 20) usage_fail("--logprobs is at most 20 (the OpenAI API's limit), got {}", a.logprobs);
+  if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <random>
 #include <span>
 
 #include <fmt/core.h>
@@ -87,18 +86,14 @@ int run_command(const RunArgs& a) {
   }
   if (a.interactive && !a.chat) usage_fail("--interactive is a chat: it needs --chat");
   if (a.logprobs && !a.json) usage_fail("--logprobs goes with --json (they are reported there)");
-  if (a.logprobs > 20) usage_fail("--logprobs is at most 20 (the OpenAI API's limit), got {}", a.logprobs);
+  if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
   if (a.interactive && !a.images.empty()) usage_fail("--interactive does not take images");
+  if (a.interactive && !a.dump_taps.empty()) usage_fail("--dump-taps writes one generation's taps: not with --interactive");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::StopText check(a.stop); });
   engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, a.seed};
   as_usage_error([&] { engine::check_sampling(sampling); });
-  if (a.temp > 0 && !a.seed_option->count()) {
-    // A new draw each run unless --seed; printed so that it can be repeated.
-    std::random_device device;
-    sampling.seed = (uint64_t(device()) << 32) ^ device();
-    fmt::print(stderr, "eaglevk: seed {} (pass --seed {} to draw the same again)\n", sampling.seed, sampling.seed);
-  }
+  if (a.temp > 0 && !a.seed_option->count()) sampling.seed = announced_random_seed();  // a new draw each run
 
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -162,11 +157,9 @@ int run_command(const RunArgs& a) {
   engine::GenerationResult r;
   engine::SpecStats stats;
   std::string text;
-  bool stopped_by_string = false;
   // One generation: streams its text (up to a stop string) unless --json, then reports it.
   auto generate_turn = [&](const std::vector<int32_t>& ids, bool reuse) {
-    loader::StreamDecoder decoder(m.tokenizer, /*skip_special=*/true);
-    engine::StopText stop(a.stop);
+    engine::GeneratedText generated_text(m.tokenizer, a.stop);
     text.clear();
     auto emit = [&](const std::string& piece) {
       text += piece;
@@ -176,16 +169,15 @@ int run_command(const RunArgs& a) {
       }
     };
     engine::TokenCallback stream = [&](int32_t id) {
-      emit(stop.push(decoder.push(id)));
-      return !stop.stopped();
+      emit(generated_text.push(id));
+      return !generated_text.stopped();
     };
     engine::GenerationOptions turn = o;
     turn.reuse_prefix = reuse;
     stats = {};
     r = spec ? spec->generate(ids, turn, stats, stream) : engine::generate(*runner, ids, turn, stream);
-    stopped_by_string = stop.stopped();
-    if (!stopped_by_string) emit(stop.push(decoder.flush()) + stop.flush());
-    const char* reason = stopped_by_string ? "stop" : r.stopped_at_eos ? "eos" : r.stopped_at_context ? "context" : "length";
+    emit(generated_text.finish());
+    const char* reason = engine::stop_reason(r, generated_text.stopped());
     double prefill_tps = r.prefill_seconds > 0 ? (r.prompt.size() - r.reused_tokens) / r.prefill_seconds : 0;
     double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
     if (a.json) {

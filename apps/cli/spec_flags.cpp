@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -82,6 +83,13 @@ engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, c
   const engine::AutoChoice c = engine::auto_tree_shape(gpu, target, draft, o, &report);
   fmt::print(stderr, "{}", report);
   return c.shape;
+}
+
+uint64_t announced_random_seed() {
+  std::random_device device;
+  const uint64_t seed = (uint64_t(device()) << 32) ^ device();
+  fmt::print(stderr, "eaglevk: seed {} (pass --seed {} to draw the same again)\n", seed, seed);
+  return seed;
 }
 
 }  // namespace eaglevk::cli

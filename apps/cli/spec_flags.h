@@ -1,6 +1,7 @@
 #pragma once
 // The speculation flags shared by run, eval and bench: -k for chain drafting, and SGLang's
-// --spec-steps / --spec-topk / --spec-draft-tokens for tree drafting.
+// --spec-steps / --spec-topk / --spec-draft-tokens for tree drafting; and the seed run and
+// eval draw when --seed is not given.
 #include <cstdint>
 #include <filesystem>
 #include <vector>
@@ -38,5 +39,9 @@ engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, c
                                 const std::filesystem::path& model_path, const models::Eagle3Model& draft,
                                 const std::filesystem::path& draft_path,
                                 const std::vector<std::vector<int32_t>>& prompts);
+
+// A random seed for a run at temperature > 0 without --seed, printed on stderr so that the run
+// can be repeated.
+uint64_t announced_random_seed();
 
 }  // namespace eaglevk::cli

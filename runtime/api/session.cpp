@@ -29,7 +29,8 @@ void check_params(const SessionParams& p) {
   if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
   if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
   if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
-  if (p.logprobs > 20) fail_as(ErrorKind::InvalidArgument, "logprobs is at most 20, got {}", p.logprobs);
+  if (p.logprobs > engine::kMaxLogprobs)
+    fail_as(ErrorKind::InvalidArgument, "logprobs is at most {}, got {}", engine::kMaxLogprobs, p.logprobs);
   for (size_t i = 0; i < p.stop.size(); ++i)
     if (p.stop[i].empty()) fail_as(ErrorKind::InvalidArgument, "stop_strings[{}] is empty", i);
 }
@@ -127,15 +128,14 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   o.logprobs = params_.logprobs;
 
   GenerateOutput out;
-  loader::StreamDecoder decoder(model_->tokenizer, /*skip_special=*/true);
-  engine::StopText stop(params_.stop);
+  engine::GeneratedText text(model_->tokenizer, params_.stop);
   engine::TokenCallback stream;
-  if (on_piece || !stop.empty())
+  if (on_piece || !params_.stop.empty())
     stream = [&](int32_t id) {
-      std::string piece = stop.push(decoder.push(id));
+      std::string piece = text.push(id);
       if (on_piece && !on_piece(id, piece)) out.stopped_by_caller = true;
-      out.stopped_at_stop_string = stop.stopped();
-      return !out.stopped_by_caller && !stop.stopped();
+      out.stopped_at_stop_string = text.stopped();
+      return !out.stopped_by_caller && !text.stopped();
     };
 
   sequence_.clear();  // until this call succeeds
@@ -148,8 +148,8 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
                 : engine::generate(*runner_, std::move(ids), o, stream);
     });
   }
-  if (on_piece && !out.stopped_by_caller && !out.stopped_at_stop_string) {
-    std::string rest = stop.push(decoder.flush()) + stop.flush();
+  if (on_piece && !out.stopped_by_caller) {
+    std::string rest = text.finish();
     if (!rest.empty()) on_piece(-1, rest);
   }
   if (!images) {

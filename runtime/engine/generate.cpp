@@ -24,7 +24,15 @@ void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t 
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail("prompt token {} (position {}) is outside the vocabulary of {}", prompt[i], i, vocab);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
+  if (o.logprobs > kMaxLogprobs) fail("logprobs is at most {}, got {}", kMaxLogprobs, o.logprobs);
   if (o.images) o.images->check(prompt);
+}
+
+const char* stop_reason(const GenerationResult& r, bool stopped_by_text) {
+  if (stopped_by_text) return "stop";
+  if (r.stopped_at_eos) return "eos";
+  if (r.stopped_at_context) return "context";
+  return "length";
 }
 
 uint32_t reusable_prefix(const std::vector<int32_t>& prompt, const std::vector<int32_t>& cached) {

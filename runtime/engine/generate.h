@@ -14,6 +14,9 @@ namespace eaglevk::engine {
 // Rows of one prefill pass (longer prompts go in chunks), as the CLI and the C API run them.
 constexpr uint32_t kPrefillRows = 128;
 
+// The most alternatives GenerationOptions::logprobs may ask for (the OpenAI API's limit).
+constexpr uint32_t kMaxLogprobs = 20;
+
 // The end-of-sequence ids generation stops at: the model config's, then the tokenizer's
 // (generation_config.json, GGUF eos/eot) that the config does not list.
 std::vector<int32_t> merge_eos_ids(std::vector<int32_t> config_ids, const std::vector<int32_t>& tokenizer_ids);
@@ -48,6 +51,10 @@ struct GenerationResult {
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous generation's caches
   std::vector<TokenLogprobs> logprobs;  // one per token, with GenerationOptions::logprobs
 };
+
+// Why a generation ended, as run and eval report it: "stop" (the caller's stop text, which
+// the generation itself does not know of), "eos", "context" or "length".
+const char* stop_reason(const GenerationResult& result, bool stopped_by_text);
 
 // on_token returns false to stop generation.
 using TokenCallback = std::function<bool(int32_t)>;

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Lists the eaglevk command lines that README.md and docs/*.md show in code blocks, so that a
 test can run each one as written (tests/tools/check_doc_commands.sh). A line continued with a
-backslash is joined. Synopsis lines (with [optional] parts or UPPERCASE placeholders) and lines
-that name files outside the repository (/tmp, a user's model) are usage, not commands: they are
-skipped, and so are lines marked `# not run:`."""
+backslash is joined. Synopsis lines (with [optional] parts, or UPPERCASE names that stand for the
+user's own values) and lines that name files outside the repository (/tmp, a user's model) are
+usage, not commands: they are skipped, and so are lines marked `# not run:`."""
 import pathlib
 import re
 import sys
@@ -33,5 +33,5 @@ for doc in docs:
         if "[" in command or "# not run" in line or re.search(r"(^| )(/tmp|/data|/models|~)", command):
             continue
         if re.search(r"\b[A-Z]{2,}\b", command.replace("EAGLEVK", "")):
-            continue  # a placeholder such as PATH or FILE
+            continue  # an UPPERCASE name for the user's own value, such as PATH or FILE
         print(f"{doc.relative_to(root)}\t{command}")
