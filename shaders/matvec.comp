@@ -4,7 +4,8 @@
 // subgroup reduction (plus a fixed-order sum over subgroups when the workgroup has several)
 // finishes each dot product. The order in which a row's products are added never depends on
 // how many rows share the dispatch, so a verify pass of k+1 rows gives each row the bits a
-// single-row decode step gives it. Block-quantized weights (W_QUANT) are decoded in place.
+// single-row decode step gives it. Block-quantized weights (W_QUANT) are decoded in place; the
+// K-quants are read as items whose codes stay packed (quant.glsl).
 // Float rows whose length is a multiple of 8 are read 16 bytes of weights at a time. The
 // TEXEL_LOADS variant reads x and W through texel buffers (common.glsl says why) and is chosen
 // only where x rows start on 4-element boundaries; it adds in the same order as this one.
@@ -42,7 +43,33 @@ shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
 
 // Every dot product's terms are added in order of k whatever the row count, OUTS or UNROLL:
 // the steps below are the whole of the arithmetic.
-#if defined(W_QUANT)
+#if defined(KQ_ITEMS)
+// Item it of the OUTS rows (quant.glsl): per row of x, each run's sum(x * code) and sum(x) in a
+// fixed order, then the run's scale and minimum applied once.
+void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
+  uint e0 = (it / KQ_ITEMS) * QK, t = it % KQ_ITEMS;
+  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+    if (r >= p.rows) break;
+    uint xi = p.x_offset + r * p.x_stride + e0;
+    vec4 xv[4];
+    float xsum[4];
+    [[unroll]] for (uint k = 0; k < 4; ++k) {
+      xv[k] = xload4(xi + kq_run_start(t, k));
+      xsum[k] = (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
+    }
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
+      float a = acc[o][r];
+      [[unroll]] for (uint k = 0; k < 4; ++k) {
+        vec4 c = kq_codes(w[o].codes[k]);
+        float dot4 = fma(xv[k].w, c.w, fma(xv[k].z, c.z, fma(xv[k].y, c.y, xv[k].x * c.x)));
+        a = fma(w[o].scale[k], dot4, a);
+        a = fma(-w[o].minv[k], xsum[k], a);
+      }
+      acc[o][r] = a;
+    }
+  }
+}
+#elif defined(W_QUANT)
 // Group g (32 elements) of the OUTS rows, decoded eight elements at a time.
 void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
@@ -90,7 +117,24 @@ void main() {
   [[unroll]] for (uint o = 0; o < MAX_OUTS; ++o)
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
   uint outs = min(OUTS, p.N - n0);
-#if defined(W_QUANT)
+#if defined(KQ_ITEMS)
+  // K-quants: a thread takes items (16 elements of a super-block, quant.glsl) of the OUTS rows;
+  // the x values of an item are loaded once per row for all OUTS outputs; the items of UNROLL
+  // strides are loaded before the first is used.
+  uint row_bytes = q_row_bytes(p.K), items = p.K / QK * KQ_ITEMS, it = gl_LocalInvocationID.x;
+  for (; it + (UNROLL - 1u) * gl_WorkGroupSize.x < items; it += UNROLL * gl_WorkGroupSize.x) {
+    KItem w[MAX_UNROLL][MAX_OUTS];
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
+      [[unroll]] for (uint o = 0; o < OUTS; ++o)
+        w[u][o] = kq_load((n0 + min(o, outs - 1u)) * row_bytes, it + u * gl_WorkGroupSize.x);
+    [[unroll]] for (uint u = 0; u < UNROLL; ++u) kquant_step(w[u], it + u * gl_WorkGroupSize.x, acc);
+  }
+  for (; it < items; it += gl_WorkGroupSize.x) {
+    KItem w[MAX_OUTS];
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = kq_load((n0 + min(o, outs - 1u)) * row_bytes, it);
+    kquant_step(w, it, acc);
+  }
+#elif defined(W_QUANT)
   // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block) of
   // the OUTS rows, decodes each group's scales once, then walks its elements eight at a time:
   // the eight activations of each row are loaded once for all OUTS outputs. The groups of

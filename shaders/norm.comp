@@ -3,7 +3,8 @@
 // which divides by the RMS). y = w * (x * inversesqrt(mean(x^2) + eps)), the order HF uses.
 // LAYER_NORM (the Llama-4 vision encoder's nn.LayerNorm): y = (x - mean) * inversesqrt(var +
 // eps) * w + b, the biased variance taken around the mean in a second pass, as torch does.
-// One workgroup per row; the reduction order depends only on the row length.
+// One workgroup per row; the reduction order depends only on the row length and the workgroup
+// size (ops::norm_workgroup_for: one per device).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool HAS_WEIGHT = true;
@@ -25,7 +26,7 @@ layout(push_constant) uniform Push {
   uint inner;  // sub-rows per row, dim apart (per-head norms of q and k); 1 for plain rows
 } p;
 
-shared float partial[64];
+shared float partial[64];  // one per subgroup: ops::norm_workgroup_for keeps to 64
 
 // The sum of every invocation's v over the workgroup.
 float workgroup_sum(float v) {

@@ -127,9 +127,8 @@ struct QGroup {
   float dsc, dm;  // d * scale and dmin * min of the sub-block
 };
 uint scale_byte(uvec4 head, uint j) { return (head[1u + (j >> 2)] >> (8u * (j & 3u))) & 0xffu; }
-QGroup q_load(uint row, uint g) {
-  uint i = (row + (g >> 3) * QB) >> 4, s = g & 7u;
-  uvec4 head = wquad(i);
+// d * scale and dmin * min of sub-block s, from the super-block's first 16 bytes.
+vec2 k4_scale_min(uvec4 head, uint s) {
   vec2 d = vec2(unpackHalf2x16(head.x).x, unpackHalf2x16(head.x >> 16).x);
   uint sc, m;  // ggml's get_scale_min_k4
   if (s < 4u) {
@@ -139,6 +138,12 @@ QGroup q_load(uint row, uint g) {
     sc = (scale_byte(head, s + 4u) & 15u) | ((scale_byte(head, s - 4u) >> 6) << 4);
     m = (scale_byte(head, s + 4u) >> 4) | ((scale_byte(head, s) >> 6) << 4);
   }
+  return vec2(d.x * float(sc), d.y * float(m));
+}
+QGroup q_load(uint row, uint g) {
+  uint i = (row + (g >> 3) * QB) >> 4, s = g & 7u;
+  uvec4 head = wquad(i);
+  vec2 scale_min = k4_scale_min(head, s);
   QGroup q;
 #if defined(W_Q4_K)
   uint qs = i + 1u + 2u * (s >> 1);
@@ -150,8 +155,8 @@ QGroup q_load(uint row, uint g) {
   q.qs0 = wquad(qs);
   q.qs1 = wquad(qs + 1u);
   q.s = s;
-  q.dsc = d.x * float(sc);
-  q.dm = d.y * float(m);
+  q.dsc = scale_min.x;
+  q.dm = scale_min.y;
   return q;
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
@@ -189,6 +194,83 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
     w[i] = (c < 2u ? q.ds0 : q.ds1) * float(int(v) - 32);
   }
 }
+#endif
+
+#if defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+// ---- Items: how matrix-vector kernels read the K-quants ----------------------------------
+// The 32-element groups above suit a thread that decodes whole groups (gemm tiles, embedding
+// rows); a matrix-vector product is cheaper per weight when it keeps the codes packed. Sixteen
+// items make a super-block; an item is four runs of four consecutive elements whose codes
+// are the four bytes of one 32-bit word once masked and shifted, and weight e of run k is
+// scale[k] * byte e of codes[k] - minv[k]. So a dot product with x takes one convert and one
+// fma per weight, and each run's scale and minimum are applied once, to sum(x * code) and
+// sum(x). Consecutive items read consecutive bytes of the codes.
+#define KQ_ITEMS 16u
+struct KItem { uvec4 codes; vec4 scale, minv; };
+
+#if defined(W_Q6_K)
+// Item t = 8h + m: elements 128h + 32k + 4m + [0, 4) for run k = 0..3, i.e. bytes 4m..4m+3 of
+// the 32-byte rows l of ggml's dequantize_row_q6_K: ql[64h + l] (k = 0, 2 low/high nibble),
+// ql[64h + 32 + l] (k = 1, 3), bits 2k, 2k+1 of qh[32h + l]; scale index 8h + m/4 + 2k.
+uint load_u32(uint a) {  // bytes [a, a + 4), a even
+  uint i = a >> 2;
+  return (a & 2u) == 0u ? wword(i) : (wword(i) >> 16) | (wword(i + 1u) << 16);
+}
+uint kq_run_start(uint t, uint k) { return 128u * (t >> 3) + 32u * k + 4u * (t & 7u); }
+KItem kq_load(uint row, uint item) {
+  uint a = row + (item / KQ_ITEMS) * QB, t = item % KQ_ITEMS, h = t >> 3, m = t & 7u;
+  uint lo = load_u32(a + 64u * h + 4u * m), hi = load_u32(a + 64u * h + 32u + 4u * m);
+  uint qh = load_u32(a + 128u + 32u * h + 4u * m);
+  KItem w;
+  w.codes = uvec4((lo & 0x0f0f0f0fu) | ((qh << 4) & 0x30303030u),
+                  (hi & 0x0f0f0f0fu) | ((qh << 2) & 0x30303030u),
+                  ((lo >> 4) & 0x0f0f0f0fu) | (qh & 0x30303030u),
+                  ((hi >> 4) & 0x0f0f0f0fu) | ((qh >> 2) & 0x30303030u));
+  float d = load_half(a + 208u);
+  uint sc = a + 192u + 8u * h + (m >> 2);
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    uint b = sc + 2u * k;
+    w.scale[k] = d * float(int8_at(wword(b >> 2) >> (8u * (b & 3u))));
+  }
+  w.minv = 32.0 * w.scale;  // codes are offset by 32; exact (a power of two)
+  return w;
+}
+#else
+// Item t = 4j + m: bytes 8m..8m+7 of qs[32j ..], whose low nibbles are elements 8m + [0, 8) of
+// sub-block 2j (runs 0, 1) and high nibbles those of sub-block 2j + 1 (runs 2, 3). Q5_K's fifth
+// bits are bits 2j and 2j + 1 of qh[8m ..].
+uint kq_run_start(uint t, uint k) { return 64u * (t >> 2) + 32u * (k >> 1) + 8u * (t & 3u) + 4u * (k & 1u); }
+KItem kq_load(uint row, uint item) {
+  uint i = (row + (item / KQ_ITEMS) * QB) >> 4, t = item % KQ_ITEMS, j = t >> 2, m = t & 3u;
+  uvec4 head = wquad(i);
+#if defined(W_Q4_K)
+  uvec4 qs = wquad(i + 1u + 2u * j + (m >> 1));  // qs from byte 16
+#else
+  uvec4 qs = wquad(i + 3u + 2u * j + (m >> 1));  // qh[32] from byte 16, qs from byte 48
+#endif
+  uvec2 q = (m & 1u) == 0u ? qs.xy : qs.zw;
+  KItem w;
+  w.codes = uvec4(q & 0x0f0f0f0fu, (q >> 4) & 0x0f0f0f0fu);
+#if defined(W_Q5_K)
+  uvec4 qh = wquad(i + 1u + (m >> 1));
+  uvec2 h = (m & 1u) == 0u ? qh.xy : qh.zw;
+  w.codes |= uvec4(((h >> (2u * j)) & 0x01010101u) << 4, ((h >> (2u * j + 1u)) & 0x01010101u) << 4);
+#endif
+  // get_scale_min_k4 for four sub-blocks at once: the 6-bit scales (x) and mins (y) of
+  // sub-blocks 0-3 or 4-7 as the four bytes of a word; this item needs bytes 2j % 4, + 1.
+  uvec2 sm = j < 2u ? uvec2(head.y, head.z) & 0x3f3f3f3fu
+                    : uvec2((head.w & 0x0f0f0f0fu) | ((head.y >> 2) & 0x30303030u),
+                            ((head.w >> 4) & 0x0f0f0f0fu) | ((head.z >> 2) & 0x30303030u));
+  sm >>= 16u * (j & 1u);
+  vec2 d = vec2(unpackHalf2x16(head.x).x, unpackHalf2x16(head.x >> 16).x);
+  vec2 lo = d * vec2(sm & 0xffu), hi = d * vec2((sm >> 8) & 0xffu);
+  w.scale = vec4(lo.x, lo.x, hi.x, hi.x);
+  w.minv = vec4(lo.y, lo.y, hi.y, hi.y);
+  return w;
+}
+#endif
+// The four codes of one run as floats.
+vec4 kq_codes(uint c) { return vec4(uvec4(c, c >> 8, c >> 16, c >> 24) & 0xffu); }
 #endif
 
 // Bytes of a row of K elements (K a multiple of QK).

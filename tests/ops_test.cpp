@@ -215,9 +215,23 @@ TEST_F(OpsTest, EmbeddingGathersRowsEachPrecision) {
   }
 }
 
+TEST(NormWorkgroup, PerDevice) {
+  EXPECT_EQ(ops::norm_workgroup_for(true, 1024, 8), 64u);    // lavapipe
+  EXPECT_EQ(ops::norm_workgroup_for(false, 1024, 32), 512u);  // NVIDIA
+  EXPECT_EQ(ops::norm_workgroup_for(false, 1024, 8), 512u);   // Intel (SIMD8 .. 32)
+  EXPECT_EQ(ops::norm_workgroup_for(false, 256, 64), 256u);   // a device that allows 256
+  EXPECT_EQ(ops::norm_workgroup_for(false, 1024, 4), 256u);   // 64 subgroups of 4 at most
+}
+
+// Every workgroup size a device can get (ops::norm_workgroup_for), on rows shorter and longer
+// than the workgroup.
 TEST_F(OpsTest, RmsNormAndL2Norm) {
+  const uint32_t device_wg = gpu().norm_workgroup;
+  for (uint32_t wg : {64u, 256u, 512u})
+  for (uint32_t dim : {257u, 4096u})
   for (uint32_t rows : {1u, 3u, 13u}) {
-    const uint32_t dim = 257;
+    SCOPED_TRACE(::testing::Message() << "workgroup " << wg << ", dim " << dim << ", rows " << rows);
+    gpu().norm_workgroup = wg;
     auto x = random_floats(size_t(rows) * dim, 31 + rows, -3, 3);
     auto w = random_floats(dim, 32, 0.5, 1.5);
     vk::Buffer xbuf = device_buffer(x, "x"), wbuf = device_buffer(w, "w"),
@@ -230,6 +244,7 @@ TEST_F(OpsTest, RmsNormAndL2Norm) {
     EXPECT_TRUE(all_close(read_back<float>(y1, x.size()), ref_rms_norm(x, &w, rows, dim, 1e-5f), 1e-5, 1e-5));
     EXPECT_TRUE(all_close(read_back<float>(y2, x.size()), ref_rms_norm(x, nullptr, rows, dim, 1e-6f), 1e-5, 1e-5));
   }
+  gpu().norm_workgroup = device_wg;
 }
 
 // ---- rope -----------------------------------------------------------------------------

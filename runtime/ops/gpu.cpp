@@ -9,6 +9,17 @@ namespace eaglevk::ops {
 Gpu::Gpu(const vk::ContextOptions& options)
     : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding") {
   matvec_shape_override = matvec_shape_from_env(ctx);
+  const auto& f = ctx.info.features;
+  norm_workgroup = norm_workgroup_for(ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU, f.max_workgroup_invocations,
+                                      f.min_subgroup_size);
+}
+
+uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {
+  if (cpu_device) return 64;
+  uint32_t limit = std::min(max_invocations, 64u * std::max(min_subgroup_size, 1u));
+  uint32_t wg = 512;
+  while (wg > 64 && wg > limit) wg /= 2;
+  return wg;
 }
 
 Grid linear_grid(const vk::Context& ctx, uint64_t threads, uint32_t local, const char* name) {

@@ -26,6 +26,12 @@ struct MatvecShape {
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 
+// The workgroup size of norm.comp on a device: 64 on CPU devices, where each invocation runs
+// its share of the row as vector code anyway; 512 on GPUs, where one workgroup of 64 walks a
+// 4096-wide row in 64 steps of dependent loads (36 us per call on an H100, docs/perf.md).
+// Never more than the device's invocation limit or 64 subgroups (norm.comp's shared array).
+uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size);
+
 struct Gpu {
   vk::Context ctx;
   vk::PipelineCache pipelines;
@@ -33,6 +39,8 @@ struct Gpu {
   // Tests set it to run the configurations other vendors' devices get on this one; the
   // environment can set it for tuning (EAGLEVK_MATVEC_SHAPE, matvec_shape_from_env).
   std::optional<MatvecShape> matvec_shape_override;
+  // Invocations of a row normalisation's workgroup (norm_workgroup_for); tests set others.
+  uint32_t norm_workgroup = 64;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };

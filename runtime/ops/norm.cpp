@@ -15,7 +15,7 @@ void record_rows(OpContext& oc, bool has_weight, bool layer_norm, Act x, vk::Buf
                  Act y, uint32_t rows, uint32_t dim, float eps, const char* name) {
   if (rows == 0) return;
   const vk::Kernel& kernel = oc.gpu.pipelines.get(
-      "norm", {/*WG=*/64, /*HAS_WEIGHT=*/has_weight ? 1u : 0u, /*LAYER_NORM=*/layer_norm ? 1u : 0u});
+      "norm", {/*WG=*/oc.gpu.norm_workgroup, /*HAS_WEIGHT=*/has_weight ? 1u : 0u, /*LAYER_NORM=*/layer_norm ? 1u : 0u});
   const NormPush push{rows, dim, x.offset, x.stride, y.offset, y.stride, eps, 1};
   bool in_place = x.range.buffer == y.range.buffer && x.range.offset == y.range.offset && x.offset == y.offset;
   vk::Arg out = in_place ? y.updates(rows, dim) : y.writes(rows, dim);
@@ -37,7 +37,7 @@ void layer_norm(OpContext& oc, Act x, vk::BufferRange weight, vk::BufferRange bi
 
 void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps) {
   if (rows == 0) return;
-  const vk::Kernel& kernel = oc.gpu.pipelines.get("norm", {/*WG=*/64, /*HAS_WEIGHT=*/0u, /*LAYER_NORM=*/0u});
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("norm", {/*WG=*/oc.gpu.norm_workgroup, /*HAS_WEIGHT=*/0u, /*LAYER_NORM=*/0u});
   const NormPush push{rows * heads, head_dim, x.offset, x.stride, x.offset, x.stride, eps, heads};
   oc.rec.dispatch(kernel,
                   {x.reads(rows, heads * head_dim), vk::reads(oc.gpu.dummy), x.updates(rows, heads * head_dim),

@@ -1,21 +1,27 @@
 #!/bin/bash
 # GPU checks in one call on a lent machine (docs/perf.md, "Notes on device runs"). Run from the
 # repository root; $1 is a folder holding what was built elsewhere:
-#   bin/    eaglevk, eaglevk_bench_ops and test binaries (stripped)
-#   lib/    the Debian shared libraries they link (libfmt, libpng16, libjpeg, libbenchmark)
-#   debs/   Debian's libvulkan1 and glvnd packages (the NVIDIA ICD needs glvnd)
-#   llama/  optional: a llama.cpp Vulkan build (llama-bench, llama-quantize and their libraries)
+#   bin/      eaglevk, eaglevk_bench_ops and test binaries (stripped)
+#   bin-old/  optional: eaglevk and eaglevk_bench_ops of the previous main, for ratios measured
+#             in the same run
+#   lib/      the Debian shared libraries they link (libfmt, libpng16, libjpeg, libbenchmark)
+#   debs/     optional: Debian's libvulkan1 and glvnd packages (the NVIDIA ICD needs glvnd),
+#             unless the caller unpacked them already
+#   llama/    optional: a llama.cpp Vulkan build (llama-bench, llama-quantize and their libraries)
 #   gguf-py/, llama3-ref/  gguf-py and the Llama-3 tokenizer, for make_8b_gguf.py
-# Writes logs under $OUT (or ./gpu-out). Steps: matrix-vector shape sweep, the 8B-shaped GGUF
-# files, eaglevk bench next to llama-bench, a profiled run, the GPU tests.
+# Writes logs under $OUT (or ./gpu-out). Steps, the most wanted first so that a run cut short
+# still says something: the matrix-vector kernels (new and old), the 8B-shaped GGUF files
+# (written while the kernels are timed), eaglevk bench (new, old) next to llama-bench on
+# Q4_K_M, a profiled run, the GPU tests, then the same benchmarks on F16. SHAPES="32,2,1 ..."
+# adds a matrix-vector shape sweep.
 set -u
 P=$(realpath "$1"); OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
 T0=$(date +%s); stamp() { echo "=== [$(( $(date +%s) - T0 ))s] $*"; }
-for f in "$P"/debs/*.deb; do dpkg -x "$f" /; done; ldconfig
+for f in "$P"/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done; ldconfig
 ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 [ -f $ICD ] && export VK_DRIVER_FILES=$ICD
 export LD_LIBRARY_PATH=$P/lib:$P/llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # keep the driver's own
-B=$P/bin; M=/dev/shm; TOOLS=$(dirname "$(realpath "$0")")
+B=$P/bin; OLD=$P/bin-old; M=/dev/shm; TOOLS=$(dirname "$(realpath "$0")")
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
 if ! $B/eaglevk devices > "$OUT/devices.txt" 2>&1; then
   # No driver: say why (the loader's view) and stop, rather than time a CPU fallback.
@@ -24,36 +30,51 @@ if ! $B/eaglevk devices > "$OUT/devices.txt" 2>&1; then
 fi
 head -12 "$OUT/devices.txt"
 
-stamp "matrix-vector shapes"
-F='BM_Matvec/(1|8)/(4096|14336)/4096/1/'
-for s in default ${SHAPES:-32,2,1 32,2,4 32,4,1 64,2,1 64,1,4}; do
-  if [ $s = default ]; then unset EAGLEVK_MATVEC_SHAPE; else export EAGLEVK_MATVEC_SHAPE=$s; fi
-  timeout 40 $B/eaglevk_bench_ops --benchmark_filter="$F" --benchmark_format=csv 2>>"$OUT/sweep_err.txt" |
-    grep '^"BM_' | sed "s/^/$s;/"
-done > "$OUT/sweep.csv"
-unset EAGLEVK_MATVEC_SHAPE
-python3 "$TOOLS/sweep_summary.py" "$OUT/sweep.csv" | tee "$OUT/sweep.txt"
+# The 8B files are written on the CPUs while the GPU times the kernels.
+(
+  [ -f $M/8b-f16.gguf ] || PYTHONPATH=$P/gguf-py python3 "$TOOLS/make_8b_gguf.py" $M/8b-f16.gguf $P/llama3-ref 32
+  [ -f $M/8b-q4_k_m.gguf ] || [ ! -x $P/llama/llama-quantize ] ||
+    $P/llama/llama-quantize $M/8b-f16.gguf $M/8b-q4_k_m.gguf Q4_K_M "$(nproc)"
+) > "$OUT/gguf.log" 2>&1 &
+GGUF=$!
 
-stamp "8B-shaped GGUF files"
-[ -f $M/8b-f16.gguf ] || PYTHONPATH=$P/gguf-py python3 "$TOOLS/make_8b_gguf.py" $M/8b-f16.gguf $P/llama3-ref 32
-[ -f $M/8b-q4_k_m.gguf ] || [ ! -x $P/llama/llama-quantize ] ||
-  $P/llama/llama-quantize $M/8b-f16.gguf $M/8b-q4_k_m.gguf Q4_K_M "$(nproc)" > "$OUT/quantize.log" 2>&1
+stamp "matrix-vector kernels (f16, q6_k, q5_k, q4_k)"
+F='BM_Matvec/(1|4|5|8)/4096/4096/(1|4)/|BM_Matvec/(1|8)/14336/|BM_CopyBandwidth'
+for b in $B ${OLD:+$OLD}; do
+  [ -x $b/eaglevk_bench_ops ] || continue
+  echo "-- $b"
+  timeout 60 $b/eaglevk_bench_ops --benchmark_filter="$F" 2>&1 | grep -E '^BM_' | sed 's/min_time:0.500.manual_time//'
+done | tee "$OUT/matvec.txt"
+for s in ${SHAPES:-}; do
+  echo "-- shape $s"
+  EAGLEVK_MATVEC_SHAPE=$s timeout 40 $B/eaglevk_bench_ops --benchmark_filter="$F" 2>&1 | grep -E '^BM_'
+done | tee -a "$OUT/matvec.txt"
 
-for m in q4_k_m f16; do
-  [ -f $M/8b-$m.gguf ] || continue
-  stamp "bench $m"
-  $B/eaglevk bench -m $M/8b-$m.gguf -p 512 -n 128 -r 3 2>&1 | tail -4
-  [ -x $P/llama/llama-bench ] && $P/llama/llama-bench -m $M/8b-$m.gguf -p 512 -n 128 -r 3 -ngl 99 2>&1 | grep -E '^\||ggml_vulkan: 0'
-done
-EAGLEVK_PROFILE=1 $B/eaglevk run -m $M/8b-q4_k_m.gguf -p "The capital of France is" -n 32 > "$OUT/profile.txt" 2>&1
-tail -24 "$OUT/profile.txt"
+stamp "waiting for the 8B files"
+wait $GGUF; tail -2 "$OUT/gguf.log"; ls -la $M/*.gguf
+
+bench() {  # bench FILE: eaglevk (new, old) and llama-bench on one file
+  stamp "bench $1"
+  for b in $B ${OLD:+$OLD}; do
+    [ -x $b/eaglevk ] || continue
+    echo "-- $b"; timeout 120 $b/eaglevk bench -m $M/$1 -p 512 -n 128 -r 2 2>&1 | tail -3
+  done
+  [ -x $P/llama/llama-bench ] &&
+    timeout 120 $P/llama/llama-bench -m $M/$1 -p 512 -n 128 -r 2 -ngl 99 2>&1 | grep -E '^\||ggml_vulkan: 0'
+}
+[ -f $M/8b-q4_k_m.gguf ] && bench 8b-q4_k_m.gguf
+stamp profile
+timeout 60 env EAGLEVK_PROFILE=1 $B/eaglevk run -m $M/8b-q4_k_m.gguf -p "The capital of France is" -n 32 > "$OUT/profile.txt" 2>&1
+tail -26 "$OUT/profile.txt"
 
 stamp tests
 # The tests find the assets where they were built (/work/main).
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
 for t in ops_test ops_quant_test moe_ops_test model_golden_test speculative_test; do
   [ -x $B/$t ] || continue
-  timeout 90 $B/$t --gtest_brief=1 > "$OUT/test_$t.txt" 2>&1
-  echo "$t: exit $?, $(grep -c '^\[  FAILED' "$OUT/test_$t.txt") failed"
-done
+  timeout 90 $B/$t --gtest_brief=1 > /tmp/test_$t.txt 2>&1
+  echo "$t: exit $?, $(grep -c '^\[  FAILED' /tmp/test_$t.txt) failed"
+  grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' /tmp/test_$t.txt | head -20
+done | tee "$OUT/tests.txt"
+[ -f $M/8b-f16.gguf ] && bench 8b-f16.gguf
 stamp end
