@@ -19,6 +19,11 @@ struct MatvecShape {
   uint32_t workgroup, outs, one_subgroup;
   uint32_t texel_loads = 0;
   uint32_t unroll = 1;  // 1..4
+  // Outputs per workgroup for block-quantized weights: they do more arithmetic per byte, and
+  // on an H100 four outputs beat two for every block format while two stay best for f16 at one
+  // row (docs/perf.md, 2026-11-27). EAGLEVK_MATVEC_SHAPE sets both to its OUTPUTS.
+  uint32_t block_outs = 4;
+  uint32_t outs_for(bool quantized) const { return quantized ? block_outs : outs; }
 };
 
 // EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS,UNROLL (e.g. 64,2,4) replaces the device's matrix-vector

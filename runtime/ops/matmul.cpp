@@ -60,6 +60,7 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   MatvecShape shape = device_matvec_shape(ctx);
   shape.workgroup = wg;
   shape.outs = outs;
+  shape.block_outs = outs;
   shape.unroll = unroll;
   shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
   return shape;
@@ -90,9 +91,10 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
     // of their storage-buffer variants; the GEMM's works on 32 x 32 blocks instead of 64 x 64.
     const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wchunk);
     const std::string variant = texel ? "_texel" : "";
+    const uint32_t outs = shape.outs_for(weight_type_quantized(w.type));
     const vk::Kernel& kernel =
         vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
-                                      {/*WG=*/shape.workgroup, /*OUTS=*/shape.outs,
+                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs,
                                        /*ONE_SUBGROUP=*/shape.one_subgroup, /*UNROLL=*/shape.unroll})
                : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
     const uint32_t gemm_tile = texel ? 32 : 64;
@@ -103,7 +105,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       MatmulPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
       if (vector) {
-        uint32_t groups = (n + shape.outs - 1) / shape.outs;
+        uint32_t groups = (n + outs - 1) / outs;
         const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, g.x, g.y, 1, name);
       } else {

@@ -5,7 +5,8 @@
 #   bin-old/  optional: eaglevk and eaglevk_bench_ops of the previous main, for ratios measured
 #             in the same run
 #   lib/      the Debian shared libraries they link (libfmt, libpng16, libjpeg, libbenchmark)
-#   debs/     optional: Debian's libvulkan1 and glvnd packages (the NVIDIA ICD needs glvnd),
+#   debs/     optional: Debian's libvulkan1 and glvnd packages (the NVIDIA ICD needs glvnd)
+#             and vulkan-validationlayers (the tests run only with the validation layer),
 #             unless the caller unpacked them already
 #   llama/    optional: a llama.cpp Vulkan build (llama-bench, llama-quantize and their libraries)
 #   gguf-py/, llama3-ref/  gguf-py and the Llama-3 tokenizer, for make_8b_gguf.py
@@ -57,7 +58,7 @@ bench() {  # bench FILE: eaglevk (new, old) and llama-bench on one file
   stamp "bench $1"
   for b in $B ${OLD:+$OLD}; do
     [ -x $b/eaglevk ] || continue
-    echo "-- $b"; timeout 120 $b/eaglevk bench -m $M/$1 -p 512 -n 128 -r 2 2>&1 | tail -3
+    echo "-- $b"; timeout 120 $b/eaglevk bench -m $M/$1 -p 512 -n 128 -r 2 2>&1 | grep -E '^\| [^m-]|^load:' 
   done
   [ -x $P/llama/llama-bench ] &&
     timeout 120 $P/llama/llama-bench -m $M/$1 -p 512 -n 128 -r 2 -ngl 99 2>&1 | grep -E '^\||ggml_vulkan: 0'
