@@ -18,7 +18,10 @@
 //   2: resample from p without removing d.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
-layout(local_size_x = 256) in;
+// The workgroup size (ops::sample_workgroup): 256, or 64 for rows of up to 16,384 logits,
+// where a 256-invocation workgroup mostly waits at the barriers of the threshold searches
+// (on llvmpipe every barrier switches between all of a workgroup's subgroups).
+layout(local_size_x_id = 2) in;
 layout(constant_id = 0) const uint RULE = 0;
 layout(constant_id = 1) const uint MODE = 0;
 

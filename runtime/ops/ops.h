@@ -203,6 +203,12 @@ struct DraftDistribution {
   uint32_t q_row = 0;       // Draw: the q row that row 0 of this draw writes
 };
 
+// The sampling kernel's workgroup for rows of n logits: 64 up to 16,384 (the barriers of its
+// threshold searches cost per subgroup), 256 above, where 64 invocations would pass llvmpipe's
+// limit of 65,535 loop turns per invocation on a 202,048-token row. One rule on every device,
+// so that a seed gives the same sums, and the same draws, wherever the subgroups allow it.
+uint32_t sample_workgroup(uint32_t n);
+
 // Without drafts: ids[r] = a draw from row r's filtered distribution. With drafts[r] = d:
 // accept[r] = 1 with probability p(d) and ids[r] = a draw from p with d removed. `stream`
 // offsets the random streams so that independent draws at one position stay independent.

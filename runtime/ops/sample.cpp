@@ -4,6 +4,8 @@
 
 namespace eaglevk::ops {
 
+uint32_t sample_workgroup(uint32_t n) { return n <= 16384 ? 64 : 256; }
+
 void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* drafts, IntVec ids, IntVec accept,
             const SampleParams& s, AcceptRule rule, const DraftDistribution* dist, uint32_t stream,
             const IntVec* positions) {
@@ -12,7 +14,8 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
   const uint32_t mode = dist ? uint32_t(dist->mode) : 0u;
   if (dist && dist->mode == DraftDistribution::Mode::Draw && n != dist->width)
     fail("sampling: draft draws take rows of the draft vocabulary ({} wide, not {})", dist->width, n);
-  const vk::Kernel& kernel = oc.gpu.pipelines.get("sample", {/*RULE=*/uint32_t(rule), /*MODE=*/mode});
+  const vk::Kernel& kernel =
+      oc.gpu.pipelines.get("sample", {/*RULE=*/uint32_t(rule), /*MODE=*/mode, /*WG=*/sample_workgroup(n)});
   if (ids.offset != accept.offset) fail("sampling: ids and accept flags must share their offset");
   struct {
     uint32_t rows, n, offset, stride;
