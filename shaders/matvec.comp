@@ -44,29 +44,15 @@ shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
 // Every dot product's terms are added in order of k whatever the row count, OUTS or UNROLL:
 // the steps below are the whole of the arithmetic.
 #if defined(KQ_ITEMS)
-// Item it of the OUTS rows (quant.glsl): per row of x, each run's sum(x * code) and sum(x) in a
-// fixed order, then the run's scale and minimum applied once.
+// Item it of the OUTS rows (quant.glsl): each row's activations loaded once for all OUTS.
 void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   uint e0 = (it / KQ_ITEMS) * QK, t = it % KQ_ITEMS;
   [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
     if (r >= p.rows) break;
-    uint xi = p.x_offset + r * p.x_stride + e0;
     vec4 xv[4];
     float xsum[4];
-    [[unroll]] for (uint k = 0; k < 4; ++k) {
-      xv[k] = xload4(xi + kq_run_start(t, k));
-      xsum[k] = (xv[k].x + xv[k].y) + (xv[k].z + xv[k].w);
-    }
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-      float a = acc[o][r];
-      [[unroll]] for (uint k = 0; k < 4; ++k) {
-        vec4 c = kq_codes(w[o].codes[k]);
-        float dot4 = fma(xv[k].w, c.w, fma(xv[k].z, c.z, fma(xv[k].y, c.y, xv[k].x * c.x)));
-        a = fma(w[o].scale[k], dot4, a);
-        a = fma(-w[o].minv[k], xsum[k], a);
-      }
-      acc[o][r] = a;
-    }
+    kq_load_x(p.x_offset + r * p.x_stride + e0, t, xv, xsum);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) acc[o][r] = kq_dot(w[o], xv, xsum, acc[o][r]);
   }
 }
 #elif defined(W_QUANT)

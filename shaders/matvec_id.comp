@@ -75,7 +75,17 @@ void main() {
   if (e < 0 || e >= int(p.expert_count)) return;
   uint outs = min(OUTS, p.N - n0);
   float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
-#if defined(W_QUANT)
+#if defined(KQ_ITEMS)
+  // As in matvec.comp: K-quant items (quant.glsl), each row's activations loaded once.
+  uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);
+  for (uint it = gl_LocalInvocationID.x; it < p.K / QK * KQ_ITEMS; it += gl_WorkGroupSize.x) {
+    vec4 xv[4];
+    float xsum[4];
+    kq_load_x(p.x_offset + r * p.x_stride + (it / KQ_ITEMS) * QK, it % KQ_ITEMS, xv, xsum);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o)
+      acc[o] = kq_dot(kq_load(wbase + (n0 + min(o, outs - 1u)) * row_bytes, it), xv, xsum, acc[o]);
+  }
+#elif defined(W_QUANT)
   // As in matvec.comp: a thread takes whole 32-element groups of the OUTS rows and loads each
   // eight activations once for all of them.
   uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);

@@ -271,6 +271,26 @@ KItem kq_load(uint row, uint item) {
 #endif
 // The four codes of one run as floats.
 vec4 kq_codes(uint c) { return vec4(uvec4(c, c >> 8, c >> 16, c >> 24) & 0xffu); }
+// acc plus the dot product of item w with the activations x of its runs (sums xsum), each
+// run's sum(x * code) and sum(x) taken in a fixed order, then its scale and minimum applied.
+float kq_dot(KItem w, vec4 x[4], float xsum[4], float acc) {
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    vec4 c = kq_codes(w.codes[k]);
+    float dot4 = fma(x[k].w, c.w, fma(x[k].z, c.z, fma(x[k].y, c.y, x[k].x * c.x)));
+    acc = fma(w.scale[k], dot4, acc);
+    acc = fma(-w.minv[k], xsum[k], acc);
+  }
+  return acc;
+}
+#if defined(X_BINDING)
+// The activations of item t's runs, the super-block's first element at x index xi, and sums.
+void kq_load_x(uint xi, uint t, out vec4 x[4], out float xsum[4]) {
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    x[k] = xload4(xi + kq_run_start(t, k));
+    xsum[k] = (x[k].x + x[k].y) + (x[k].z + x[k].w);
+  }
+}
+#endif
 #endif
 
 // Bytes of a row of K elements (K a multiple of QK).

@@ -20,6 +20,7 @@
 #include <eaglevk/eaglevk.h>
 
 #include "loader/model_files.h"
+#include "loader/text_file.h"
 #include "support/golden.h"
 #include "support/process.h"
 
@@ -443,6 +444,54 @@ TEST(Bench, ShowsProgressAndReportsEveryTest) {
   EXPECT_EQ(dj[0]["test"], "tg8 @ d40");
   EXPECT_EQ(dj[0]["depth"], 40);
   EXPECT_EQ(dj[1]["test"], "spec-tg8 @ d40 k=3");
+}
+
+// bench --profile: per-token command counts against the model's own layer count (config.json,
+// read here), GPU time per family adding up to the total, host time per speculative round.
+TEST(Bench, ProfileCountsEachCommandPerToken) {
+  Result r = run_cli_apart(
+      fmt::format("bench -p 0 -n 8 -r 1 --depth 20 --profile -d {} -o json", asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json config = nlohmann::json::parse(loader::read_text_file(asset("tiny-llama3") + "/config.json", 1 << 20, "config"));
+  const double layers = config["num_hidden_layers"].get<double>();
+  ASSERT_EQ(j.size(), 5u) << r.out;  // tg, spec-tg, load, then the two profiles
+  const nlohmann::json& plain = j[3];
+  const nlohmann::json& spec = j[4];
+  EXPECT_EQ(plain["test"], "profile tg8 @ d20");
+  EXPECT_EQ(spec["test"], "profile spec-tg8 @ d20 k=3");
+  EXPECT_EQ(plain["tokens"], 9);  // the last context token's step, then 8 decode steps
+  auto per_token = [&](const nlohmann::json& p, const std::string& suffix) {
+    double n = 0;
+    for (const auto& c : p["commands"])
+      if (c["command"].get<std::string>().ends_with(suffix)) n += c["count_per_token"].get<double>();
+    return n;
+  };
+  // One step of plain decoding: each layer's two norms, one final norm, one lm_head, one argmax.
+  EXPECT_DOUBLE_EQ(per_token(plain, " attn_norm"), layers);
+  EXPECT_DOUBLE_EQ(per_token(plain, " ffn_norm"), layers);
+  EXPECT_DOUBLE_EQ(per_token(plain, " lm_head"), 1.0);
+  double sum = 0, count = 0;
+  for (const auto& c : plain["commands"]) {
+    sum += c["gpu_ms_per_token"].get<double>();
+    count += c["count_per_token"].get<double>();
+  }
+  EXPECT_NEAR(sum, plain["gpu_ms_per_token"].get<double>(), 1e-6 * std::max(1.0, sum));
+  EXPECT_NEAR(count, plain["commands_per_token"].get<double>(), 1e-9);
+  EXPECT_GT(plain["host_record_ms_per_token"].get<double>(), 0);
+  // Speculative rounds verify several tokens a pass: fewer target norms per token than layers.
+  EXPECT_GT(spec["rounds"].get<double>(), 0);
+  EXPECT_GT(spec["host_record_ms_per_round"].get<double>(), 0);
+  EXPECT_LT(per_token(spec, " attn_norm"), layers);
+  // The table prints each run's own totals (it once printed the last run's under both).
+  Result md = run_cli_apart(fmt::format("bench -p 0 -n 4 -r 1 --profile -d {}", asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(md.code, 0) << md.err;
+  const size_t plain_at = md.out.find("tg4 profile ("), spec_at = md.out.find("spec-tg4 k=3 (");
+  ASSERT_NE(plain_at, std::string::npos) << md.out;
+  ASSERT_NE(spec_at, std::string::npos) << md.out;
+  const std::string plain_table = md.out.substr(plain_at, spec_at - plain_at);
+  EXPECT_NE(plain_table.find(fmt::format(" {:.1f}        -  norm attn_norm", layers)), std::string::npos) << plain_table;
+  EXPECT_EQ(plain_table.find("draft_"), std::string::npos) << plain_table;
 }
 
 TEST(Cli, VersionIsTheLibrarys) {

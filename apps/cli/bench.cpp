@@ -22,6 +22,7 @@
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -29,8 +30,38 @@ namespace {
 struct BenchArgs {
   std::string model, draft, device, output = "md";
   uint32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
+  bool profile = false;
   SpecFlags spec;
 };
+
+// One profiled decode run (bench --profile): per generated token, or per speculative round.
+struct ProfiledRun {
+  std::string test;
+  uint64_t tokens = 0, rounds = 0;
+  vk::ProfileSummary summary;
+};
+
+nlohmann::json profile_json(const ProfiledRun& r) {
+  const double per = double(std::max<uint64_t>(r.tokens, 1));
+  nlohmann::json commands = nlohmann::json::array();
+  for (const vk::ProfiledCommand& c : r.summary.per_command)
+    commands.push_back({{"command", c.name}, {"gpu_ms_per_token", c.ms / per}, {"count_per_token", double(c.count) / per},
+                        {"gb_per_s", c.gbps()}});
+  nlohmann::json j = {{"test", "profile " + r.test},
+                      {"tokens", r.tokens},
+                      {"submissions", r.summary.submissions},
+                      {"gpu_ms_per_token", r.summary.gpu_ms / per},
+                      {"commands_per_token", double(r.summary.commands) / per},
+                      {"host_record_ms_per_token", r.summary.record_ms / per},
+                      {"host_wait_ms_per_token", r.summary.wait_ms / per},
+                      {"host_record_us_per_command", r.summary.record_us_per_command},
+                      {"commands", commands}};
+  if (r.rounds) {
+    j["rounds"] = r.rounds;
+    j["host_record_ms_per_round"] = r.summary.record_ms / double(r.rounds);
+  }
+  return j;
+}
 
 // The process's peak resident memory (ru_maxrss, KiB on Linux).
 uint64_t peak_host_memory() {
@@ -146,6 +177,38 @@ int bench_command(const BenchArgs& a) {
       }
     }
   }
+  // --profile: after the timed runs, one decode of n_gen tokens (and one speculative, with a
+  // draft) on fresh runners whose recorders write a timestamp after every command, so the
+  // timestamps cost nothing above.
+  std::vector<ProfiledRun> profiled;
+  if (a.profile && a.n_gen) {
+    vk::request_profiling();
+    // The context is prefilled first, unprofiled; the profiled generation continues from its
+    // caches (reuse_prefix), so that it runs the last context token and then n_gen decode
+    // steps or rounds: n_gen + 1 tokens.
+    engine::GenerationOptions prefill;
+    prefill.n_predict = 1;
+    engine::GenerationOptions o;
+    o.n_predict = a.n_gen + 1;
+    o.ignore_eos = true;
+    o.reuse_prefix = true;
+    {
+      engine::TargetRunner profiled_runner(*gpu, m.model, context, max_rows);
+      engine::generate(profiled_runner, context_tokens, prefill);
+      vk::profile_reset();
+      auto r = engine::generate(profiled_runner, context_tokens, o);
+      profiled.push_back({tg.test, r.tokens.size(), 0, vk::profile_summary()});
+    }
+    if (draft) {
+      engine::SpeculativeDecoder profiled_decoder(*gpu, m.model, *draft, context, a.spec.k);
+      engine::SpecStats stats;
+      profiled_decoder.generate(context_tokens, prefill, stats);
+      stats = {};
+      vk::profile_reset();
+      auto r = profiled_decoder.generate(context_tokens, o, stats);
+      profiled.push_back({spec.test, r.tokens.size(), stats.num_drafts, vk::profile_summary()});
+    }
+  }
   spec.acceptance_length = spec_stats.mean_acceptance_length();
   spec_tree.acceptance_length = tree_stats.mean_acceptance_length();
   const uint64_t peak_rss = peak_host_memory();
@@ -169,6 +232,7 @@ int bench_command(const BenchArgs& a) {
     j.push_back({{"model", m.name()}, {"device", gpu->ctx.info.name}, {"test", "load"},
                  {"file_bytes", plan.weight_bytes}, {"seconds", load_seconds},
                  {"bytes_per_s", plan.weight_bytes / load_seconds}, {"peak_host_bytes", peak_rss}});
+    for (const ProfiledRun& r : profiled) j.push_back(profile_json(r));
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -183,6 +247,12 @@ int bench_command(const BenchArgs& a) {
   fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(plan.weight_bytes),
              load_seconds, engine::format_bytes(uint64_t(plan.weight_bytes / load_seconds)),
              engine::format_bytes(peak_rss));
+  for (const ProfiledRun& r : profiled) {
+    fmt::print("\n{} ", r.test);
+    if (r.rounds)
+      fmt::print("({} rounds, host recording {:.3f} ms a round) ", r.rounds, r.summary.record_ms / double(r.rounds));
+    fmt::print("{}", vk::profile_report(r.summary, r.tokens));
+  }
   return 0;
 }
 
@@ -197,6 +267,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
   sub->add_option("--depth", args->depth,
                   "start the decode tests after this many tokens of context (llama-bench's -d; -d here is the draft)");
+  sub->add_flag("--profile", args->profile,
+                "after the timed runs, profile one decode (and one speculative decode with -d): GPU time, commands "
+                "and GB/s per command family and token, host recording and waiting time");
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
   add_spec_flags(sub, args->spec);

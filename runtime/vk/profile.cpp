@@ -1,6 +1,9 @@
 #include "runtime/vk/profile.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -33,6 +36,11 @@ Totals& totals() {
   return t;
 }
 
+std::atomic<bool>& requested() {
+  static std::atomic<bool> r{false};
+  return r;
+}
+
 }  // namespace
 
 void add_profiled_submission(const TimedCommand* commands, size_t count, double record_ms, double wait_ms) {
@@ -62,37 +70,62 @@ void profile_reset() {
   t.commands_each.clear();
 }
 
-std::string profile_report(uint64_t tokens) {
+bool profiling_requested() {
+  const char* env = std::getenv("EAGLEVK_PROFILE");
+  return requested().load() || (env && std::strcmp(env, "1") == 0);
+}
+
+void request_profiling() { requested() = true; }
+
+double ProfiledCommand::gbps() const {
+  const bool matvec = name.rfind("matvec_", 0) == 0 && name.rfind("matvec_id", 0) != 0;
+  return matvec && ms > 0 ? double(bytes) / (ms * 1e6) : 0.0;
+}
+
+ProfileSummary profile_summary() {
   Totals& t = totals();
   std::lock_guard<std::mutex> lock(t.mutex);
-  if (!t.submissions) return {};
-  const double per = tokens ? double(tokens) : 1.0;
-  const char* unit = tokens ? "per token" : "in all";
-  std::string out = fmt::format(
-      "profile ({} submissions, {} {}): GPU {:.3f} ms, host recording {:.3f} ms, host waiting {:.3f} ms {}\n",
-      t.submissions, tokens ? tokens : t.submissions, tokens ? "tokens" : "submissions", t.gpu_ms / per,
-      t.record_ms / per, t.wait_ms / per, unit);
-  // The steady host cost: the median over submissions of recording time per command.
+  ProfileSummary s;
+  s.submissions = t.submissions;
+  s.gpu_ms = t.gpu_ms;
+  s.record_ms = t.record_ms;
+  s.wait_ms = t.wait_ms;
   std::vector<double> per_command;
   for (size_t i = 0; i < t.record_each.size(); ++i)
     if (t.commands_each[i]) per_command.push_back(1e3 * t.record_each[i] / t.commands_each[i]);
   if (!per_command.empty()) {
     std::nth_element(per_command.begin(), per_command.begin() + per_command.size() / 2, per_command.end());
+    s.record_us_per_command = per_command[per_command.size() / 2];
+  }
+  for (const auto& [name, c] : t.commands) {
+    s.per_command.push_back({name, c.ms, c.count, c.bytes});
+    s.commands += c.count;
+  }
+  std::sort(s.per_command.begin(), s.per_command.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
+  return s;
+}
+
+std::string profile_report(uint64_t tokens) { return profile_report(profile_summary(), tokens); }
+
+std::string profile_report(const ProfileSummary& s, uint64_t tokens) {
+  if (!s.submissions) return {};
+  const double per = tokens ? double(tokens) : 1.0;
+  const char* unit = tokens ? "per token" : "in all";
+  std::string out = fmt::format(
+      "profile ({} submissions, {} {}): GPU {:.3f} ms, {:.1f} commands, host recording {:.3f} ms, host waiting "
+      "{:.3f} ms {}\n",
+      s.submissions, tokens ? tokens : s.submissions, tokens ? "tokens" : "submissions", s.gpu_ms / per,
+      double(s.commands) / per, s.record_ms / per, s.wait_ms / per, unit);
+  if (s.record_us_per_command > 0)
     out += fmt::format("host recording per command: {:.1f} us (median over submissions; the first ones also create "
                        "pipelines)\n",
-                       per_command[per_command.size() / 2]);
-  }
-  std::vector<std::pair<std::string, CommandTotal>> rows(t.commands.begin(), t.commands.end());
-  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  // GB/s only for the matrix-vector kernels, which read every byte of their bindings once (the
-  // weights, mostly); others bind more than they touch (an embedding table, routed experts).
-  // Compare with the device's copy bandwidth (eaglevk_bench_ops --benchmark_filter=BM_Copy).
+                       s.record_us_per_command);
+  // Compare the GB/s with the device's copy bandwidth (eaglevk_bench_ops --benchmark_filter=BM_Copy).
   out += fmt::format("  {:>9} {:>6} {:>9} {:>8}  {}\n", "GPU ms", "%", "commands", "GB/s", "command");
-  for (const auto& [name, c] : rows) {
-    const bool matvec = name.rfind("matvec_", 0) == 0 && name.rfind("matvec_id", 0) != 0;
-    const std::string gbps = matvec && c.ms > 0 ? fmt::format("{:8.1f}", double(c.bytes) / (c.ms * 1e6)) : "       -";
-    out += fmt::format("  {:9.4f} {:5.1f}% {:9.1f} {}  {}\n", c.ms / per, t.gpu_ms > 0 ? 100 * c.ms / t.gpu_ms : 0.0,
-                       double(c.count) / per, gbps, name);
+  for (const ProfiledCommand& c : s.per_command) {
+    const std::string gbps = c.gbps() > 0 ? fmt::format("{:8.1f}", c.gbps()) : "       -";
+    out += fmt::format("  {:9.4f} {:5.1f}% {:9.1f} {}  {}\n", c.ms / per, s.gpu_ms > 0 ? 100 * c.ms / s.gpu_ms : 0.0,
+                       double(c.count) / per, gbps, c.name);
   }
   return out;
 }

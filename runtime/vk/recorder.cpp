@@ -40,8 +40,7 @@ SyncMode sync_mode_from_env() {
 
 Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
   sync = sync_mode_from_env();
-  const char* prof = std::getenv("EAGLEVK_PROFILE");
-  profile = prof && std::strcmp(prof, "1") == 0;
+  profile = profiling_requested();
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pool_info.queueFamilyIndex = ctx.queue_family;
