@@ -41,8 +41,9 @@ layout(push_constant) uniform Push {
 #define MAX_UNROLL 4
 shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
 
-// Every dot product's terms are added in order of k whatever the row count, OUTS or UNROLL:
-// the steps below are the whole of the arithmetic.
+// Every dot product's terms are added in one fixed order whatever the row count, OUTS or
+// UNROLL (order of k; item by item for the K-quants): the steps below are the whole of the
+// arithmetic.
 #if defined(KQ_ITEMS)
 // Item it of the OUTS rows (quant.glsl): each row's activations loaded once for all OUTS.
 void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {

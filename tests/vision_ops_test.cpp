@@ -23,8 +23,13 @@ vk::Buffer empty_buffer(size_t floats, const char* name) {
   return vk::Buffer(gpu().ctx, floats * 4, vk::MemoryKind::Device, name);
 }
 
+// At the workgroup of CPU devices (64) and of GPUs (512).
 TEST_F(VisionOpsTest, LayerNormMatchesReference) {
+  const uint32_t device_wg = gpu().norm_workgroup;
+  for (uint32_t wg : {64u, 512u})
   for (uint32_t dim : {64u, 88u, 1408u}) {
+    SCOPED_TRACE(::testing::Message() << "workgroup " << wg);
+    gpu().norm_workgroup = wg;
     const uint32_t rows = 7;
     // An offset mean, as encoder activations have: a one-pass variance would lose digits here.
     auto x = random_floats(size_t(rows) * dim, 3 + dim, 4.0f, 6.0f);
@@ -46,6 +51,7 @@ TEST_F(VisionOpsTest, LayerNormMatchesReference) {
     }
     EXPECT_TRUE(all_close(read_back<float>(y, x.size()), want, 2e-5, 2e-5)) << dim;
   }
+  gpu().norm_workgroup = device_wg;
 }
 
 TEST_F(VisionOpsTest, BiasAddWithPeriodAndGelu) {

@@ -41,7 +41,7 @@ GGUF=$!
 
 stamp "matrix-vector kernels (f16, q6_k, q5_k, q4_k)"
 F='BM_Matvec/(1|4|5|8)/4096/4096/(1|4)/|BM_Matvec/(1|8)/14336/|BM_CopyBandwidth'
-for b in $B ${OLD:+$OLD}; do
+for b in $B $OLD; do
   [ -x $b/eaglevk_bench_ops ] || continue
   echo "-- $b"
   timeout 60 $b/eaglevk_bench_ops --benchmark_filter="$F" 2>&1 | grep -E '^BM_' | sed 's/min_time:0.500.manual_time//'
@@ -56,7 +56,7 @@ wait $GGUF; tail -2 "$OUT/gguf.log"; ls -la $M/*.gguf
 
 bench() {  # bench FILE: eaglevk (new, old) and llama-bench on one file
   stamp "bench $1"
-  for b in $B ${OLD:+$OLD}; do
+  for b in $B $OLD; do
     [ -x $b/eaglevk ] || continue
     echo "-- $b"; timeout 120 $b/eaglevk bench -m $M/$1 -p 512 -n 128 -r 2 2>&1 | grep -E '^\| [^m-]|^load:' 
   done
