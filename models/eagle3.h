@@ -66,10 +66,12 @@ struct Eagle3State {
   vk::Arena arena;
   uint32_t feature = 0, embedded = 0, attn_in = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0,
            logits = 0;
+  uint32_t proposing = 0;        // [logit_rows, H]: a batched catch-up's proposing rows
   ops::KvLayer kv() const;
 };
 
-// `capacity` includes any scratch rows of tree steps; `logit_rows` is 1 for the chain.
+// `capacity` includes any scratch rows of tree steps; `logit_rows` is 1 for the chain, the
+// number of sequences for batched chains.
 Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
                               uint32_t max_steps, bool arena_reuse, uint32_t logit_rows = 1);
 
@@ -100,6 +102,16 @@ struct DraftPass {
   ops::IntVec out_token;
   bool batch_invariant = true;
   const DraftTreeStep* tree = nullptr;
+  // Several sequences in one pass (batched decoding), not with a tree:
+  //   slots: each row's KV cache row, its sequence's first cache row + position;
+  //   catch-up: `proposal_rows` lists each sequence's last row (`proposals` of them); their
+  //     outputs move to feature rows [0, proposals) and each proposes a token;
+  //   steps: `rows` rows continue from feature rows [feature_row, feature_row + rows), one per
+  //     sequence, and each proposes a token.
+  // The proposals go to out_token, one per sequence in row order.
+  const ops::IntVec* slots = nullptr;
+  ops::IntVec proposal_rows;
+  uint32_t proposals = 0;
 };
 
 // Returns the row of the feature buffer that holds this pass's last pre-norm output.

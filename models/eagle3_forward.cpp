@@ -45,6 +45,7 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   s.act = plan.add("act", R * I * 4, 7, 8);
   s.out_norm = plan.add("out_norm", s.logit_rows * H * 4, 8, 9);
   s.logits = plan.add("logits", s.logit_rows * Vd * 4, 9, 10);
+  s.proposing = plan.add("proposing", s.logit_rows * H * 4, 8, 9);
   s.arena.allocate(ctx, arena_reuse, "draft activations");
   return s;
 }
@@ -56,7 +57,12 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
   const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
   if (T == 0 || T > s.max_rows) fail("a draft pass of {} rows (at most {})", T, s.max_rows);
-  if (!pass.from_taps && !pass.tree && T != 1) fail("draft steps after the catch-up run one row");
+  const bool batched = pass.slots != nullptr;
+  if (batched && pass.tree) fail("a draft pass of several sequences with a tree");
+  if (!pass.from_taps && !pass.tree && T != (batched ? pass.proposals : 1))
+    fail("draft steps after the catch-up run one row per sequence");
+  if (batched && (pass.proposals == 0 || pass.proposals > std::min(T, s.logit_rows)))
+    fail("a draft pass of {} sequences (at most {})", pass.proposals, s.logit_rows);
   if (pass.tree && (pass.from_taps || T > s.logit_rows)) fail("a draft tree step of {} rows (at most {})", T, s.logit_rows);
   if (pass.kv_len > s.capacity) fail("draft position {} beyond its context {}", pass.kv_len - 1, s.capacity);
   const float eps = c.rms_norm_eps;
@@ -81,9 +87,11 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   linear(oc, attn_in, m.qkv, qkv, T, false, path, "draft_qkv");
   ops::rope(oc, qkv, T, nh + nkv, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
   ops::KvLayer kv = s.kv();
-  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.tree ? pass.tree->slots : pass.positions, kv);
+  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T,
+                pass.tree ? pass.tree->slots : batched ? *pass.slots : pass.positions, kv);
   ops::AttentionParams attn{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
   attn.tree = pass.tree ? &pass.tree->path : nullptr;
+  attn.regions = pass.slots;
   ops::attention(oc, qkv, kv, pass.positions, ops::Act(a[s.attn], q_dim), T, attn);
   // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
   ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;
@@ -97,9 +105,17 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
 
   if (pass.tree) ops::copy_rows(oc, g, pass.tree->u_history.row(pass.tree->save_row), T, H, "draft_tree_u");
 
-  // Logits of the last row only (it proposes the next token), or of every node of a tree step.
-  const uint32_t logit_rows = pass.tree ? T : 1;
+  // Logits of the last row only (it proposes the next token), of every node of a tree step, or
+  // of each sequence's proposing row. A batched catch-up first moves those rows to the front
+  // of the feature buffer, where the steps continue from them.
+  const uint32_t logit_rows = pass.tree ? T : batched ? pass.proposals : 1;
   ops::Act u_last = g.row(T - logit_rows);
+  if (batched && pass.from_taps) {
+    ops::Act proposing(a[s.proposing], H);
+    ops::gather_rows(oc, g, T, pass.proposal_rows, proposing, logit_rows, H, "draft_proposing");
+    u_last = ops::Act(a[s.feature], H);
+    ops::copy_rows(oc, proposing, u_last, logit_rows, H, "draft_feature");
+  }
   ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), logit_rows, H, eps, "draft_final_norm");
   if (m.lm_head.buffer)
     linear(oc, ops::Act(a[s.out_norm], H), m.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
@@ -108,7 +124,8 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
     ops::matmul(oc, ops::Act(a[s.out_norm], H), target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
                 "draft_lm_head");
   vk::BufferRange d2t(m.d2t);
-  if (!pass.tree) ops::argmax(oc, ops::Act(a[s.logits], Vd), 1, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
+  if (!pass.tree) ops::argmax(oc, ops::Act(a[s.logits], Vd), logit_rows, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
+  if (batched) return pass.from_taps ? 0 : pass.feature_row;
   return pass.from_taps ? T - 1 : pass.feature_row;
 }
 

@@ -100,6 +100,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.slots ? *pass.slots : pos, kv);
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     params.tree = pass.tree;
+    params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::rms_norm(oc, x, &ffn_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "ffn_norm");

@@ -230,6 +230,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     ops::KvLayer kv = s.kv_layer(l);
     ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.slots ? *pass.slots : pos, kv);
     params.tree = pass.tree;
+    params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");

@@ -74,6 +74,8 @@ struct ForwardPass {
   bool argmax = true;            // false when the caller samples the logits rows itself
   // Tree verification: the rows are tree nodes written to KV rows `slots` (not their
   // positions), each attending to the committed rows and its own ancestors (`tree`).
+  // Slots without a tree: the rows belong to several sequences, each with its own range of
+  // cache rows; slot = the range's first row + position (ops::AttentionParams::regions).
   const ops::TreePath* tree = nullptr;
   const ops::IntVec* slots = nullptr;
   const EmbeddingOverride* embeddings = nullptr;  // image features of a prompt pass

@@ -11,6 +11,10 @@
 // path_base + path[row * path_stride + d]. Keys are visited in position order exactly as for a
 // sequential pass, with the same blocks, so a tree row computes bit for bit what a one-token
 // decode step along its own branch computes.
+// REGIONS: several sequences share the cache, each in its own range of rows. The row's own
+// cache row is path[path_offset + row] (binding 4, unused by REGIONS otherwise); the key at
+// position j of its sequence lies at that row - position + j. Blocks and order are those of a
+// single-sequence pass, so each sequence computes the same bits as alone.
 // QSCALE 1 multiplies the row's q by qscale[row]; QSCALE 2 by Llama-4's attention temperature
 // 1 + attn_scale * log(floor((p + 1) / floor_scale) + 1), computed from the row's position.
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -19,6 +23,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool TREE = false;
 layout(constant_id = 2) const uint QSCALE = 0;
+layout(constant_id = 3) const bool REGIONS = false;
 
 layout(binding = 0, std430) readonly buffer Q { float q[]; };
 layout(binding = 1, std430) readonly buffer KCache { uint k_cache[]; };
@@ -84,6 +89,8 @@ void main() {
 
   uint end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
   uint start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
+  // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
+  uint region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
   float m = -1.0 / 0.0, l = 0.0;
   float acc[ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
   [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) acc[i] = 0.0;
@@ -92,7 +99,7 @@ void main() {
     uint j = kb + tid;
     float s = -1.0 / 0.0;
     bool visible = j < end;
-    uint slot = j;
+    uint slot = region + j;
     if (TREE && visible && j >= p.path_base)
       slot = p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
     if (visible) {
@@ -122,11 +129,11 @@ void main() {
       uint jj = 0;
       for (; jj + 8u <= count; jj += 8u)
         [[unroll]] for (uint u = 0; u < 8u; ++u) {
-          uint idx = (TREE ? sslot[jj + u] : kb + jj + u) * kv_dim + kvh * hd + d;
+          uint idx = (TREE ? sslot[jj + u] : region + kb + jj + u) * kv_dim + kvh * hd + d;
           a = fma(sp[jj + u], kv_load(v_cache[idx / 2u], idx), a);
         }
       for (; jj < count; ++jj) {
-        uint idx = (TREE ? sslot[jj] : kb + jj) * kv_dim + kvh * hd + d;
+        uint idx = (TREE ? sslot[jj] : region + kb + jj) * kv_dim + kvh * hd + d;
         a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
       }
       acc[i] = a;

@@ -1,13 +1,15 @@
 #version 450
-// Strided f32 row copy: dst[r, c] = src[r, c] for c < width. Used for hidden-state taps,
-// which land at a column offset of a [rows, taps * hidden] buffer. GATHER reads source row
-// rows_idx[r] instead of r (tree drafting: each frontier row continues from its parent's).
+// Strided row copy of 32-bit words: dst[r, c] = src[r, c] for c < width. Used for hidden-state
+// taps, which land at a column offset of a [rows, taps * hidden] buffer. GATHER reads source
+// row rows_idx[r] instead of r (tree drafting: each frontier row continues from its parent's;
+// batched decoding gathers token ids too, which is why the words are copied as uint: bit for
+// bit, whatever they hold).
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const bool GATHER = false;
 #include "grid.glsl"
 
-layout(binding = 0, std430) readonly buffer Src { float src[]; };
-layout(binding = 1, std430) writeonly buffer Dst { float dst[]; };
+layout(binding = 0, std430) readonly buffer Src { uint src[]; };
+layout(binding = 1, std430) writeonly buffer Dst { uint dst[]; };
 layout(binding = 2, std430) readonly buffer Rows { int rows_idx[]; };
 
 layout(push_constant) uniform Push {

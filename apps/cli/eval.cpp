@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -34,6 +36,7 @@
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
+#include "runtime/engine/speculative_batch.h"
 #include "runtime/engine/stop_text.h"
 
 namespace eaglevk::cli {
@@ -43,7 +46,7 @@ struct EvalArgs {
   std::string model, draft, dataset, json_out, device, aux_layers, shard, resume;
   std::vector<std::string> stop;
   SpecFlags spec;
-  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0;
+  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
   bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
        aux_sweep = false, no_kv_reuse = false;
   float temp = 0;
@@ -102,6 +105,7 @@ struct EvalSetup {
   std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
   EvalShard shard;
   bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
+  uint32_t batch = 1;           // sequences decoded together (chain drafting, text lines)
 };
 
 // A line's images: their placeholders expanded and their features computed.
@@ -153,6 +157,36 @@ struct StopWatch {
   bool stopped() const { return text && text->stopped(); }
 };
 
+// A line's record: a new one, before its first generation.
+PromptResult new_record(const EvalSetup& e, size_t i, bool has_baseline) {
+  const loader::DatasetItem& item = e.data.items[i];
+  PromptResult r;
+  r.index = i;
+  r.line = item.line;
+  r.category = item.category;
+  r.turns = item.kind == loader::DatasetItem::Kind::Turns;
+  r.has_baseline = has_baseline;
+  return r;
+}
+
+// Adds one finished generation to its line's record (and a multi-turn line's answer to its
+// conversation).
+void add_generation(const EvalSetup& e, PromptResult& r, engine::GenerationResult out, const engine::SpecStats& stats,
+                    bool stopped_by_text, std::vector<loader::ChatMessage>& conversation) {
+  r.stats.merge(stats);
+  r.output_tokens += out.tokens.size();
+  r.prompt_tokens += out.prompt.size();
+  r.reused_tokens += out.reused_tokens;
+  r.seconds += out.prefill_seconds + out.decode_seconds;
+  r.stop_reasons.push_back(engine::stop_reason(out, stopped_by_text));
+  if (e.options.logprobs) {
+    if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
+    r.logprobs.push_back(logprobs_json(out.logprobs));
+  }
+  if (r.turns) conversation.push_back({"assistant", e.m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
+  r.tokens.push_back(std::move(out.tokens));
+}
+
 // Evaluates one dataset line: each of its generations, speculative and (with a plain runner)
 // plain. A multi-turn line asks each turn after the model's own answer to the one before, in
 // one conversation whose KV caches are kept from turn to turn.
@@ -160,12 +194,7 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
   const EvalArgs& a = e.args;
   const LoadedModel& m = e.m;
   const loader::DatasetItem& item = e.data.items[i];
-  PromptResult r;
-  r.index = i;
-  r.line = item.line;
-  r.category = item.category;
-  r.turns = item.kind == loader::DatasetItem::Kind::Turns;
-  r.has_baseline = plain != nullptr;
+  PromptResult r = new_record(e, i, plain != nullptr);
   std::vector<loader::ChatMessage> conversation;
   const size_t generations = r.turns ? item.turns.size() : 1;
   for (size_t g = 0; g < generations; ++g) {
@@ -186,16 +215,6 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
     engine::SpecStats stats;
     StopWatch watch{m.tokenizer, a.stop};
     auto out = spec.generate(ids, options, stats, watch.callback());
-    r.stats.merge(stats);
-    r.output_tokens += out.tokens.size();
-    r.prompt_tokens += ids.size();
-    r.reused_tokens += out.reused_tokens;
-    r.seconds += out.prefill_seconds + out.decode_seconds;
-    r.stop_reasons.push_back(engine::stop_reason(out, watch.stopped()));
-    if (options.logprobs) {
-      if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
-      r.logprobs.push_back(logprobs_json(out.logprobs));
-    }
     if (plain) {
       StopWatch plain_watch{m.tokenizer, a.stop};
       auto base = engine::generate(*plain, ids, options, plain_watch.callback());
@@ -203,26 +222,95 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
       r.baseline_tokens += base.tokens.size();
       r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
     }
-    if (r.turns) conversation.push_back({"assistant", m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
-    r.tokens.push_back(std::move(out.tokens));
+    add_generation(e, r, std::move(out), stats, watch.stopped(), conversation);
   }
   return r;
 }
 
+// A line in flight in one slot of the batched decoder: its record, its turn and conversation.
+struct LineInFlight {
+  size_t index = 0;
+  size_t generation = 0, generations = 1;
+  PromptResult record;
+  std::vector<loader::ChatMessage> conversation;
+  std::unique_ptr<StopWatch> watch;
+};
+
+// The lines of `mine` not yet done, B at a time (continuous batching): when a line's last
+// generation ends, the next line takes its slot; a multi-turn line asks each turn in the same
+// slot, continuing from its caches. Records come back in `mine`'s order.
+std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eagle3Model& draft,
+                                           const std::vector<size_t>& todo,
+                                           const std::function<void(const PromptResult&)>& on_done) {
+  const EvalArgs& a = e.args;
+  engine::BatchDecoder batch(e.gpu, e.m.model, draft, e.context, a.spec.k, e.batch);
+  batch.set_draft_sampling(e.draft_sampling);
+  std::vector<std::optional<LineInFlight>> lines(e.batch);
+  std::map<size_t, PromptResult> done;
+  size_t next = 0;
+  auto start_generation = [&](uint32_t slot) {
+    LineInFlight& line = *lines[slot];
+    const loader::DatasetItem& item = e.data.items[line.index];
+    std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation);
+    if (ids.size() >= e.context)
+      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
+           e.context);
+    engine::GenerationOptions options = e.options;
+    options.reuse_prefix = line.generation > 0 && !a.no_kv_reuse;
+    line.watch = std::make_unique<StopWatch>(StopWatch{e.m.tokenizer, a.stop, std::nullopt});
+    batch.start(slot, std::move(ids), options, line.watch->callback());
+  };
+  // Fills free slots and collects finished generations until every slot runs or the lines
+  // are all done (a generation may end as it starts).
+  auto settle = [&] {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (uint32_t slot = 0; slot < e.batch; ++slot) {
+        if (batch.finished(slot)) {
+          LineInFlight& line = *lines[slot];
+          engine::SpecStats stats;
+          engine::GenerationResult out = batch.take(slot, stats);
+          add_generation(e, line.record, std::move(out), stats, line.watch->stopped(), line.conversation);
+          if (++line.generation < line.generations) {
+            start_generation(slot);
+          } else {
+            on_done(line.record);
+            done.emplace(line.index, std::move(line.record));
+            lines[slot].reset();
+          }
+          changed = true;
+        }
+        if (!lines[slot] && next < todo.size()) {
+          const size_t i = todo[next++];
+          const loader::DatasetItem& item = e.data.items[i];
+          if (!item.images.empty())
+            fail("{}:{}: a line with images needs --batch 1", a.dataset, item.line);
+          LineInFlight& line = lines[slot].emplace();
+          line.index = i;
+          line.record = new_record(e, i, false);
+          line.generations = line.record.turns ? item.turns.size() : 1;
+          start_generation(slot);
+          changed = true;
+        }
+      }
+    }
+  };
+  settle();
+  while (batch.any_running()) {
+    batch.round();
+    settle();
+  }
+  std::vector<PromptResult> records;
+  for (size_t i : todo) records.push_back(std::move(done.at(i)));
+  return records;
+}
+
 EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
                   ResumeFile* resume) {
-  const LoadedModel& m = e.m;
-  engine::SpeculativeDecoder spec = e.tree.enabled()
-                                        ? engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.tree)
-                                        : engine::SpeculativeDecoder(e.gpu, m.model, draft, e.context, e.args.spec.k);
-  spec.set_draft_sampling(e.draft_sampling);
-
   std::vector<size_t> mine;
   for (size_t i = 0; i < e.count; ++i)
     if (in_shard(e.shard, i)) mine.push_back(i);
-  EvalPass pass;
   Progress progress{mine.size()};
-  size_t done = 0;
   if (resume) {
     for (const auto& [index, record] : resume->done())
       if (index >= e.count || !in_shard(e.shard, index))
@@ -232,22 +320,39 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
     if (progress.resumed)
       fmt::print(stderr, "eaglevk: --resume: {} of {} prompts already done\n", progress.resumed, mine.size());
   }
-  for (size_t i : mine) {
-    PromptResult r;
-    const bool resumed = resume && resume->done().count(i);
-    if (resumed) {
-      r = resume->done().at(i);
-    } else {
-      r = evaluate_item(e, spec, plain, i);
-      if (resume) resume->append(r);
+  std::vector<size_t> todo;
+  for (size_t i : mine)
+    if (!resume || !resume->done().count(i)) todo.push_back(i);
+  size_t finished = progress.resumed;
+  auto on_done = [&](const PromptResult& r) {
+    if (resume) resume->append(r);
+    progress.update(++finished, r);
+  };
+
+  std::vector<PromptResult> fresh;
+  if (e.batch > 1) {
+    fresh = evaluate_batched(e, draft, todo, on_done);
+  } else {
+    engine::SpeculativeDecoder spec =
+        e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.tree)
+                         : engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.args.spec.k);
+    spec.set_draft_sampling(e.draft_sampling);
+    for (size_t i : todo) {
+      fresh.push_back(evaluate_item(e, spec, plain, i));
+      on_done(fresh.back());
     }
+  }
+
+  EvalPass pass;
+  size_t next_fresh = 0;
+  for (size_t i : mine) {
+    const bool resumed = resume && resume->done().count(i);
+    PromptResult r = resumed ? resume->done().at(i) : std::move(fresh[next_fresh++]);
     pass.total.merge(r.stats);
     pass.spec_seconds += r.seconds;
     pass.spec_tokens += r.output_tokens;
     for (const auto& t : r.tokens) pass.outputs.push_back(t);
-    pass.results.push_back(r);
-    ++done;
-    if (!resumed) progress.update(done, r);
+    pass.results.push_back(std::move(r));
   }
   return pass;
 }
@@ -345,6 +450,20 @@ uint64_t choose_seed(const EvalArgs& a, const EvalShard& shard) {
   return announced_random_seed();
 }
 
+// --batch, or when not given the most sequences worth decoding together: kDefaultEvalBatch
+// for chain drafting over text lines, one otherwise (trees, images and --baseline, whose
+// speed-up compares one prompt at a time, run one line after another).
+constexpr uint32_t kDefaultEvalBatch = 4;
+uint32_t eval_batch(const EvalArgs& a, const engine::TreeParams& tree, bool has_images) {
+  if (a.batch == 0) return tree.enabled() || has_images || a.baseline ? 1 : kDefaultEvalBatch;
+  if (a.batch > 1) {
+    if (tree.enabled()) usage_fail("--batch {} is for chain drafting (-k); tree drafting runs --batch 1", a.batch);
+    if (has_images) usage_fail("--batch {}: {} has lines with images, which run --batch 1", a.batch, a.dataset);
+    if (a.baseline) usage_fail("--baseline compares one prompt at a time: it runs --batch 1");
+  }
+  return a.batch;
+}
+
 int eval_command(const EvalArgs& a) {
   if (a.aux_sweep && a.draft.empty())
     usage_fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
@@ -355,6 +474,7 @@ int eval_command(const EvalArgs& a) {
   as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
   as_usage_error([&] { engine::StopText check(a.stop); });
   if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
+  if (a.batch > engine::kMaxBatch) usage_fail("--batch is at most {}, got {}", engine::kMaxBatch, a.batch);
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -374,6 +494,10 @@ int eval_command(const EvalArgs& a) {
   if (shard.count > 1)
     fmt::print(stderr, "eaglevk: shard {}/{}: {} of {} prompts\n", shard.index, shard.count,
                count > shard.index ? (count - shard.index + shard.count - 1) / shard.count : 0, count);
+
+  const bool has_images =
+      std::any_of(data.items.begin(), data.items.begin() + count, [](const auto& item) { return !item.images.empty(); });
+  const uint32_t batch = eval_batch(a, tree, has_images);
 
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   std::vector<uint32_t> aux;
@@ -408,11 +532,12 @@ int eval_command(const EvalArgs& a) {
     tree = resolve_tree(tree, *gpu, m.model, dir, draft, a.draft, prompts);
   }
   EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, std::nullopt, shard, draft_sampling};
-  if (std::any_of(data.items.begin(), data.items.begin() + count, [](const auto& item) { return !item.images.empty(); })) {
+  if (has_images) {
     std::string why;
     setup.images = engine::image_support(m.model, dir, m.tokenizer, &why);
     if (!setup.images) fail("{} has lines with images, but {}", a.dataset, why);
   }
+  setup.batch = batch;
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
   o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
@@ -441,6 +566,7 @@ int eval_command(const EvalArgs& a) {
   report.skipped_lines = data.problems.size();
   report.records = p.results;
   report.wall_seconds = engine::seconds_since(wall_start);
+  report.batch = batch;
   fmt::print("{}", report_text(report, plain != nullptr, a.temp));
   if (!a.json_out.empty()) {
     nlohmann::json j = report_to_json(report, plain != nullptr);
@@ -494,6 +620,9 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--shard-count", args->shard_count, "with --shard auto in a Kubernetes Indexed Job: the completions");
   sub->add_option("--resume", args->resume,
                   "append each finished prompt to this JSONL file and skip the prompts already in it");
+  sub->add_option("--batch", args->batch,
+                  "sequences decoded together, the next line taking a finished one's place (default: 4 for chain "
+                  "drafting over text lines, else 1); outputs and acceptance do not depend on it");
   sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");

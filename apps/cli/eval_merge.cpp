@@ -74,8 +74,10 @@ int merge_command(const MergeArgs& a) {
       merged.records.push_back(std::move(record));
     }
     if (j.contains("device") && j["device"].is_string()) devices.insert(j["device"].get<std::string>());
-    if (j.contains("timing") && j["timing"].is_object())
+    if (j.contains("timing") && j["timing"].is_object()) {
       merged.wall_seconds = std::max(merged.wall_seconds, j["timing"].value("wall_seconds", 0.0));
+      merged.batch = std::max(merged.batch, j["timing"].value("batch", 1u));
+    }
   }
   for (uint32_t i = 0; i < shard_count; ++i)
     if (!shard_indices.count(i)) fail("shard {}/{} is missing: merge every shard's report", i, shard_count);

@@ -153,6 +153,7 @@ nlohmann::json report_to_json(const EvalReport& r, bool baseline) {
   j["skipped_lines"] = r.skipped_lines;
   j["totals"] = totals_json(t);
   j["timing"] = {{"wall_seconds", r.wall_seconds},
+                 {"batch", r.batch},
                  {"generation_seconds", t.seconds},
                  {"output_tokens_per_second", t.seconds > 0 ? t.output_tokens / t.seconds : 0.0}};
   nlohmann::json categories = nlohmann::json::object();

@@ -54,6 +54,7 @@ struct EvalReport {
   size_t skipped_lines = 0;
   std::vector<EvalRecord> records; // sorted by index
   double wall_seconds = 0;
+  uint32_t batch = 1;              // sequences decoded together (the largest of merged shards)
 };
 
 // Totals of a set of records.

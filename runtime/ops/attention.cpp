@@ -47,8 +47,10 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
          keys, attention_max_keys(oc.gpu.ctx, a.head_dim));
   if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
   if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
+  if (a.tree && a.regions) fail("attention: tree rows and sequence regions together");
   const vk::Kernel& kernel = oc.gpu.pipelines.get(
-      "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u});
+      "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u,
+                    /*REGIONS=*/a.regions ? 1u : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
@@ -71,8 +73,8 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
          a.floor_scale,
          a.attn_scale,
          a.tree ? a.tree->base : 0,
-         a.tree ? a.tree->offset : 0};
-  vk::BufferRange path = a.tree ? a.tree->table : vk::BufferRange(oc.gpu.dummy);
+         a.tree ? a.tree->offset : a.regions ? a.regions->offset : 0};
+  vk::BufferRange path = a.tree ? a.tree->table : a.regions ? a.regions->range : vk::BufferRange(oc.gpu.dummy);
   vk::BufferRange qscale = a.qscale ? *a.qscale : vk::BufferRange(oc.gpu.dummy);
   uint32_t width = a.heads * a.head_dim;
   oc.rec.dispatch(kernel,
