@@ -450,6 +450,66 @@ TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
   }
 }
 
+// Sequence regions (batched decoding): rows of three sequences in one dispatch, each sequence
+// in its own range of a shared cache and at its own positions, compute bit for bit what each
+// sequence computes alone in a cache of its own; also with Llama-4 chunks and the NoPE
+// temperature from each row's position. A row whose region is wrong reads another sequence's
+// keys and differs.
+TEST_F(OpsTest, AttentionRegionsEqualEachSequenceAlone) {
+  const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, region = 200;
+  struct Seq {
+    uint32_t first, rows;  // positions first .. first + rows - 1
+  };
+  const std::vector<Seq> seqs = {{130, 4}, {7, 1}, {70, 3}};
+  for (uint32_t chunk : {0u, 64u}) {
+    const uint32_t cap = region * uint32_t(seqs.size());
+    auto k = to_f16(random_floats(size_t(cap) * kv_dim, 91)), v = to_f16(random_floats(size_t(cap) * kv_dim, 92));
+    std::vector<int32_t> pos, slots;
+    for (size_t s = 0; s < seqs.size(); ++s)
+      for (uint32_t r = 0; r < seqs[s].rows; ++r) {
+        pos.push_back(int32_t(seqs[s].first + r));
+        slots.push_back(int32_t(s * region + seqs[s].first + r));
+      }
+    const uint32_t rows = uint32_t(pos.size());
+    auto q = random_floats(size_t(rows) * heads * hd, 93, -2, 2);
+    ops::AttentionParams params{heads, kv_heads, hd, 134, chunk, 0.125f};  // the largest position + 1
+    params.temperature_tuning = chunk > 0;
+    params.floor_scale = 4;
+    params.attn_scale = 0.25f;
+    vk::Buffer kb = device_buffer(k, "k"), vb = device_buffer(v, "v"), qb = device_buffer(q, "q"),
+               pb = device_buffer(pos, "pos"), sb = device_buffer(slots, "slots"),
+               out(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "batch out");
+    ops::IntVec regions{sb};
+    ops::AttentionParams batch_params = params;
+    batch_params.regions = &regions;
+    rec.begin();
+    ops::attention(oc, ops::Act(qb, heads * hd), ops::KvLayer{kb, vb, cap, kv_dim}, ops::IntVec{pb},
+                   ops::Act(out, heads * hd), rows, batch_params);
+    rec.submit_and_wait();
+    const auto got = read_back<float>(out, q.size());
+    uint32_t row0 = 0;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      // The sequence alone: its region as a cache of its own, its rows in one pass.
+      const size_t from = s * region * kv_dim, to = (s + 1) * region * kv_dim;
+      std::vector<uint16_t> ks(k.begin() + from, k.begin() + to), vs(v.begin() + from, v.begin() + to);
+      const uint32_t n = seqs[s].rows, width = heads * hd;
+      std::vector<float> qs(q.begin() + size_t(row0) * width, q.begin() + size_t(row0 + n) * width);
+      std::vector<int32_t> ps(pos.begin() + row0, pos.begin() + row0 + n);
+      vk::Buffer ksb = device_buffer(ks, "k seq"), vsb = device_buffer(vs, "v seq"), qsb = device_buffer(qs, "q seq"),
+                 psb = device_buffer(ps, "pos seq"), seq(gpu().ctx, qs.size() * 4, vk::MemoryKind::Device, "seq out");
+      ops::AttentionParams seq_params = params;
+      seq_params.kv_len = seqs[s].first + n;
+      rec.begin();
+      ops::attention(oc, ops::Act(qsb, width), ops::KvLayer{ksb, vsb, region, kv_dim}, ops::IntVec{psb},
+                     ops::Act(seq, width), n, seq_params);
+      rec.submit_and_wait();
+      std::vector<float> mine(got.begin() + size_t(row0) * width, got.begin() + size_t(row0 + n) * width);
+      EXPECT_TRUE(bitwise_equal(mine, read_back<float>(seq, qs.size()))) << "chunk " << chunk << " sequence " << s;
+      row0 += n;
+    }
+  }
+}
+
 // ---- elementwise, softmax, argmax -----------------------------------------------------
 
 TEST_F(OpsTest, SwigluOnFusedGateUp) {

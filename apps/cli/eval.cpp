@@ -38,6 +38,7 @@
 #include "runtime/engine/speculative.h"
 #include "runtime/engine/speculative_batch.h"
 #include "runtime/engine/stop_text.h"
+#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -575,6 +576,9 @@ int eval_command(const EvalArgs& a) {
     if (!out) fail("cannot write '{}'", a.json_out);
     out << j.dump(2) << "\n";
   }
+  // EAGLEVK_PROFILE=1: GPU time per command family per generated token (eval's submissions,
+  // prefills included), and the host's recording and waiting time.
+  if (const std::string profile = vk::profile_report(p.spec_tokens); !profile.empty()) fmt::print(stderr, "{}", profile);
   // At temperature 0 speculative output must equal plain output; at T > 0 both are samples.
   const EvalTotals totals = totals_of(p.results);
   if (plain && a.temp == 0 && totals.matched != totals.prompts) return 2;

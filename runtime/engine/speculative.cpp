@@ -21,6 +21,16 @@ uint32_t checked_chain_k(uint32_t k) {
 
 }  // namespace
 
+vk::Buffer target_to_draft_ids(const vk::Context& ctx, const models::Eagle3Model& draft, uint32_t target_vocab) {
+  const uint32_t Vd = draft.config.draft_vocab_size;
+  std::vector<int32_t> offsets(Vd, 0), t2d(target_vocab, -1);
+  if (draft.d2t) vk::download(ctx, draft.d2t, offsets.data(), Vd * 4);
+  for (uint32_t j = 0; j < Vd; ++j) t2d[uint32_t(int32_t(j) + offsets[j])] = int32_t(j);
+  vk::Buffer b(ctx, uint64_t(target_vocab) * 4, vk::MemoryKind::Device, "t2d");
+  vk::upload(ctx, b, t2d.data(), uint64_t(target_vocab) * 4);
+  return b;
+}
+
 uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
@@ -65,11 +75,7 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
   const uint32_t Vd = draft.config.draft_vocab_size, V = target.config().vocab_size;
   draft_q_ = vk::Buffer(gpu.ctx, uint64_t(std::max(k, 1u)) * Vd * 4, vk::MemoryKind::Device, "draft q");
   draft_accept_ = vk::Buffer(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft accept");
-  std::vector<int32_t> offsets(Vd, 0), t2d(V, -1);
-  if (draft.d2t) vk::download(gpu.ctx, draft.d2t, offsets.data(), Vd * 4);
-  for (uint32_t j = 0; j < Vd; ++j) t2d[uint32_t(int32_t(j) + offsets[j])] = int32_t(j);
-  t2d_ = vk::Buffer(gpu.ctx, uint64_t(V) * 4, vk::MemoryKind::Device, "t2d");
-  vk::upload(gpu.ctx, t2d_, t2d.data(), uint64_t(V) * 4);
+  t2d_ = target_to_draft_ids(gpu.ctx, draft, V);
   tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config().hidden_size));
   if (tree_.enabled()) {
     if (tree_.topk > Vd) fail("--spec-topk {} exceeds the draft vocabulary of {}", tree_.topk, Vd);

@@ -70,6 +70,10 @@ inline UploadLayout upload_layout(uint32_t max_rows, uint32_t k, const TreeParam
   return UploadLayout{max_rows, k, tree.enabled() ? tree.topk * (tree.steps - 1) : 0, tree.draft_tokens};
 }
 
+// int32 [target vocab]: the draft id of each target id, or -1 (the draft-sampling verifier
+// sees q in the target vocabulary through it).
+vk::Buffer target_to_draft_ids(const vk::Context& ctx, const models::Eagle3Model& draft, uint32_t target_vocab);
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,

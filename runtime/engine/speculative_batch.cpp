@@ -84,11 +84,7 @@ BatchDecoder::BatchDecoder(ops::Gpu& gpu, const models::TargetModel& target, con
   q_verify_ = vk::Buffer(gpu.ctx, uint64_t(RR) * Vd * 4, vk::MemoryKind::Device, "verify q");
   // Unused flags of the draft draws, at the offsets of the tokens they go with.
   draft_accept_ = vk::Buffer(gpu.ctx, uint64_t(1 + batch + KB) * 4, vk::MemoryKind::Device, "draft accept");
-  std::vector<int32_t> offsets(Vd, 0), t2d(V, -1);
-  if (draft.d2t) vk::download(gpu.ctx, draft.d2t, offsets.data(), Vd * 4);
-  for (uint32_t j = 0; j < Vd; ++j) t2d[uint32_t(int32_t(j) + offsets[j])] = int32_t(j);
-  t2d_ = vk::Buffer(gpu.ctx, uint64_t(V) * 4, vk::MemoryKind::Device, "t2d");
-  vk::upload(gpu.ctx, t2d_, t2d.data(), uint64_t(V) * 4);
+  t2d_ = target_to_draft_ids(gpu.ctx, draft, V);
   // Token ids and acceptance flags of a round (or a prefill's last ids), its drafts, and one
   // row of logits (the prompt's last, for logprobs).
   readback_ = vk::Buffer(gpu.ctx, (2ull * R + 1 + batch + KB) * 4 + uint64_t(V) * 4, vk::MemoryKind::Readback,

@@ -129,15 +129,15 @@ struct AttentionParams {
   // Optional: the rows are tree nodes (verification of a speculation tree, the draft's tree
   // steps); each sees the committed rows and its own ancestors, as a sequential pass would.
   const TreePath* tree = nullptr;
-  // Optional: several sequences share the cache, each in its own rows: regions[row] is the
-  // cache row the row itself was written to (kv_write's slot), and its sequence's position j
-  // lies at regions[row] - position + j. Not with `tree`.
-  const IntVec* regions = nullptr;
   // Optional: [rows] per-row query scale.
   const vk::BufferRange* qscale = nullptr;
   // Llama-4 attention temperature tuning from each row's position (NoPE layers).
   bool temperature_tuning = false;
   float floor_scale = 0, attn_scale = 0;
+  // Optional: several sequences share the cache, each in its own rows: regions[row] is the
+  // cache row the row itself was written to (kv_write's slot), and its sequence's position j
+  // lies at regions[row] - position + j. Not with `tree`.
+  const IntVec* regions = nullptr;
 };
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,

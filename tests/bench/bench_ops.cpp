@@ -138,6 +138,40 @@ BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMill
 // The Llama-4 vision tower of the bundled tiny-llama4-vision on `range(0)` tiles (copies of the
 // 2x2 test image's 5 tiles): wall time of encode_image_tiles (patch unfold and upload, the
 // tower, one submission), with the time per tile as a counter.
+// Attention of `rows` new rows (a decode step: 1, a verify pass: 4) at context depth DEPTH,
+// at the tiny pairs' shape (8 heads over 4 KV heads of 32) and Llama-3-8B's (32 over 8 of 128).
+// Bytes: the K and V rows each KV head's group reads.
+void BM_Attention(benchmark::State& state) {
+  auto& gpu = bench_gpu();
+  const bool big = state.range(0) != 0;
+  const uint32_t rows = uint32_t(state.range(1)), depth = uint32_t(state.range(2));
+  const uint32_t heads = big ? 32 : 8, kv_heads = big ? 8 : 4, hd = big ? 128 : 32;
+  const uint32_t capacity = depth + rows, kv_dim = kv_heads * hd, q_dim = heads * hd;
+  vk::Buffer k(gpu.ctx, uint64_t(capacity) * kv_dim * 2, vk::MemoryKind::Device, "k"),
+      v(gpu.ctx, uint64_t(capacity) * kv_dim * 2, vk::MemoryKind::Device, "v"),
+      q(gpu.ctx, uint64_t(rows) * q_dim * 4, vk::MemoryKind::Device, "q"),
+      out(gpu.ctx, uint64_t(rows) * q_dim * 4, vk::MemoryKind::Device, "out"),
+      pos(gpu.ctx, uint64_t(rows) * 4, vk::MemoryKind::Device, "positions");
+  fill_f16(gpu, k);
+  fill_f16(gpu, v);
+  fill_f16(gpu, q);
+  std::vector<int32_t> positions(rows);
+  for (uint32_t i = 0; i < rows; ++i) positions[i] = int32_t(depth + i);
+  vk::upload(gpu.ctx, pos, positions.data(), rows * 4);
+  const ops::KvLayer kv{vk::BufferRange(k), vk::BufferRange(v), capacity, kv_dim};
+  ops::AttentionParams params{heads, kv_heads, hd, capacity, 0, 0.1f};
+  time_submissions(state, gpu, 8, 2.0 * double(capacity) * kv_dim * 2, [&](vk::Recorder& rec) {
+    ops::OpContext oc{gpu, rec};
+    ops::attention(oc, ops::Act(q, q_dim), kv, ops::IntVec{pos}, ops::Act(out, q_dim), rows, params);
+  });
+}
+BENCHMARK(BM_Attention)
+    ->ArgsProduct({{0}, {1, 4}, {0, 512, 2048}})
+    ->ArgsProduct({{1}, {1, 4}, {0, 512, 2048}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.3);
+
 void BM_VisionTower(benchmark::State& state) {
   auto& gpu = bench_gpu();
   static const std::string dir = std::string(EAGLEVK_SOURCE_DIR) + "/assets/tiny-llama4-vision";
