@@ -26,8 +26,20 @@ layout(constant_id = 2) const uint QSCALE = 0;
 layout(constant_id = 3) const bool REGIONS = false;
 
 layout(binding = 0, std430) readonly buffer Q { float q[]; };
-layout(binding = 1, std430) readonly buffer KCache { uint k_cache[]; };
+// K and V hold f16 pairs in 32-bit words. TEXEL_LOADS (CPU devices, as for the matrix
+// kernels: common.glsl says why) reads them through texel buffers, K as 16-byte quads of 8
+// halves; the same words, in the same order, so the same bits.
+#ifdef TEXEL_LOADS
+layout(binding = 1, rgba32ui) uniform readonly uimageBuffer k_texels;
+layout(binding = 2, r32ui) uniform readonly uimageBuffer v_texels;
+uvec4 kquad(uint q) { return imageLoad(k_texels, int(q)); }
+uint vword(uint i) { return imageLoad(v_texels, int(i)).x; }
+#else
+layout(binding = 1, std430) readonly buffer KCache { uvec4 k_cache[]; };
 layout(binding = 2, std430) readonly buffer VCache { uint v_cache[]; };
+uvec4 kquad(uint q) { return k_cache[q]; }
+uint vword(uint i) { return v_cache[i]; }
+#endif
 layout(binding = 3, std430) readonly buffer Pos { int pos[]; };
 layout(binding = 4, std430) readonly buffer Path { int path[]; };
 layout(binding = 5, std430) readonly buffer QScale { float qscale[]; };
@@ -103,11 +115,12 @@ void main() {
     if (TREE && visible && j >= p.path_base)
       slot = p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
     if (visible) {
-      uint base = (slot * kv_dim + kvh * hd) / 2u;
+      uint base = (slot * kv_dim + kvh * hd) / 8u;  // in quads: kv_dim and hd are multiples of 8
       float dot_qk = 0.0;
       for (uint d = 0; d < hd; d += 8u) {  // head_dim is a multiple of 8 (checked by the host)
+        uvec4 kq = kquad(base + d / 8u);
         [[unroll]] for (uint u = 0; u < 4u; ++u) {
-          vec2 kk = unpackHalf2x16(k_cache[base + d / 2u + u]);
+          vec2 kk = unpackHalf2x16(kq[u]);
           dot_qk = fma(sq[d + 2u * u], kk.x, dot_qk);
           dot_qk = fma(sq[d + 2u * u + 1u], kk.y, dot_qk);
         }
@@ -130,11 +143,11 @@ void main() {
       for (; jj + 8u <= count; jj += 8u)
         [[unroll]] for (uint u = 0; u < 8u; ++u) {
           uint idx = (TREE ? sslot[jj + u] : region + kb + jj + u) * kv_dim + kvh * hd + d;
-          a = fma(sp[jj + u], kv_load(v_cache[idx / 2u], idx), a);
+          a = fma(sp[jj + u], kv_load(vword(idx / 2u), idx), a);
         }
       for (; jj < count; ++jj) {
         uint idx = (TREE ? sslot[jj] : region + kb + jj) * kv_dim + kvh * hd + d;
-        a = fma(sp[jj], kv_load(v_cache[idx / 2u], idx), a);
+        a = fma(sp[jj], kv_load(vword(idx / 2u), idx), a);
       }
       acc[i] = a;
     }

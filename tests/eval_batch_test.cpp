@@ -26,6 +26,10 @@ fs::path temp(const std::string& name) {
   return fs::temp_directory_path() / fmt::format("eaglevk-batch-{}-{}", ::getpid(), name);
 }
 
+// Device memory for pair A's weights and passes (18.6 + 102.9 MiB in the memory plan) and two
+// sequences of 2,048 tokens (4,608 bytes of KV a token: 9 MiB each), not three.
+constexpr const char* kTwoSequences = "144M";
+
 std::string mix() { return std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/eval_mix.jsonl"; }
 
 // The JSON report of one eval run.
@@ -128,6 +132,28 @@ TEST(EvalBatch, BadBatchValuesAreRefused) {
     EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find("eaglevk: error:"), std::string::npos) << r.err;
   }
+}
+
+// Each sequence holds a context of KV cache: with device memory for about two, the default batch
+// shrinks to what fits (same outputs) and an explicit --batch that does not fit is refused with
+// what it needs.
+TEST(EvalBatch, MemoryDecidesTheBatch) {
+  const std::string args = fmt::format("-m {} -d {} --dataset {} -k 3 -n 8 --limit 3 --ctx 2048", asset("tiny-llama3"),
+                                       asset("tiny-llama3-eagle3"), mix());
+  const fs::path json = temp("memory.json");
+  CliResult r = run_cli_apart(fmt::format("eval {} --json {}", args, json.string()),
+                              fmt::format("EAGLEVK_DEVICE_MEMORY={}", kTwoSequences));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  fs::remove(json);
+  EXPECT_EQ(j["timing"]["batch"], 2) << r.err;
+  EXPECT_EQ(outcome(j), outcome(eval_json(args, 1)));
+  CliResult refused = run_cli_apart(fmt::format("eval {} --batch 4", args),
+                                    fmt::format("EAGLEVK_DEVICE_MEMORY={}", kTwoSequences));
+  EXPECT_EQ(refused.code, 1) << refused.err;
+  EXPECT_NE(refused.err.find("--batch 4: 4 sequences of 2048 tokens need"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("EAGLEVK_DEVICE_MEMORY"), std::string::npos) << refused.err;
 }
 
 }  // namespace

@@ -7,14 +7,10 @@
 // keep the KV caches from turn to turn; --aux-shift-sweep repeats the evaluation with the
 // draft's tap ids shifted by -1 and +1 to tell which layer convention the head was trained
 // with.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 
@@ -25,338 +21,16 @@
 
 #include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
-#include "apps/cli/eval_report.h"
-#include "apps/cli/eval_resume.h"
-#include "apps/cli/eval_shard.h"
+#include "apps/cli/eval_pass.h"
 #include "apps/cli/load_progress.h"
-#include "apps/cli/model_files.h"
-#include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
-#include "loader/dataset.h"
 #include "runtime/engine/elapsed.h"
-#include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
 #include "runtime/engine/speculative_batch.h"
 #include "runtime/engine/stop_text.h"
 #include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
-
-struct EvalArgs {
-  std::string model, draft, dataset, json_out, device, aux_layers, shard, resume;
-  std::vector<std::string> stop;
-  SpecFlags spec;
-  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
-  bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
-       aux_sweep = false, no_kv_reuse = false;
-  float temp = 0;
-  uint64_t seed = 0;
-  CLI::Option* seed_option = nullptr;
-};
-
-using PromptResult = EvalRecord;
-
-// Shows progress on a terminal as one rewritten line; elsewhere as plain lines.
-struct Progress {
-  size_t total;
-  bool tty = isatty(STDERR_FILENO);
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  size_t tokens = 0;
-
-  size_t resumed = 0;  // prompts taken from a resume file: not in the rate or the ETA
-
-  void update(size_t done, const PromptResult& last) {
-    tokens += last.output_tokens;
-    double elapsed = engine::seconds_since(start);
-    const size_t run = done - resumed;
-    double eta = run ? elapsed / run * (total - done) : 0;
-    double tps = elapsed > 0 ? tokens / elapsed : 0;
-    if (tty) {
-      int width = 30, filled = int(width * done / total);
-      fmt::print(stderr, "\r[{}{}] {}/{}  {:.1f} tok/s  ETA {:.0f}s   ", std::string(filled, '#'),
-                 std::string(width - filled, '.'), done, total, tps, eta);
-      if (done == total) fmt::print(stderr, "\n");
-    } else {
-      fmt::print(stderr, "eval: {}/{} prompts, {:.1f} tok/s, ETA {:.0f}s (line {}: {} tokens, AL {:.2f})\n", done,
-                 total, tps, eta, last.line, last.output_tokens, last.stats.mean_acceptance_length());
-    }
-  }
-};
-
-// One pass over the dataset (this shard of it) with one draft.
-struct EvalPass {
-  std::vector<PromptResult> results;
-  std::vector<std::vector<int32_t>> outputs;  // every generation's tokens, in order
-  engine::SpecStats total;
-  double spec_seconds = 0;
-  size_t spec_tokens = 0;
-};
-
-// What every pass shares: the dataset, the target and the generation settings.
-struct EvalSetup {
-  const EvalArgs& args;
-  const loader::Dataset& data;
-  size_t count = 0;
-  ops::Gpu& gpu;
-  const LoadedModel& m;
-  uint32_t context = 0;
-  engine::GenerationOptions options;
-  engine::TreeParams tree;  // enabled: tree drafting instead of -k
-  std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
-  EvalShard shard;
-  bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
-  uint32_t batch = 1;           // sequences decoded together (chain drafting, text lines)
-};
-
-// A line's images: their placeholders expanded and their features computed.
-engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetItem& item, std::vector<int32_t> ids) {
-  std::vector<loader::RgbImage> images;
-  for (const std::filesystem::path& path : item.images) images.push_back(loader::load_image(path));
-  try {
-    return engine::build_image_prompt(e.gpu, *e.images, ids, images);
-  } catch (const Error& err) {
-    fail("{}:{}: {}", e.args.dataset, item.line, err.what());
-  }
-}
-
-// The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
-// and answers so far.
-std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const loader::DatasetItem& item,
-                                     size_t g, std::vector<loader::ChatMessage>& conversation) {
-  auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
-    if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
-    return m.tokenizer.encode(m.chat->render(messages, true), false);
-  };
-  switch (item.kind) {
-    case loader::DatasetItem::Kind::Prompt:
-      return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
-    case loader::DatasetItem::Kind::Messages: return chat_ids(item.messages);
-    case loader::DatasetItem::Kind::Turns:
-      if (g == 0 && !item.system.empty()) conversation.push_back({"system", item.system});
-      conversation.push_back({"user", item.turns[g]});
-      return chat_ids(conversation);
-  }
-  return {};
-}
-
-// A token callback that ends generation at the first --stop string (none: no callback, so
-// nothing is decoded).
-struct StopWatch {
-  const loader::Tokenizer& tokenizer;
-  const std::vector<std::string>& stops;
-  std::optional<engine::GeneratedText> text;
-
-  engine::TokenCallback callback() {
-    if (stops.empty()) return {};
-    text.emplace(tokenizer, stops);
-    return [this](int32_t id) {
-      text->push(id);
-      return !text->stopped();
-    };
-  }
-  bool stopped() const { return text && text->stopped(); }
-};
-
-// A line's record: a new one, before its first generation.
-PromptResult new_record(const EvalSetup& e, size_t i, bool has_baseline) {
-  const loader::DatasetItem& item = e.data.items[i];
-  PromptResult r;
-  r.index = i;
-  r.line = item.line;
-  r.category = item.category;
-  r.turns = item.kind == loader::DatasetItem::Kind::Turns;
-  r.has_baseline = has_baseline;
-  return r;
-}
-
-// Adds one finished generation to its line's record (and a multi-turn line's answer to its
-// conversation).
-void add_generation(const EvalSetup& e, PromptResult& r, engine::GenerationResult out, const engine::SpecStats& stats,
-                    bool stopped_by_text, std::vector<loader::ChatMessage>& conversation) {
-  r.stats.merge(stats);
-  r.output_tokens += out.tokens.size();
-  r.prompt_tokens += out.prompt.size();
-  r.reused_tokens += out.reused_tokens;
-  r.seconds += out.prefill_seconds + out.decode_seconds;
-  r.stop_reasons.push_back(engine::stop_reason(out, stopped_by_text));
-  if (e.options.logprobs) {
-    if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
-    r.logprobs.push_back(logprobs_json(out.logprobs));
-  }
-  if (r.turns) conversation.push_back({"assistant", e.m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
-  r.tokens.push_back(std::move(out.tokens));
-}
-
-// Evaluates one dataset line: each of its generations, speculative and (with a plain runner)
-// plain. A multi-turn line asks each turn after the model's own answer to the one before, in
-// one conversation whose KV caches are kept from turn to turn.
-PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec, engine::TargetRunner* plain, size_t i) {
-  const EvalArgs& a = e.args;
-  const LoadedModel& m = e.m;
-  const loader::DatasetItem& item = e.data.items[i];
-  PromptResult r = new_record(e, i, plain != nullptr);
-  std::vector<loader::ChatMessage> conversation;
-  const size_t generations = r.turns ? item.turns.size() : 1;
-  for (size_t g = 0; g < generations; ++g) {
-    std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
-    engine::GenerationOptions options = e.options;
-    // A line's first generation starts a new sequence, so its result does not depend on the
-    // line before it (nor on the shard it runs in).
-    options.reuse_prefix = g > 0 && !a.no_kv_reuse;
-    engine::ImagePrompt image_prompt;
-    if (!item.images.empty()) {
-      image_prompt = item_image_prompt(e, item, std::move(ids));
-      ids = image_prompt.ids;
-      options.images = &image_prompt.images;
-    }
-    if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-           e.context);
-    engine::SpecStats stats;
-    StopWatch watch{m.tokenizer, a.stop};
-    auto out = spec.generate(ids, options, stats, watch.callback());
-    if (plain) {
-      StopWatch plain_watch{m.tokenizer, a.stop};
-      auto base = engine::generate(*plain, ids, options, plain_watch.callback());
-      r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
-      r.baseline_tokens += base.tokens.size();
-      r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
-    }
-    add_generation(e, r, std::move(out), stats, watch.stopped(), conversation);
-  }
-  return r;
-}
-
-// A line in flight in one slot of the batched decoder: its record, its turn and conversation.
-struct LineInFlight {
-  size_t index = 0;
-  size_t generation = 0, generations = 1;
-  PromptResult record;
-  std::vector<loader::ChatMessage> conversation;
-  std::unique_ptr<StopWatch> watch;
-};
-
-// The lines of `mine` not yet done, B at a time (continuous batching): when a line's last
-// generation ends, the next line takes its slot; a multi-turn line asks each turn in the same
-// slot, continuing from its caches. Records come back in `mine`'s order.
-std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eagle3Model& draft,
-                                           const std::vector<size_t>& todo,
-                                           const std::function<void(const PromptResult&)>& on_done) {
-  const EvalArgs& a = e.args;
-  engine::BatchDecoder batch(e.gpu, e.m.model, draft, e.context, a.spec.k, e.batch);
-  batch.set_draft_sampling(e.draft_sampling);
-  std::vector<std::optional<LineInFlight>> lines(e.batch);
-  std::map<size_t, PromptResult> done;
-  size_t next = 0;
-  auto start_generation = [&](uint32_t slot) {
-    LineInFlight& line = *lines[slot];
-    const loader::DatasetItem& item = e.data.items[line.index];
-    std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation);
-    if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-           e.context);
-    engine::GenerationOptions options = e.options;
-    options.reuse_prefix = line.generation > 0 && !a.no_kv_reuse;
-    line.watch = std::make_unique<StopWatch>(StopWatch{e.m.tokenizer, a.stop, std::nullopt});
-    batch.start(slot, std::move(ids), options, line.watch->callback());
-  };
-  // Fills free slots and collects finished generations until every slot runs or the lines
-  // are all done (a generation may end as it starts).
-  auto settle = [&] {
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (uint32_t slot = 0; slot < e.batch; ++slot) {
-        if (batch.finished(slot)) {
-          LineInFlight& line = *lines[slot];
-          engine::SpecStats stats;
-          engine::GenerationResult out = batch.take(slot, stats);
-          add_generation(e, line.record, std::move(out), stats, line.watch->stopped(), line.conversation);
-          if (++line.generation < line.generations) {
-            start_generation(slot);
-          } else {
-            on_done(line.record);
-            done.emplace(line.index, std::move(line.record));
-            lines[slot].reset();
-          }
-          changed = true;
-        }
-        if (!lines[slot] && next < todo.size()) {
-          const size_t i = todo[next++];
-          const loader::DatasetItem& item = e.data.items[i];
-          if (!item.images.empty())
-            fail("{}:{}: a line with images needs --batch 1", a.dataset, item.line);
-          LineInFlight& line = lines[slot].emplace();
-          line.index = i;
-          line.record = new_record(e, i, false);
-          line.generations = line.record.turns ? item.turns.size() : 1;
-          start_generation(slot);
-          changed = true;
-        }
-      }
-    }
-  };
-  settle();
-  while (batch.any_running()) {
-    batch.round();
-    settle();
-  }
-  std::vector<PromptResult> records;
-  for (size_t i : todo) records.push_back(std::move(done.at(i)));
-  return records;
-}
-
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
-                  ResumeFile* resume) {
-  std::vector<size_t> mine;
-  for (size_t i = 0; i < e.count; ++i)
-    if (in_shard(e.shard, i)) mine.push_back(i);
-  Progress progress{mine.size()};
-  if (resume) {
-    for (const auto& [index, record] : resume->done())
-      if (index >= e.count || !in_shard(e.shard, index))
-        fail("--resume holds prompt {}, which is not among this run's {} prompts of shard {}/{}", index, e.count,
-             e.shard.index, e.shard.count);
-    progress.resumed = resume->done().size();
-    if (progress.resumed)
-      fmt::print(stderr, "eaglevk: --resume: {} of {} prompts already done\n", progress.resumed, mine.size());
-  }
-  std::vector<size_t> todo;
-  for (size_t i : mine)
-    if (!resume || !resume->done().count(i)) todo.push_back(i);
-  size_t finished = progress.resumed;
-  auto on_done = [&](const PromptResult& r) {
-    if (resume) resume->append(r);
-    progress.update(++finished, r);
-  };
-
-  std::vector<PromptResult> fresh;
-  if (e.batch > 1) {
-    fresh = evaluate_batched(e, draft, todo, on_done);
-  } else {
-    engine::SpeculativeDecoder spec =
-        e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.tree)
-                         : engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.args.spec.k);
-    spec.set_draft_sampling(e.draft_sampling);
-    for (size_t i : todo) {
-      fresh.push_back(evaluate_item(e, spec, plain, i));
-      on_done(fresh.back());
-    }
-  }
-
-  EvalPass pass;
-  size_t next_fresh = 0;
-  for (size_t i : mine) {
-    const bool resumed = resume && resume->done().count(i);
-    PromptResult r = resumed ? resume->done().at(i) : std::move(fresh[next_fresh++]);
-    pass.total.merge(r.stats);
-    pass.spec_seconds += r.seconds;
-    pass.spec_tokens += r.output_tokens;
-    for (const auto& t : r.tokens) pass.outputs.push_back(t);
-    pass.results.push_back(std::move(r));
-  }
-  return pass;
-}
 
 // --aux-shift-sweep: the configured ids first (that pass also gives the usual report), then
 // the same loaded head tapping one layer shallower and one deeper (the taps are only which
@@ -465,6 +139,28 @@ uint32_t eval_batch(const EvalArgs& a, const engine::TreeParams& tree, bool has_
   return a.batch;
 }
 
+// B sequences hold B contexts of KV cache, in one binding per layer: an explicit --batch that
+// does not fit is refused with what it needs; the default shrinks until it fits.
+uint32_t batch_that_fits(const EvalArgs& a, uint32_t batch, const engine::MemoryPlan& memory, uint32_t context) {
+  auto problem = [&](uint32_t b) -> std::string {
+    if (uint64_t(b) * context > memory.binding_max_tokens)
+      return fmt::format("{} contexts of {} tokens exceed one layer's KV binding of this device ({} tokens, "
+                         "maxStorageBufferRange)",
+                         b, context, memory.binding_max_tokens);
+    const uint64_t need = memory.total(context) + memory.kv_per_token * context * (b - 1);
+    if (need > memory.budget)
+      return fmt::format("{} sequences of {} tokens need {} of device memory, {} is available ({})", b, context,
+                         engine::format_bytes(need), engine::format_bytes(memory.budget), memory.budget_source);
+    return {};
+  };
+  if (a.batch > 1) {
+    if (std::string p = problem(batch); !p.empty()) fail("--batch {}: {}; lower --batch or --ctx", batch, p);
+    return batch;
+  }
+  while (batch > 1 && !problem(batch).empty()) --batch;
+  return batch;
+}
+
 int eval_command(const EvalArgs& a) {
   if (a.aux_sweep && a.draft.empty())
     usage_fail("--aux-shift-sweep needs a draft (-d): it evaluates the draft's tap layers shifted by -1, 0 and +1");
@@ -498,7 +194,7 @@ int eval_command(const EvalArgs& a) {
 
   const bool has_images =
       std::any_of(data.items.begin(), data.items.begin() + count, [](const auto& item) { return !item.images.empty(); });
-  const uint32_t batch = eval_batch(a, tree, has_images);
+  const uint32_t requested_batch = eval_batch(a, tree, has_images);
 
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   std::vector<uint32_t> aux;
@@ -515,6 +211,7 @@ int eval_command(const EvalArgs& a) {
   auto gpu = open_gpu(a.device);
   const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, engine::kPrefillRows, a.ctx);
   const uint32_t context = plan.context;
+  const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
   LoadedModel m = load_model(gpu->ctx, dir);
   models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
@@ -626,7 +323,8 @@ void add_eval_command(CLI::App& app) {
                   "append each finished prompt to this JSONL file and skip the prompts already in it");
   sub->add_option("--batch", args->batch,
                   "sequences decoded together, the next line taking a finished one's place (default: 4 for chain "
-                  "drafting over text lines, else 1); outputs and acceptance do not depend on it");
+                  "drafting over text lines, fewer if memory is short, else 1); outputs and acceptance do not "
+                  "depend on it");
   sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");

@@ -61,7 +61,7 @@ ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& mo
   std::string note;
   uint32_t context = engine::choose_context(plan, requested, &note);
   if (!note.empty()) fmt::print(stderr, "eaglevk: {}\n", note);
-  return {context, plan.weights};
+  return {context, plan.weights, plan};
 }
 
 std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {

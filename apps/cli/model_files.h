@@ -10,6 +10,7 @@
 #include "loader/tokenizer.h"
 #include "models/eagle3.h"
 #include "models/target.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/prompt_images.h"
 #include "runtime/ops/gpu.h"
 
@@ -39,6 +40,7 @@ LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path
 struct ContextPlan {
   uint32_t context = 0;
   uint64_t weight_bytes = 0;  // target and draft, as the files hold them (the load's size)
+  engine::MemoryPlan memory;  // what the context was chosen from
 };
 ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
                          uint32_t max_rows, uint32_t requested);

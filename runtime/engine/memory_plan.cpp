@@ -57,6 +57,7 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
   auto cap_by_binding = [&](uint64_t layer_kv_dim) {
     const uint32_t tokens = uint32_t(std::min<uint64_t>(UINT32_MAX, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
+    p.binding_max_tokens = std::min(p.binding_max_tokens, tokens);
     if (tokens < p.device_max_context) {
       p.device_max_context = tokens;
       p.context_limit_reason = fmt::format(

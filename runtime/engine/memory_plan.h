@@ -23,6 +23,9 @@ struct MemoryPlan {
   // On CPU devices attention also caps it (ops::attention_max_keys).
   uint32_t device_max_context = UINT32_MAX;
   std::string context_limit_reason;  // why device_max_context is what it is
+  // Tokens one layer's KV binding holds: the context times the sequences that share a cache
+  // (batched decoding) must stay within it.
+  uint32_t binding_max_tokens = UINT32_MAX;
 
   uint64_t total(uint32_t context) const { return weights + kv_per_token * context + per_pass; }
   // The largest context that fits memory and the binding limit (0 when the weights and one

@@ -48,8 +48,11 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
   if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
   if (a.tree && a.regions) fail("attention: tree rows and sequence regions together");
+  // CPU devices read the caches through texel buffers (the same words, the same bits).
+  const bool texel = matvec_shape(oc.gpu).texel_loads && vk::texel_view_possible(kv.k, VK_FORMAT_R32G32B32A32_UINT) &&
+                     vk::texel_view_possible(kv.v, VK_FORMAT_R32_UINT);
   const vk::Kernel& kernel = oc.gpu.pipelines.get(
-      "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u,
+      texel ? "attention_texel" : "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u,
                     /*REGIONS=*/a.regions ? 1u : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {

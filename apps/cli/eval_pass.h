@@ -1,0 +1,78 @@
+#pragma once
+// One evaluation pass of `eaglevk eval` over a dataset (this shard of it) with one draft: the
+// lines' prompts (single prompts, chats, multi-turn conversations, images), one line after
+// another on a SpeculativeDecoder or B at a time on a BatchDecoder (continuous batching), with
+// progress, stop strings, the plain baseline and the resume file. eval.cpp has the command.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/cli/eval_report.h"
+#include "apps/cli/eval_resume.h"
+#include "apps/cli/eval_shard.h"
+#include "apps/cli/model_files.h"
+#include "apps/cli/spec_flags.h"
+#include "loader/chat_messages.h"
+#include "loader/dataset.h"
+#include "models/eagle3.h"
+#include "runtime/engine/generate.h"
+#include "runtime/engine/prompt_images.h"
+#include "runtime/engine/spec_stats.h"
+#include "runtime/engine/tree_params.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::cli {
+
+struct EvalArgs {
+  std::string model, draft, dataset, json_out, device, aux_layers, shard, resume;
+  std::vector<std::string> stop;
+  SpecFlags spec;
+  uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
+  bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
+       aux_sweep = false, no_kv_reuse = false;
+  float temp = 0;
+  uint64_t seed = 0;
+  CLI::Option* seed_option = nullptr;
+};
+
+using PromptResult = EvalRecord;
+
+// One pass over the dataset (this shard of it) with one draft.
+struct EvalPass {
+  std::vector<PromptResult> results;
+  std::vector<std::vector<int32_t>> outputs;  // every generation's tokens, in order
+  engine::SpecStats total;
+  double spec_seconds = 0;
+  size_t spec_tokens = 0;
+};
+
+// What every pass shares: the dataset, the target and the generation settings.
+struct EvalSetup {
+  const EvalArgs& args;
+  const loader::Dataset& data;
+  size_t count = 0;
+  ops::Gpu& gpu;
+  const LoadedModel& m;
+  uint32_t context = 0;
+  engine::GenerationOptions options;
+  engine::TreeParams tree;  // enabled: tree drafting instead of -k
+  std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
+  EvalShard shard;
+  bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
+  uint32_t batch = 1;           // sequences decoded together (chain drafting, text lines)
+};
+
+// The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
+// and answers so far.
+std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const loader::DatasetItem& item,
+                                     size_t g, std::vector<loader::ChatMessage>& conversation);
+
+// Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending
+// each to it as it finishes; records come back in dataset order, the resumed ones included.
+// `plain` (with --baseline) also decodes each line plainly.
+EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
+                  ResumeFile* resume);
+
+}  // namespace eaglevk::cli
