@@ -31,6 +31,17 @@ vk::Buffer target_to_draft_ids(const vk::Context& ctx, const models::Eagle3Model
   return b;
 }
 
+ops::DraftDistribution draft_draw(const models::Eagle3Model& draft, const vk::Buffer& q, const vk::BufferRange& d2t,
+                                  uint32_t q_row) {
+  ops::DraftDistribution dist;
+  dist.mode = ops::DraftDistribution::Mode::Draw;
+  dist.q = vk::BufferRange(q);
+  dist.width = draft.config.draft_vocab_size;
+  dist.d2t = draft.d2t ? &d2t : nullptr;
+  dist.q_row = q_row;
+  return dist;
+}
+
 uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
@@ -327,12 +338,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
   vk::BufferRange d2t(draft_.d2t);
   auto draw_draft = [&](uint32_t i) {
     if (!sampled_drafts) return;
-    ops::DraftDistribution dist;
-    dist.mode = ops::DraftDistribution::Mode::Draw;
-    dist.q = vk::BufferRange(draft_q_);
-    dist.width = Vd;
-    dist.d2t = draft_.d2t ? &d2t : nullptr;
-    dist.q_row = i;
+    const ops::DraftDistribution dist = draft_draw(draft_, draft_q_, d2t, i);
     ops::sample(oc, ops::Act(dstate_.arena[dstate_.logits], Vd), 1, Vd, nullptr, ops::IntVec{draft_tokens_, i},
                 ops::IntVec{draft_accept_, i}, device_params(o.sampling, P + 1 + i), ops::AcceptRule::Correct, &dist,
                 /*stream=*/8);

@@ -74,6 +74,11 @@ inline UploadLayout upload_layout(uint32_t max_rows, uint32_t k, const TreeParam
 // sees q in the target vocabulary through it).
 vk::Buffer target_to_draft_ids(const vk::Context& ctx, const models::Eagle3Model& draft, uint32_t target_vocab);
 
+// The draft-sampling draw of a draft pass's rows: q rows written from `q_row` on, the draws
+// mapped to target ids through the draft's d2t (when it has one; `d2t` views it).
+ops::DraftDistribution draft_draw(const models::Eagle3Model& draft, const vk::Buffer& q, const vk::BufferRange& d2t,
+                                  uint32_t q_row);
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,

@@ -316,12 +316,7 @@ void BatchDecoder::round() {
   // argmax the pass wrote, at position P + 1 + i and random stream 8, as SpeculativeDecoder draws it.
   auto draw_drafts = [&](uint32_t i) {
     if (!sampled_drafts) return;
-    ops::DraftDistribution dist;
-    dist.mode = ops::DraftDistribution::Mode::Draw;
-    dist.q = vk::BufferRange(draft_q_);
-    dist.width = Vd;
-    dist.d2t = draft_.d2t ? &d2t : nullptr;
-    dist.q_row = i * B;
+    const ops::DraftDistribution dist = draft_draw(draft_, draft_q_, d2t, i * B);
     const ops::IntVec positions = input(l.draw_pos + i * B);
     ops::sample(oc, draft_logits, A, Vd, nullptr, ops::IntVec{round_ids_, 1 + B + i * B}, ops::IntVec{draft_accept_, 1 + B + i * B},
                 device_params(o0.sampling, 0), ops::AcceptRule::Correct, &dist, /*stream=*/8, &positions);
