@@ -135,7 +135,7 @@ TEST(EvalBatch, BadBatchValuesAreRefused) {
 }
 
 // Each sequence holds a context of KV cache: with device memory for about two, the default batch
-// shrinks to what fits (same outputs) and an explicit --batch that does not fit is refused with
+// (8) shrinks to what fits (same outputs) and an explicit --batch that does not fit is refused with
 // what it needs.
 TEST(EvalBatch, MemoryDecidesTheBatch) {
   const std::string args = fmt::format("-m {} -d {} --dataset {} -k 3 -n 8 --limit 3 --ctx 2048", asset("tiny-llama3"),
@@ -149,6 +149,12 @@ TEST(EvalBatch, MemoryDecidesTheBatch) {
   fs::remove(json);
   EXPECT_EQ(j["timing"]["batch"], 2) << r.err;
   EXPECT_EQ(outcome(j), outcome(eval_json(args, 1)));
+  // With the host's memory the default is 8.
+  CliResult plenty = run_cli_apart(fmt::format("eval {} --json {}", args, json.string()));
+  ASSERT_EQ(plenty.code, 0) << plenty.err;
+  std::ifstream again(json);
+  EXPECT_EQ(nlohmann::json::parse(again)["timing"]["batch"], 8);
+  fs::remove(json);
   CliResult refused = run_cli_apart(fmt::format("eval {} --batch 4", args),
                                     fmt::format("EAGLEVK_DEVICE_MEMORY={}", kTwoSequences));
   EXPECT_EQ(refused.code, 1) << refused.err;

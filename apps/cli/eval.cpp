@@ -126,9 +126,10 @@ uint64_t choose_seed(const EvalArgs& a, const EvalShard& shard) {
 }
 
 // --batch, or when not given the most sequences worth decoding together: kDefaultEvalBatch
-// for chain drafting over text lines, one otherwise (trees, images and --baseline, whose
-// speed-up compares one prompt at a time, run one line after another).
-constexpr uint32_t kDefaultEvalBatch = 4;
+// for chain drafting over text lines (8 beat 4 on lavapipe too: docs/perf.md; memory may
+// lower it, batch_that_fits), one otherwise (trees, images and --baseline, whose speed-up
+// compares one prompt at a time, run one line after another).
+constexpr uint32_t kDefaultEvalBatch = 8;
 uint32_t eval_batch(const EvalArgs& a, const engine::TreeParams& tree, bool has_images) {
   if (a.batch == 0) return tree.enabled() || has_images || a.baseline ? 1 : kDefaultEvalBatch;
   if (a.batch > 1) {
@@ -322,7 +323,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--resume", args->resume,
                   "append each finished prompt to this JSONL file and skip the prompts already in it");
   sub->add_option("--batch", args->batch,
-                  "sequences decoded together, the next line taking a finished one's place (default: 4 for chain "
+                  "sequences decoded together, the next line taking a finished one's place (default: 8 for chain "
                   "drafting over text lines, fewer if memory is short, else 1); outputs and acceptance do not "
                   "depend on it");
   sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
