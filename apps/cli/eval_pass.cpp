@@ -156,10 +156,10 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
       fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
            e.context);
     engine::SpecStats stats;
-    StopWatch watch{m.tokenizer, a.stop};
+    StopWatch watch{m.tokenizer, a.stop, std::nullopt};
     auto out = spec.generate(ids, options, stats, watch.callback());
     if (plain) {
-      StopWatch plain_watch{m.tokenizer, a.stop};
+      StopWatch plain_watch{m.tokenizer, a.stop, std::nullopt};
       auto base = engine::generate(*plain, ids, options, plain_watch.callback());
       r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
       r.baseline_tokens += base.tokens.size();

@@ -176,7 +176,8 @@ AutoChoice auto_tree_shape(ops::Gpu& gpu, const models::TargetModel& target, con
 
   std::vector<uint32_t> topks;
   for (uint32_t k : {1u, 2u, 4u, 8u, 16u})
-    if (k <= std::min(o.max_topk, ops::kTreeMaxTopK) && k <= draft.config.draft_vocab_size) topks.push_back(k);
+    if (k <= std::min(o.max_topk, ops::kTreeMaxTopK) && int64_t(k) <= int64_t(draft.config.draft_vocab_size))
+      topks.push_back(k);
   auto calibration_shape = [&](uint32_t k) {
     const uint32_t m = std::min(max_tokens, 1 + pool_size(k, max_steps));
     return TreeParams{std::min(max_steps, m - 1), k, m};
