@@ -98,7 +98,8 @@ TEST(EvalBatch, SequencesReachingTheContextEndAtDifferentRounds) {
                                        1);
   size_t at_context = 0;
   for (const auto& r : one["per_prompt"])
-    for (const auto& reason : r["stop_reason"].is_array() ? r["stop_reason"] : nlohmann::json::array({r["stop_reason"]}))
+    for (const auto& reason :
+         r["stop_reason"].is_array() ? r["stop_reason"] : nlohmann::json::array({r["stop_reason"]}))
       at_context += reason == "context";
   EXPECT_GE(at_context, 2u) << one["per_prompt"].dump();
   const nlohmann::json got = eval_json(fmt::format("-m {} -d {} --dataset {} --chat -k 5 -n 200 --ctx 96 --limit 8",

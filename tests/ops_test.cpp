@@ -317,6 +317,16 @@ TEST_P(AttentionTest, MatchesReference) {
   ops::kv_write(oc, rows_act.cols(q_dim), rows_act.cols(q_dim + kv_dim), c.rows, ops::IntVec{pbuf}, kv);
   ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
   rec.submit_and_wait();
+  // Every vendor's configuration: the caches through texel buffers (CPU devices) or as storage
+  // buffers (GPUs) give the same bits.
+  const auto device_choice = read_back<float>(out, size_t(c.rows) * q_dim);
+  for (const VendorMatvecShape& config : vendor_matvec_shapes()) {
+    MatvecShapeScope scope(config.shape);
+    rec.begin();
+    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+    rec.submit_and_wait();
+    EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), device_choice)) << config.name;
+  }
 
   // Reference cache: old rows, then the new rows rounded to f16.
   std::vector<float> kc(size_t(kv_len) * kv_dim), vc(size_t(kv_len) * kv_dim), q(size_t(c.rows) * q_dim);

@@ -179,11 +179,11 @@ struct LineInFlight {
   std::unique_ptr<StopWatch> watch;
 };
 
-// The lines of `mine` not yet done, B at a time (continuous batching): when a line's last
+// The `pending` lines, B at a time (continuous batching): when a line's last
 // generation ends, the next line takes its slot; a multi-turn line asks each turn in the same
-// slot, continuing from its caches. Records come back in `mine`'s order.
+// slot, continuing from its caches. Records come back in `pending`'s order.
 std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eagle3Model& draft,
-                                           const std::vector<size_t>& todo,
+                                           const std::vector<size_t>& pending,
                                            const std::function<void(const PromptResult&)>& on_done) {
   const EvalArgs& a = e.args;
   engine::BatchDecoder batch(e.gpu, e.m.model, draft, e.context, a.spec.k, e.batch);
@@ -223,8 +223,8 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
           }
           changed = true;
         }
-        if (!lines[slot] && next < todo.size()) {
-          const size_t i = todo[next++];
+        if (!lines[slot] && next < pending.size()) {
+          const size_t i = pending[next++];
           const loader::DatasetItem& item = e.data.items[i];
           if (!item.images.empty())
             fail("{}:{}: a line with images needs --batch 1", a.dataset, item.line);
@@ -244,7 +244,7 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
     settle();
   }
   std::vector<PromptResult> records;
-  for (size_t i : todo) records.push_back(std::move(done.at(i)));
+  for (size_t i : pending) records.push_back(std::move(done.at(i)));
   return records;
 }
 
@@ -265,9 +265,9 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
     if (progress.resumed)
       fmt::print(stderr, "eaglevk: --resume: {} of {} prompts already done\n", progress.resumed, mine.size());
   }
-  std::vector<size_t> todo;
+  std::vector<size_t> pending;
   for (size_t i : mine)
-    if (!resume || !resume->done().count(i)) todo.push_back(i);
+    if (!resume || !resume->done().count(i)) pending.push_back(i);
   size_t finished = progress.resumed;
   auto on_done = [&](const PromptResult& r) {
     if (resume) resume->append(r);
@@ -276,13 +276,13 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
 
   std::vector<PromptResult> fresh;
   if (e.batch > 1) {
-    fresh = evaluate_batched(e, draft, todo, on_done);
+    fresh = evaluate_batched(e, draft, pending, on_done);
   } else {
     engine::SpeculativeDecoder spec =
         e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.tree)
                          : engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.args.spec.k);
     spec.set_draft_sampling(e.draft_sampling);
-    for (size_t i : todo) {
+    for (size_t i : pending) {
       fresh.push_back(evaluate_item(e, spec, plain, i));
       on_done(fresh.back());
     }

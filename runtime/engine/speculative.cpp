@@ -42,6 +42,15 @@ ops::DraftDistribution draft_draw(const models::Eagle3Model& draft, const vk::Bu
   return dist;
 }
 
+ops::DraftDistribution draft_verify(const models::Eagle3Model& draft, const vk::Buffer& q, const vk::Buffer& t2d) {
+  ops::DraftDistribution dist;
+  dist.mode = ops::DraftDistribution::Mode::Verify;
+  dist.q = vk::BufferRange(q);
+  dist.width = draft.config.draft_vocab_size;
+  dist.t2d = vk::BufferRange(t2d);
+  return dist;
+}
+
 uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
@@ -374,11 +383,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
               vk::BufferRange(logits_readback_, 0, uint64_t(k + 1) * V * 4), "logits");
   // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
   ops::IntVec drafts{verify_drafts_};
-  ops::DraftDistribution verify;
-  verify.mode = ops::DraftDistribution::Mode::Verify;
-  verify.q = vk::BufferRange(draft_q_);
-  verify.width = Vd;
-  verify.t2d = vk::BufferRange(t2d_);
+  const ops::DraftDistribution verify = draft_verify(draft_, draft_q_, t2d_);
   ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
               ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_, sampled_drafts ? &verify : nullptr);
   rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");

@@ -79,6 +79,10 @@ vk::Buffer target_to_draft_ids(const vk::Context& ctx, const models::Eagle3Model
 ops::DraftDistribution draft_draw(const models::Eagle3Model& draft, const vk::Buffer& q, const vk::BufferRange& d2t,
                                   uint32_t q_row);
 
+// The draft-sampling verification of the target's rows against the q rows they were drawn
+// from (q row r for verify row r), seen in the target vocabulary through `t2d`.
+ops::DraftDistribution draft_verify(const models::Eagle3Model& draft, const vk::Buffer& q, const vk::Buffer& t2d);
+
 class SpeculativeDecoder {
  public:
   SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,

@@ -255,7 +255,8 @@ void BatchDecoder::round() {
   const uint32_t H = target_.config().hidden_size, Vd = draft_.config.draft_vocab_size;
   const GenerationOptions& o0 = slots_[active[0]].options;
   const bool sampled_drafts = draft_sampling_ && !o0.sampling.greedy();
-  const bool want_logits = std::any_of(active.begin(), active.end(), [&](uint32_t i) { return slots_[i].options.logprobs > 0; });
+  const bool want_logits =
+      std::any_of(active.begin(), active.end(), [&](uint32_t i) { return slots_[i].options.logprobs > 0; });
   auto* up = static_cast<int32_t*>(upload_.mapped);
 
   // Rows of each sequence: its catch-up rows x_{c+1..P} at positions c..P-1 and its verify
@@ -318,8 +319,9 @@ void BatchDecoder::round() {
     if (!sampled_drafts) return;
     const ops::DraftDistribution dist = draft_draw(draft_, draft_q_, d2t, i * B);
     const ops::IntVec positions = input(l.draw_pos + i * B);
-    ops::sample(oc, draft_logits, A, Vd, nullptr, ops::IntVec{round_ids_, 1 + B + i * B}, ops::IntVec{draft_accept_, 1 + B + i * B},
-                device_params(o0.sampling, 0), ops::AcceptRule::Correct, &dist, /*stream=*/8, &positions);
+    ops::sample(oc, draft_logits, A, Vd, nullptr, ops::IntVec{round_ids_, 1 + B + i * B},
+                ops::IntVec{draft_accept_, 1 + B + i * B}, device_params(o0.sampling, 0), ops::AcceptRule::Correct,
+                &dist, /*stream=*/8, &positions);
   };
 
   rec_.begin();
@@ -361,8 +363,8 @@ void BatchDecoder::round() {
   // Each verify row's token and draft, gathered from the pending tokens and the steps' outputs.
   ops::gather_rows(oc, ids_words, id_words, input(l.verify_ids), ops::Act(vk::BufferRange(tstate_.ids), 1), VR, 1,
                    "batch_verify_ids");
-  ops::gather_rows(oc, ids_words, id_words, input(l.verify_drafts), ops::Act(vk::BufferRange(verify_drafts_), 1), VR, 1,
-                   "batch_verify_drafts");
+  ops::gather_rows(oc, ids_words, id_words, input(l.verify_drafts), ops::Act(vk::BufferRange(verify_drafts_), 1), VR,
+                   1, "batch_verify_drafts");
   if (sampled_drafts)
     ops::gather_rows(oc, ops::Act(vk::BufferRange(draft_q_), Vd), k_ * B, input(l.q_index),
                      ops::Act(vk::BufferRange(q_verify_), Vd), VR, Vd, "batch_verify_q");
@@ -373,11 +375,7 @@ void BatchDecoder::round() {
     rec_.copy(tstate_.arena[tstate_.logits].sub(0, uint64_t(VR) * V * 4),
               vk::BufferRange(logits_readback_, 0, uint64_t(VR) * V * 4), "logits");
   ops::IntVec drafts{verify_drafts_};
-  ops::DraftDistribution verify_q;
-  verify_q.mode = ops::DraftDistribution::Mode::Verify;
-  verify_q.q = vk::BufferRange(q_verify_);
-  verify_q.width = Vd;
-  verify_q.t2d = vk::BufferRange(t2d_);
+  const ops::DraftDistribution verify_q = draft_verify(draft_, q_verify_, t2d_);
   // Row r decides the token after position t_pos[r], as a single sequence's row would.
   ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), VR, V, &drafts, ops::IntVec{tstate_.out_ids},
               ops::IntVec{tstate_.accept}, device_params(o0.sampling, 1), ops::AcceptRule::Correct,

@@ -51,9 +51,11 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   // CPU devices read the caches through texel buffers (the same words, the same bits).
   const bool texel = matvec_shape(oc.gpu).texel_loads && vk::texel_view_possible(kv.k, VK_FORMAT_R32G32B32A32_UINT) &&
                      vk::texel_view_possible(kv.v, VK_FORMAT_R32_UINT);
-  const vk::Kernel& kernel = oc.gpu.pipelines.get(
-      texel ? "attention_texel" : "attention", {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/a.qscale ? 1u : a.temperature_tuning ? 2u : 0u,
-                    /*REGIONS=*/a.regions ? 1u : 0u});
+  const uint32_t qscale_mode = a.qscale ? 1u : a.temperature_tuning ? 2u : 0u;
+  const vk::Kernel& kernel =
+      oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
+                           {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
+                            /*REGIONS=*/a.regions ? 1u : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
