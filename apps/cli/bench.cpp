@@ -14,7 +14,6 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
-#include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
@@ -96,27 +95,27 @@ int bench_command(const BenchArgs& a) {
     tree = a.spec.tree_params(/*with_k=*/true);
   }
   if (!a.draft.empty()) a.spec.check_chain();
-  auto gpu = open_gpu(a.device);
+  const api::Runtime runtime = api::open_runtime(a.device);
+  ops::Gpu* gpu = &gpu_of(runtime);
   // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
   // prefill writes untimed: attention's cost grows with it.
   uint32_t context = std::max(a.n_prompt, a.depth + a.n_gen + 1) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
-  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, max_rows, context);
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context});
+  if (context > plan.memory.model_max_context)
+    fail("-p/-n/--depth need {} positions; the model allows {}", context, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.
   const auto load_start = std::chrono::steady_clock::now();
-  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
-  LoadedModel m = load_model(gpu->ctx, dir);
-  const auto& c = m.model.config();
-  if (context > uint32_t(c.max_position_embeddings))
-    fail("-p/-n/--depth need {} positions; the model allows {}", context, c.max_position_embeddings);
-  std::unique_ptr<models::Eagle3Model> draft;
-  if (!a.draft.empty()) draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, c));
-  progress.reset();
+  const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
   const double load_seconds = engine::seconds_since(load_start);
-  engine::TargetRunner runner(*gpu, m.model, context, max_rows);
+  const models::TargetModel& target = *loaded->target;
+  models::Eagle3Model* draft = loaded->draft.get();
+  const auto& c = target.config();
+  const std::string name = api::model_name(dir);
+  engine::TargetRunner runner(*gpu, target, context, max_rows);
 
   const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
-  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, m.model, dir, *draft, a.draft, {bos});
+  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {bos});
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
@@ -129,9 +128,9 @@ int bench_command(const BenchArgs& a) {
       spec{fmt::format("spec-tg{}{} k={}", a.n_gen, at, a.spec.k), {}},
       spec_tree{fmt::format("spec-tree-tg{}{} S={} K={} M={}", a.n_gen, at, tree.steps, tree.topk, tree.draft_tokens), {}};
   std::unique_ptr<engine::SpeculativeDecoder> decoder, tree_decoder;
-  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.spec.k);
+  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, a.spec.k);
   if (draft && tree.enabled())
-    tree_decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, tree);
+    tree_decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, tree);
   engine::SpecStats spec_stats, tree_stats;
   // Progress on stderr as each measurement finishes: a large model's repetitions take minutes.
   auto report = [&](uint32_t rep, const std::string& test, double tps) {
@@ -193,14 +192,14 @@ int bench_command(const BenchArgs& a) {
     o.ignore_eos = true;
     o.reuse_prefix = true;
     {
-      engine::TargetRunner profiled_runner(*gpu, m.model, context, max_rows);
+      engine::TargetRunner profiled_runner(*gpu, target, context, max_rows);
       engine::generate(profiled_runner, context_tokens, prefill);
       vk::profile_reset();
       auto r = engine::generate(profiled_runner, context_tokens, o);
       profiled.push_back({tg.test, r.tokens.size(), 0, vk::profile_summary()});
     }
     if (draft) {
-      engine::SpeculativeDecoder profiled_decoder(*gpu, m.model, *draft, context, a.spec.k);
+      engine::SpeculativeDecoder profiled_decoder(*gpu, target, *draft, context, a.spec.k);
       engine::SpecStats stats;
       profiled_decoder.generate(context_tokens, prefill, stats);
       stats = {};
@@ -213,9 +212,9 @@ int bench_command(const BenchArgs& a) {
   spec_tree.acceptance_length = tree_stats.mean_acceptance_length();
   const uint64_t peak_rss = peak_host_memory();
 
-  std::string size = fmt::format("{:.2f} MiB", m.model.weight_bytes() / double(1 << 20));
-  std::string params = m.model.parameters() >= 1000000000 ? fmt::format("{:.2f} B", m.model.parameters() / 1e9)
-                                                        : fmt::format("{:.2f} M", m.model.parameters() / 1e6);
+  std::string size = fmt::format("{:.2f} MiB", target.weight_bytes() / double(1 << 20));
+  std::string params = target.parameters() >= 1000000000 ? fmt::format("{:.2f} B", target.parameters() / 1e9)
+                                                        : fmt::format("{:.2f} M", target.parameters() / 1e6);
   std::vector<Stat> stats;
   if (a.n_prompt) stats.push_back(pp);
   if (a.n_gen) stats.push_back(tg);
@@ -224,14 +223,14 @@ int bench_command(const BenchArgs& a) {
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Stat& s : stats)
-      j.push_back({{"model", m.name()}, {"size_bytes", m.model.weight_bytes()}, {"params", m.model.parameters()},
+      j.push_back({{"model", name}, {"size_bytes", target.weight_bytes()}, {"params", target.parameters()},
                    {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
                    {"stddev", s.stddev()}, {"samples", s.tps},
                    {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0}, {"depth", a.depth},
                    {"mean_acceptance_length", s.acceptance_length}});
-    j.push_back({{"model", m.name()}, {"device", gpu->ctx.info.name}, {"test", "load"},
-                 {"file_bytes", plan.weight_bytes}, {"seconds", load_seconds},
-                 {"bytes_per_s", plan.weight_bytes / load_seconds}, {"peak_host_bytes", peak_rss}});
+    j.push_back({{"model", name}, {"device", gpu->ctx.info.name}, {"test", "load"},
+                 {"file_bytes", loaded->memory.weights}, {"seconds", load_seconds},
+                 {"bytes_per_s", loaded->memory.weights / load_seconds}, {"peak_host_bytes", peak_rss}});
     for (const ProfiledRun& r : profiled) j.push_back(profile_json(r));
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -241,11 +240,11 @@ int bench_command(const BenchArgs& a) {
     std::string speedup = s.acceptance_length > 0
                               ? fmt::format("{:.2f}x (AL {:.2f})", s.mean() / tg.mean(), s.acceptance_length)
                               : "";
-    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", m.name(), size, params, gpu->ctx.info.name,
+    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", name, size, params, gpu->ctx.info.name,
                s.test, s.mean(), s.stddev(), speedup);
   }
-  fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(plan.weight_bytes),
-             load_seconds, engine::format_bytes(uint64_t(plan.weight_bytes / load_seconds)),
+  fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(loaded->memory.weights),
+             load_seconds, engine::format_bytes(uint64_t(loaded->memory.weights / load_seconds)),
              engine::format_bytes(peak_rss));
   for (const ProfiledRun& r : profiled) {
     fmt::print("\n{} ", r.test);

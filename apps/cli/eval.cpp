@@ -22,7 +22,6 @@
 #include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/eval_pass.h"
-#include "apps/cli/load_progress.h"
 #include "apps/cli/usage.h"
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/speculative_batch.h"
@@ -38,7 +37,7 @@ namespace {
 std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draft, const EvalPass& first,
                                    bool& outputs_agree) {
   const std::vector<uint32_t> base = draft.aux_layers;
-  const uint32_t layers = uint32_t(e.m.model.config().num_hidden_layers);
+  const uint32_t layers = uint32_t(e.m.target->config().num_hidden_layers);
   std::vector<AuxSweepRow> rows;
   outputs_agree = true;
   for (int shift : kAuxShifts) {
@@ -209,17 +208,17 @@ int eval_command(const EvalArgs& a) {
   std::unique_ptr<ResumeFile> resume;
   if (!a.resume.empty()) resume = std::make_unique<ResumeFile>(a.resume, config, shard);
 
-  auto gpu = open_gpu(a.device);
-  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, engine::kPrefillRows, a.ctx);
+  const api::Runtime runtime = api::open_runtime(a.device);
+  ops::Gpu* gpu = &gpu_of(runtime);
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx});
   const uint32_t context = plan.context;
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
-  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
-  LoadedModel m = load_model(gpu->ctx, dir);
-  models::Eagle3Model draft = models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux);
-  progress.reset();
+  const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
+  const api::Model& m = *loaded;
+  models::Eagle3Model& draft = *m.draft;
   const std::vector<uint32_t> configured = draft.aux_layers;
   std::unique_ptr<engine::TargetRunner> plain;
-  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, engine::kPrefillRows);
+  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, *m.target, context, engine::kPrefillRows);
 
   if (tree.enabled() && a.spec.auto_tokens()) {
     // Calibrated on the first prompts of the dataset (their first turn).
@@ -228,18 +227,17 @@ int eval_command(const EvalArgs& a) {
       std::vector<loader::ChatMessage> conversation;
       prompts.push_back(item_prompt_ids(a, m, data.items[i], 0, conversation));
     }
-    tree = resolve_tree(tree, *gpu, m.model, dir, draft, a.draft, prompts);
+    tree = resolve_tree(tree, *gpu, *m.target, dir, draft, a.draft, prompts);
   }
-  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, std::nullopt, shard, draft_sampling};
+  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, nullptr, shard, draft_sampling};
   if (has_images) {
-    std::string why;
-    setup.images = engine::image_support(m.model, dir, m.tokenizer, &why);
-    if (!setup.images) fail("{} has lines with images, but {}", a.dataset, why);
+    if (!m.images) fail("{} has lines with images, but {}", a.dataset, m.no_images_reason);
+    setup.images = m.images.get();
   }
   setup.batch = batch;
   engine::GenerationOptions& o = setup.options;
   o.n_predict = a.n_predict;
-  o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
+  o.eos_ids = m.eos_ids;
   o.sampling = {a.temp, 0, 1.0f, seed};
   o.logprobs = a.logprobs;
 
@@ -249,7 +247,7 @@ int eval_command(const EvalArgs& a) {
   bool sweep_outputs_agree = true;
   if (a.aux_sweep) {
     sweep = aux_sweep(setup, draft, p, sweep_outputs_agree);
-    fmt::print("{}", aux_sweep_report(sweep, configured, uint32_t(m.model.config().num_hidden_layers)));
+    fmt::print("{}", aux_sweep_report(sweep, configured, uint32_t(m.target->config().num_hidden_layers)));
     // Greedy speculative decoding is lossless whatever the taps, so only acceptance may differ.
     if (a.temp == 0)
       fmt::print("greedy outputs identical in every row: {}\n", sweep_outputs_agree ? "yes" : "NO (a bug: please report)");

@@ -62,7 +62,7 @@ engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetI
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
 // and answers so far.
-std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const loader::DatasetItem& item,
+std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
                                      size_t g, std::vector<loader::ChatMessage>& conversation) {
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
     if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
@@ -135,7 +135,7 @@ void add_generation(const EvalSetup& e, PromptResult& r, engine::GenerationResul
 // one conversation whose KV caches are kept from turn to turn.
 PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec, engine::TargetRunner* plain, size_t i) {
   const EvalArgs& a = e.args;
-  const LoadedModel& m = e.m;
+  const api::Model& m = e.m;
   const loader::DatasetItem& item = e.data.items[i];
   PromptResult r = new_record(e, i, plain != nullptr);
   std::vector<loader::ChatMessage> conversation;
@@ -186,7 +186,7 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
                                            const std::vector<size_t>& pending,
                                            const std::function<void(const PromptResult&)>& on_done) {
   const EvalArgs& a = e.args;
-  engine::BatchDecoder batch(e.gpu, e.m.model, draft, e.context, a.spec.k, e.batch);
+  engine::BatchDecoder batch(e.gpu, *e.m.target, draft, e.context, a.spec.k, e.batch);
   batch.set_draft_sampling(e.draft_sampling);
   std::vector<std::optional<LineInFlight>> lines(e.batch);
   std::map<size_t, PromptResult> done;
@@ -279,8 +279,8 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
     fresh = evaluate_batched(e, draft, pending, on_done);
   } else {
     engine::SpeculativeDecoder spec =
-        e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.tree)
-                         : engine::SpeculativeDecoder(e.gpu, e.m.model, draft, e.context, e.args.spec.k);
+        e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, *e.m.target, draft, e.context, e.tree)
+                         : engine::SpeculativeDecoder(e.gpu, *e.m.target, draft, e.context, e.args.spec.k);
     spec.set_draft_sampling(e.draft_sampling);
     for (size_t i : pending) {
       fresh.push_back(evaluate_item(e, spec, plain, i));

@@ -54,11 +54,11 @@ struct EvalSetup {
   const loader::Dataset& data;
   size_t count = 0;
   ops::Gpu& gpu;
-  const LoadedModel& m;
+  const api::Model& m;
   uint32_t context = 0;
   engine::GenerationOptions options;
   engine::TreeParams tree;  // enabled: tree drafting instead of -k
-  std::optional<engine::ImageSupport> images;  // set when a line has images and the model takes them
+  const engine::ImageSupport* images = nullptr;  // set when a line has images and the model takes them
   EvalShard shard;
   bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
   uint32_t batch = 1;           // sequences decoded together (chain drafting, text lines)
@@ -66,7 +66,7 @@ struct EvalSetup {
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
 // and answers so far.
-std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const LoadedModel& m, const loader::DatasetItem& item,
+std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
                                      size_t g, std::vector<loader::ChatMessage>& conversation);
 
 // Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending

@@ -9,13 +9,11 @@
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/load_progress.h"
 #include "apps/cli/usage.h"
 #include "loader/chat_messages.h"
-#include "loader/draft_verifier.h"
-#include "loader/model_files.h"
 #include "loader/text_file.h"
 #include "runtime/engine/elapsed.h"
-#include "runtime/engine/memory_plan.h"
 
 namespace eaglevk::cli {
 
@@ -32,52 +30,32 @@ std::filesystem::path bundled_model_dir() {
   return std::filesystem::path(EAGLEVK_SOURCE_DIR) / "assets" / "tiny-llama3";
 }
 
-std::unique_ptr<ops::Gpu> open_gpu(const std::string& device) {
-  vk::ContextOptions options = vk::ContextOptions::from_env();
-  if (!device.empty()) options.device = device;
-  return std::make_unique<ops::Gpu>(options);
+ops::Gpu& gpu_of(const api::Runtime& runtime) { return *runtime.device->gpu; }
+
+api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::path& model, const api::LoadOptions& options) {
+  api::LoadPlan plan = api::plan_load(runtime, model, options);
+  for (const std::string& note : plan.notes) fmt::print(stderr, "eaglevk: {}\n", note);
+  return plan;
 }
 
-LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path) {
-  loader::ModelFiles files = loader::open_model_files(path);
-  loader::Tokenizer tokenizer = loader::load_tokenizer(files);
-  std::string chat_error;
-  std::optional<loader::ChatTemplate> chat = loader::load_chat_template(files, tokenizer, &chat_error);
-  for (const std::string& note : files.notes) fmt::print(stderr, "eaglevk: {}: {}\n", path.filename().string(), note);
-  return LoadedModel{path,           models::load_target(ctx, files), std::move(tokenizer), std::move(chat),
-                     std::move(chat_error), files.notes};
+std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan) {
+  LoadProgress progress(gpu_of(runtime).ctx, plan.memory.weights);
+  return api::load_model(runtime, std::move(plan));
 }
 
-ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
-                         uint32_t max_rows, uint32_t requested) {
-  loader::ModelFiles target = loader::open_model_files(model);
-  std::optional<loader::ModelFiles> head;
-  if (!draft.empty()) {
-    head = loader::open_model_files(draft);
-    if (auto warning = loader::verifier_mismatch(head->config, target.config, model))
-      fmt::print(stderr, "eaglevk: warning: {}\n", *warning);
-  }
-  engine::MemoryPlan plan = engine::plan_memory(ctx, target, head ? &*head : nullptr, max_rows);
-  std::string note;
-  uint32_t context = engine::choose_context(plan, requested, &note);
-  if (!note.empty()) fmt::print(stderr, "eaglevk: {}\n", note);
-  return {context, plan.weights, plan};
-}
-
-std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source) {
+std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source) {
   if (!source.ids.empty()) return source.ids;
   if (source.chat) {
-    if (!m.chat) fail("{}", m.chat_error);
     std::vector<loader::ChatMessage> messages;
     if (!source.system.empty()) messages.push_back({"system", source.system});
     messages.push_back({"user", source.text});
     // The rendered template carries BOS itself.
-    return m.tokenizer.encode(m.chat->render(messages, true), false);
+    return api::tokenize(m, api::apply_chat_template(m, messages, true), false);
   }
-  return m.tokenizer.encode(source.text, true);
+  return api::tokenize(m, source.text, true);
 }
 
-PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptSource& source) {
+PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
   if (source.messages_file.empty() && source.images.empty()) return {prompt_ids(m, source), std::nullopt};
   std::vector<loader::ChatMessage> messages;
   std::vector<std::filesystem::path> image_paths;
@@ -102,22 +80,16 @@ PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptS
     messages.push_back(std::move(user));
   }
   // Whether the model takes images at all comes first: it is the reason a user needs to hear.
-  std::optional<engine::ImageSupport> support;
-  if (!image_paths.empty()) {
-    std::string why;
-    support = engine::image_support(m.model, m.dir, m.tokenizer, &why);
-    if (!support) fail("{}", why);
-  }
-  if (!m.chat) fail("{}", m.chat_error);
-  std::vector<int32_t> ids = m.tokenizer.encode(m.chat->render(messages, true), false);
+  if (!image_paths.empty() && !m.images) fail("{}", m.no_images_reason);
+  std::vector<int32_t> ids = api::tokenize(m, api::apply_chat_template(m, messages, true), false);
   if (image_paths.empty()) return {std::move(ids), std::nullopt};
   const auto start = std::chrono::steady_clock::now();
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
-  engine::ImagePrompt prompt = engine::build_image_prompt(gpu, *support, ids, images);
+  engine::ImagePrompt prompt = engine::build_image_prompt(*m.device->gpu, *m.images, ids, images);
   PreparedPrompt out{std::move(prompt.ids), std::move(prompt.images)};
   out.image_seconds = engine::seconds_since(start);
-  out.image_tiles = uint32_t(out.images->patch_positions.size() / support->tokens.tokens_per_tile);
+  out.image_tiles = uint32_t(out.images->patch_positions.size() / m.images->tokens.tokens_per_tile);
   fmt::print(stderr, "eaglevk: {} image(s), {} tiles, {} image tokens: {:.1f} ms ({:.1f} ms per tile)\n",
              images.size(), out.image_tiles, out.images->patch_positions.size(), out.image_seconds * 1e3,
              out.image_seconds * 1e3 / std::max(out.image_tiles, 1u));

@@ -1,16 +1,15 @@
 #pragma once
-// What the CLI loads from a model folder: the weights, the tokenizer and the chat template.
+// What the CLI's commands share to load a model and turn their flags into prompt ids.
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "loader/chat_template.h"
-#include "loader/tokenizer.h"
+#include <eaglevk/eaglevk.hpp>
+
 #include "models/eagle3.h"
 #include "models/target.h"
-#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/prompt_images.h"
 #include "runtime/ops/gpu.h"
 
@@ -19,31 +18,13 @@ namespace eaglevk::cli {
 // The tiny trained model that ships with eaglevk (the demo).
 std::filesystem::path bundled_model_dir();
 
-struct LoadedModel {
-  std::filesystem::path dir;  // the model folder or GGUF file
-  models::TargetModel model;
-  loader::Tokenizer tokenizer;
-  std::optional<loader::ChatTemplate> chat;  // absent when the model has no usable template
-  std::string chat_error;                    // why, when it is absent
-  std::vector<std::string> notes;            // values the loader defaulted or recovered (GGUF)
-  std::string name() const { return std::filesystem::is_directory(dir) ? dir.filename().string() : dir.stem().string(); }
-};
-
-std::unique_ptr<ops::Gpu> open_gpu(const std::string& device);
-// A model folder or a GGUF file.
-LoadedModel load_model(const vk::Context& ctx, const std::filesystem::path& path);
-
-// The context to run with, decided before any weight is uploaded: the target (and draft)
-// files' needs against the device's memory budget (runtime/engine/memory_plan.h). `requested`
-// 0 takes the model's maximum when it fits and otherwise what fits, saying so on stderr; a
-// requested context that cannot fit, or weights that cannot, are an error with both numbers.
-struct ContextPlan {
-  uint32_t context = 0;
-  uint64_t weight_bytes = 0;  // target and draft, as the files hold them (the load's size)
-  engine::MemoryPlan memory;  // what the context was chosen from
-};
-ContextPlan plan_context(const vk::Context& ctx, const std::filesystem::path& model, const std::string& draft,
-                         uint32_t max_rows, uint32_t requested);
+// Loading goes through the facade the C API uses (eaglevk.hpp), in its two steps so that each
+// command can check the plan (its context, a batch that fits) before anything is uploaded.
+// plan_model: the facade's plan_load, with the plan's notes on stderr.
+api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::path& model, const api::LoadOptions& options);
+// load_planned: the facade's load_model, with a progress line on stderr while the weights upload.
+std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan);
+ops::Gpu& gpu_of(const api::Runtime& runtime);
 
 // Prompt ids: raw text with BOS, or a chat turn rendered with the template.
 struct PromptSource {
@@ -54,7 +35,7 @@ struct PromptSource {
   std::vector<std::string> images;  // --image: in the user turn, before the text (needs chat)
   std::string messages_file;        // --messages: a whole conversation (Hugging Face chat format)
 };
-std::vector<int32_t> prompt_ids(const LoadedModel& m, const PromptSource& source);
+std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source);
 
 // The prompt with its images: the rendered chat's image placeholders expanded into the
 // images' token layouts, and the images' features computed on the device.
@@ -64,7 +45,7 @@ struct PreparedPrompt {
   uint32_t image_tiles = 0;
   double image_seconds = 0;  // decoding, preprocessing and the vision tower (one submission)
 };
-PreparedPrompt prepare_prompt(ops::Gpu& gpu, const LoadedModel& m, const PromptSource& source);
+PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source);
 
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);

@@ -13,7 +13,6 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/eval_report.h"
-#include "apps/cli/load_progress.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
@@ -109,28 +108,27 @@ int run_command(const RunArgs& a) {
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
-  auto gpu = open_gpu(a.device);
-  const ContextPlan plan = plan_context(gpu->ctx, dir, a.draft, kMaxRows, a.ctx);
-  const uint32_t context = plan.context;
-  auto progress = std::make_unique<LoadProgress>(gpu->ctx, plan.weight_bytes);
-  LoadedModel m = load_model(gpu->ctx, dir);
-  std::unique_ptr<models::Eagle3Model> draft;
-  if (!a.draft.empty())
-    draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(gpu->ctx, a.draft, m.model.config(), aux));
-  progress.reset();
-  if (draft) print_draft_taps(*draft, m.model.config().num_hidden_layers, !a.aux_layers.empty());
-  PreparedPrompt prepared = prepare_prompt(*gpu, m, source);
+  const api::Runtime runtime = api::open_runtime(a.device);
+  ops::Gpu* gpu = &gpu_of(runtime);
+  const std::shared_ptr<const api::Model> loaded =
+      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx}));
+  const api::Model& m = *loaded;
+  const models::TargetModel& target = *m.target;
+  models::Eagle3Model* draft = m.draft.get();
+  const uint32_t context = m.planned_context;
+  if (draft) print_draft_taps(*draft, target.config().num_hidden_layers, !a.aux_layers.empty());
+  PreparedPrompt prepared = prepare_prompt(m, source);
   const std::vector<int32_t>& prompt = prepared.ids;
   if (prompt.size() >= context)
     fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
-         m.model.config().max_position_embeddings);
+         target.config().max_position_embeddings);
 
-  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, m.model, dir, *draft, a.draft, {prompt});
+  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {prompt});
 
   engine::GenerationOptions o;
   o.n_predict = a.n_predict;
   o.ignore_eos = a.ignore_eos;
-  o.eos_ids = engine::merge_eos_ids(m.model.config().eos_token_ids, m.tokenizer.eos_ids());
+  o.eos_ids = m.eos_ids;
   o.sampling = sampling;
   o.top_logits = a.top_logits;
   o.logprobs = a.logprobs;
@@ -142,8 +140,8 @@ int run_command(const RunArgs& a) {
   std::unique_ptr<engine::TargetRunner> runner;
   TapDump dump;
   if (draft) {
-    spec = tree.enabled() ? std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, tree, kMaxRows)
-                          : std::make_unique<engine::SpeculativeDecoder>(*gpu, m.model, *draft, context, a.spec.k, kMaxRows);
+    spec = tree.enabled() ? std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, tree, kMaxRows)
+                          : std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, a.spec.k, kMaxRows);
     // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts:
     // it accepts more (both keep the target's distribution).
     spec->set_draft_sampling(!tree.enabled() && a.temp > 0 && !a.greedy_drafts);
@@ -151,7 +149,7 @@ int run_command(const RunArgs& a) {
   } else {
     // Built only without a draft: the speculative decoder has its own target state, and a
     // second KV cache would double the memory a long context takes.
-    runner = std::make_unique<engine::TargetRunner>(*gpu, m.model, context, kMaxRows);
+    runner = std::make_unique<engine::TargetRunner>(*gpu, target, context, kMaxRows);
   }
 
   engine::GenerationResult r;
@@ -218,7 +216,7 @@ int run_command(const RunArgs& a) {
 
   vk::profile_reset();  // the profile covers generation, not the model's upload
   generate_turn(prompt, false);
-  if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, m.model.config().hidden_size);
+  if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, target.config().hidden_size);
   size_t generated = r.tokens.size();
   if (a.interactive) {
     // A chat on the terminal (or lines piped in): each line is the next user turn, asked
@@ -233,7 +231,7 @@ int run_command(const RunArgs& a) {
       if (tty) fmt::print(stderr, "\n> ");
       if (!std::getline(std::cin, line) || line.empty()) break;
       conversation.push_back({"user", line});
-      const std::vector<int32_t> ids = m.tokenizer.encode(m.chat->render(conversation, true), false);
+      const std::vector<int32_t> ids = api::tokenize(m, api::apply_chat_template(m, conversation, true), false);
       if (ids.size() >= context) fail("the conversation has {} tokens but the context holds {} (raise --ctx)", ids.size(), context);
       generate_turn(ids, true);
       generated += r.tokens.size();

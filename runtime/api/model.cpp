@@ -2,8 +2,11 @@
 // and the text side (tokenizer, chat template).
 #include <algorithm>
 
+#include <fmt/core.h>
+
 #include <eaglevk/eaglevk.hpp>
 
+#include "loader/draft_verifier.h"
 #include "loader/model_files.h"
 #include "models/eagle3.h"
 #include "models/target.h"
@@ -64,39 +67,76 @@ Model::~Model() = default;
 int32_t Model::vocab_size() const { return target->config().vocab_size; }
 uint32_t Model::max_context() const { return uint32_t(target->config().max_position_embeddings); }
 
-std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& target_dir, const fs::path& draft_dir) {
+std::string model_name(const fs::path& model) {
+  std::error_code ec;
+  return fs::is_directory(model, ec) ? model.filename().string() : model.stem().string();
+}
+
+LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const LoadOptions& options) {
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
   require_model(target_dir, "model", true);
-  if (!draft_dir.empty()) require_model(draft_dir, "draft", false);
+  if (!options.draft.empty()) require_model(options.draft, "draft", false);
+  LoadPlan plan;
+  plan.target_dir = target_dir;
+  plan.options = options;
+  within(ErrorKind::Model, [&] {
+    auto files = std::make_shared<loader::ModelFiles>(loader::open_model_files(target_dir));
+    for (const std::string& note : files->notes) plan.notes.push_back(fmt::format("{}: {}", target_dir.filename().string(), note));
+    std::optional<loader::ModelFiles> head;
+    if (!options.draft.empty()) {
+      head = loader::open_model_files(options.draft);
+      if (auto warning = loader::verifier_mismatch(head->config, files->config, target_dir))
+        plan.notes.push_back("warning: " + *warning);
+    }
+    plan.memory = engine::plan_memory(runtime.device->gpu->ctx, *files, head ? &*head : nullptr, options.max_rows);
+    std::string note;
+    plan.context = engine::choose_context(plan.memory, options.context, &note);
+    if (!note.empty()) plan.notes.push_back(std::move(note));
+    plan.target_files = std::move(files);
+  });
+  return plan;
+}
 
+std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
+  if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
+  if (!plan.target_files) fail_as(ErrorKind::InvalidArgument, "the load plan holds no model files");
   auto m = std::make_shared<Model>();
   m->device = runtime.device;
-  m->target_dir = target_dir;
-  m->draft_dir = draft_dir;
+  m->target_dir = plan.target_dir;
+  m->draft_dir = plan.options.draft;
+  m->memory = plan.memory;
+  m->planned_context = plan.context;
+  m->notes = std::move(plan.notes);
+  const loader::ModelFiles& files = *plan.target_files;
   {
     // Weight uploads go through the device's queue.
     std::lock_guard lock(runtime.device->queue_mutex);
     const vk::Context& ctx = runtime.device->gpu->ctx;
     within(ErrorKind::Model, [&] {
-      loader::ModelFiles files = loader::open_model_files(target_dir);
-      {
-        // Refuse what cannot fit before uploading anything (sessions check their context).
-        std::optional<loader::ModelFiles> head;
-        if (!draft_dir.empty()) head = loader::open_model_files(draft_dir);
-        m->memory = engine::plan_memory(ctx, files, head ? &*head : nullptr, kSessionMaxRows);
-        engine::choose_context(m->memory, 0, nullptr);
-      }
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
       m->tokenizer = loader::load_tokenizer(files);
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
-      if (!draft_dir.empty())
-        m->draft = std::make_unique<models::Eagle3Model>(models::load_eagle3(ctx, draft_dir, m->target->config()));
+      if (!m->draft_dir.empty())
+        m->draft = std::make_unique<models::Eagle3Model>(
+            models::load_eagle3(ctx, m->draft_dir, m->target->config(), plan.options.aux_layers));
+    });
+    // A processor config that disagrees with the vision tower is a reason to refuse images,
+    // not text.
+    try {
       if (auto support = engine::image_support(*m->target, files.folder, m->tokenizer, &m->no_images_reason))
         m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
-    });
+    } catch (const Error& e) {
+      m->no_images_reason = e.what();
+    }
   }
   m->eos_ids = engine::merge_eos_ids(m->target->config().eos_token_ids, m->tokenizer.eos_ids());
   return m;
+}
+
+std::shared_ptr<const Model> load_model(const Runtime& runtime, const fs::path& target_dir, const fs::path& draft_dir) {
+  LoadOptions options;
+  options.draft = draft_dir;
+  return load_model(runtime, plan_load(runtime, target_dir, options));
 }
 
 std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bos) {

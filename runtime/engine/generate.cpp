@@ -7,6 +7,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/engine/elapsed.h"
+#include "runtime/engine/prefill.h"
 
 namespace eaglevk::engine {
 
@@ -56,19 +57,17 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
 
   // Prefill in chunks of at most max_rows; logits only where asked for.
   PassOutput out;
-  for (uint32_t begin = from; begin < n_prompt; begin += runner.max_rows()) {
-    uint32_t rows = std::min(runner.max_rows(), n_prompt - begin);
-    bool last = begin + rows == n_prompt;
+  for (const PrefillChunk& chunk : prefill_chunks(n_prompt, from, runner.max_rows(), o.prompt_argmax)) {
     PassRequest req;
-    req.ids = std::span<const int32_t>(prompt).subspan(begin, rows);
-    req.start = begin;
-    req.logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
-    req.read_logits = last && need_logits;
+    req.ids = std::span<const int32_t>(prompt).subspan(chunk.begin, chunk.rows);
+    req.start = chunk.begin;
+    req.logits_from = chunk.logits_from;
+    req.read_logits = chunk.last && need_logits;
     req.sampling = &o.sampling;  // applies to the last row of the last chunk (the others have no logits)
     if (o.prompt_argmax) req.sampling = nullptr;
     models::EmbeddingOverride image_rows;
     if (o.images) {
-      image_rows = o.images->override_for(begin, rows);
+      image_rows = o.images->override_for(chunk.begin, chunk.rows);
       req.embeddings = &image_rows;
     }
     runner.run(req, out);

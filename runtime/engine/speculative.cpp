@@ -8,6 +8,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/engine/elapsed.h"
+#include "runtime/engine/prefill.h"
 #include "runtime/ops/tree.h"
 
 namespace eaglevk::engine {
@@ -164,23 +165,19 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
   const uint32_t n = uint32_t(prompt.size()), H = target_.config().hidden_size, V = target_.config().vocab_size;
   const bool need_logits = o.top_logits > 0 || o.logprobs > 0;
   ops::OpContext oc{gpu_, rec_};
-  for (uint32_t begin = from; begin < n; begin += max_rows_) {
-    const uint32_t rows = std::min(max_rows_, n - begin);
-    const bool last = begin + rows == n;
-    // The draft catches up on every row whose next token is known: all but the prompt's last.
-    const uint32_t draft_rows = last ? rows - 1 : rows;
-    for (uint32_t i = 0; i < rows; ++i) {
-      slots[up.target_ids() + i] = prompt[begin + i];
-      slots[up.target_positions() + i] = int32_t(begin + i);
-    }
-    for (uint32_t i = 0; i < draft_rows; ++i) {
-      slots[up.draft_ids() + i] = prompt[begin + i + 1];
-      slots[up.draft_positions() + i] = int32_t(begin + i);
-    }
+  for (const PrefillChunk& chunk : prefill_chunks(n, from, max_rows_, o.prompt_argmax)) {
+    const uint32_t begin = chunk.begin, rows = chunk.rows, draft_rows = chunk.draft_rows;
+    const bool last = chunk.last;
+    PrefillInputs inputs;
+    inputs.target_ids = slots + up.target_ids();
+    inputs.target_positions = slots + up.target_positions();
+    inputs.draft_ids = slots + up.draft_ids();
+    inputs.draft_positions = slots + up.draft_positions();
+    write_prefill_inputs(chunk, prompt, inputs);
     rec_.begin();
     record_inputs_copy(up.target_ids(), tstate_.ids, rows);
     record_inputs_copy(up.target_positions(), tstate_.positions, rows);
-    const uint32_t logits_from = o.prompt_argmax ? 0 : last ? rows - 1 : rows;
+    const uint32_t logits_from = chunk.logits_from;
     models::ForwardPass target_pass{rows, begin + rows, logits_from, false, &tap_request_};
     models::EmbeddingOverride image_rows;
     if (o.images) {
@@ -195,7 +192,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
       const models::DraftPass pass = catch_up_pass(draft_rows, tap_request_.out, begin + draft_rows);
       models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
-    const uint32_t n_logits = rows - logits_from;
+    const uint32_t n_logits = chunk.logits_rows();
     if (last && !o.sampling.greedy())
       ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V).row(n_logits - 1), 1, V, nullptr,
                   ops::IntVec{tstate_.out_ids, n_logits - 1}, ops::IntVec{tstate_.accept, n_logits - 1},

@@ -6,6 +6,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/engine/elapsed.h"
+#include "runtime/engine/prefill.h"
 #include "runtime/engine/speculative.h"
 
 namespace eaglevk::engine {
@@ -174,28 +175,17 @@ void BatchDecoder::prefill(Slot& s, uint32_t slot, uint32_t from, std::vector<fl
   const bool need_logits = o.logprobs > 0;
   ops::OpContext oc{gpu_, rec_};
   const ops::IntVec t_slots = input(l.t_slots), d_slots = input(l.d_slots);
-  for (uint32_t begin = from; begin < n; begin += kPrefillRows) {
-    const uint32_t rows = std::min(kPrefillRows, n - begin);
-    const bool last = begin + rows == n;
-    // The draft catches up on every row whose next token is known: all but the prompt's last.
-    const uint32_t draft_rows = last ? rows - 1 : rows;
-    for (uint32_t i = 0; i < rows; ++i) {
-      up[l.t_ids + i] = prompt[begin + i];
-      up[l.t_pos + i] = int32_t(begin + i);
-      up[l.t_slots + i] = int32_t(t_base + begin + i);
-    }
-    for (uint32_t i = 0; i < draft_rows; ++i) {
-      up[l.d_ids + i] = prompt[begin + i + 1];
-      up[l.d_pos + i] = int32_t(begin + i);
-      up[l.d_slots + i] = int32_t(d_base + begin + i);
-    }
+  for (const PrefillChunk& chunk : prefill_chunks(n, from, kPrefillRows, false)) {
+    const uint32_t begin = chunk.begin, rows = chunk.rows, draft_rows = chunk.draft_rows;
+    const bool last = chunk.last;
+    write_prefill_inputs(chunk, prompt, {up + l.t_ids, up + l.t_pos, up + l.t_slots, t_base,
+                                         up + l.d_ids, up + l.d_pos, up + l.d_slots, d_base});
     up[l.proposal_rows] = int32_t(draft_rows > 0 ? draft_rows - 1 : 0);
     rec_.begin();
     copy_inputs();
     rec_.copy(rows_of(inputs_, l.t_ids, rows, 1), rows_of(tstate_.ids, 0, rows, 1), "inputs");
     rec_.copy(rows_of(inputs_, l.t_pos, rows, 1), rows_of(tstate_.positions, 0, rows, 1), "inputs");
-    const uint32_t logits_from = last ? rows - 1 : rows;
-    models::ForwardPass target_pass{rows, begin + rows, logits_from, false, &prefill_taps_};
+    models::ForwardPass target_pass{rows, begin + rows, chunk.logits_from, false, &prefill_taps_};
     target_pass.slots = &t_slots;
     models::record_target_forward(oc, target_, tstate_, target_pass);
     if (draft_rows) {

@@ -40,6 +40,9 @@ namespace eaglevk {
 namespace ops {
 struct Gpu;
 }
+namespace loader {
+struct ModelFiles;
+}
 namespace models {
 struct TargetModel;
 struct Eagle3Model;
@@ -83,9 +86,37 @@ struct Runtime {
 // validation layer as for the CLI.
 Runtime open_runtime(const std::string& device = {});
 
+constexpr uint32_t kSessionMaxRows = engine::kPrefillRows;  // rows of one prefill pass (longer prompts go in chunks)
+
+// What a load must know before it uploads a byte.
+struct LoadOptions {
+  std::filesystem::path draft;         // an EAGLE-3 head (folder or GGUF file); empty: none
+  std::vector<uint32_t> aux_layers;    // the head's tap layers instead of its config's (the CLI's --aux-layers)
+  uint32_t max_rows = kSessionMaxRows; // rows of the largest pass the caller will run (activations, read-back)
+  // The context the caller will run with: 0 takes the model's maximum when it fits, else what
+  // fits; a larger one is clipped to the model's maximum, one that cannot fit is refused.
+  uint32_t context = 0;
+};
+
+// The files opened and measured against the device's memory, before any upload: what the CLI
+// shows and checks (a batch that fits, a progress line of `memory.weights` bytes) between
+// plan_load and load_model.
+struct LoadPlan {
+  std::filesystem::path target_dir;
+  LoadOptions options;
+  std::shared_ptr<const loader::ModelFiles> target_files;
+  engine::MemoryPlan memory;
+  uint32_t context = 0;            // LoadOptions::context decided against the budget
+  // Sentences a user should hear once: values the GGUF loader defaulted or recovered, a draft
+  // trained for another verifier, a context lowered to what fits.
+  std::vector<std::string> notes;
+};
+
 struct Model {
   std::shared_ptr<Device> device;  // first: destroyed last, after every buffer below
   std::filesystem::path target_dir, draft_dir;
+  uint32_t planned_context = 0;    // LoadPlan::context
+  std::vector<std::string> notes;  // LoadPlan::notes
   std::unique_ptr<models::TargetModel> target;
   std::unique_ptr<models::Eagle3Model> draft;  // null without a draft
   loader::Tokenizer tokenizer;
@@ -101,17 +132,23 @@ struct Model {
   uint32_t max_context() const;   // max_position_embeddings
 };
 
-// Loads the target from `target_dir` and, when `draft_dir` is not empty, an EAGLE-3 head that
-// must fit it (hidden size, vocabulary, tap layers).
+// Opens the target's (and the draft's) files, checks that they exist, and plans their memory
+// and the context against the device: weights that cannot fit, or a requested context that
+// cannot, are refused here, before anything is uploaded.
+LoadPlan plan_load(const Runtime& runtime, const std::filesystem::path& target_dir, const LoadOptions& options = {});
+// Uploads what the plan opened: the target and, with a draft, an EAGLE-3 head that must fit it
+// (hidden size, vocabulary, tap layers); the tokenizer, the chat template and image support.
+std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan);
+// Both steps: the target from `target_dir` and, when `draft_dir` is not empty, its draft.
 std::shared_ptr<const Model> load_model(const Runtime& runtime, const std::filesystem::path& target_dir,
                                         const std::filesystem::path& draft_dir = {});
+// The model's name for reports: the folder's name, or the GGUF file's without .gguf.
+std::string model_name(const std::filesystem::path& model);
 
 std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bos);
 std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_special);
 std::string apply_chat_template(const Model& m, std::span<const loader::ChatMessage> messages,
                                 bool add_generation_prompt);
-
-constexpr uint32_t kSessionMaxRows = engine::kPrefillRows;  // rows of one prefill pass (longer prompts go in chunks)
 
 struct SessionParams {
   uint32_t context = 2048;      // prompt + generated tokens; clipped to the model's maximum
