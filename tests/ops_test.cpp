@@ -145,13 +145,14 @@ TEST_F(OpsTest, MatvecShapeFromTheEnvironment) {
 }
 
 // Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order,
-// however many steps' loads are in flight; k = 264 runs the 4-step loop and its remainder.
+// however many steps' loads are in flight; k = 264 runs the 4-step loop and its remainder
+// (loads ahead on bf16: the loop is the same for every float type).
 TEST_F(OpsTest, MatvecLoadVariantsGiveTheSameBits) {
   const uint32_t n = 37, k = 264;
   for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
     auto w = random_floats(size_t(n) * k, 17);
     vk::Buffer wbuf;
-    expect_load_variants_give_the_same_bits(oc, upload_weights(wbuf, w, t, n, k), 18);
+    expect_load_variants_give_the_same_bits(oc, upload_weights(wbuf, w, t, n, k), 18, t == WeightType::BF16);
   }
 }
 

@@ -50,9 +50,14 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
 
 // The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
 // of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
-// offset; so does the matrix-vector kernel with 1 to 4 steps' weights loaded ahead (UNROLL),
-// which the weights' width should let run both its unrolled loop and its remainder.
-void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed);
+// offset; with `every_unroll`, so does the matrix-vector kernel with 2 to 4 steps' weights
+// loaded ahead (UNROLL), which the weights' width should let run both its unrolled loop and its
+// remainder. No device runs UNROLL > 1 (only EAGLEVK_MATVEC_SHAPE does), and its loop is the
+// same code for every type of a load path (floats, 32-element quant blocks, K-quant items),
+// while lavapipe takes about 25 s to compile each such kernel: callers ask for it on one type
+// per path.
+void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed,
+                                             bool every_unroll);
 
 // Device buffers filled from and read back to host vectors.
 template <typename T>
