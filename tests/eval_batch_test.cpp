@@ -1,10 +1,10 @@
 // `eval --batch B` (continuous batching, engine::BatchDecoder) against --batch 1 (one
-// SpeculativeDecoder, one line after another): on both tiny pairs, at B = 2, 4 and 8, every
-// record's tokens, acceptance counts, stop reasons and reused prompt rows are the same, over
-// more lines than slots (single prompts, chats and two-turn conversations that continue in
-// their slot), with sequences reaching the end of a short context at different rounds, and at
-// T > 0 under both sampling schemes with logprobs and stop strings. Bad --batch values are
-// refused.
+// SpeculativeDecoder, one line after another): on both tiny pairs (B = 2 and 8, 3 and 8; 4 in
+// the context-end and T > 0 cases), every record's tokens, acceptance counts, stop reasons and
+// reused prompt rows are the same, over more lines than slots (single prompts, chats and
+// two-turn conversations that continue in their slot), with sequences reaching the end of a
+// short context at different rounds, and at T > 0 under both sampling schemes with logprobs
+// and stop strings. Bad --batch values are refused.
 #include <unistd.h>
 
 #include <filesystem>
@@ -80,14 +80,14 @@ TEST(EvalBatch, PairAGreedyEqualsOneAtATime) {
   // second turn continues from the slot's caches), more lines than slots.
   expect_batch_invariant(fmt::format("-m {} -d {} --dataset {} --chat -k 3 -n 16 --shard 0/2", asset("tiny-llama3"),
                                      asset("tiny-llama3-eagle3"), mix()),
-                         {2, 4, 8}, 10);
+                         {2, 8}, 10);
 }
 
 TEST(EvalBatch, PairBGreedyEqualsOneAtATime) {
   // Llama-4 MoE target (chunked attention, NoPE temperature tuning) and a head on layers 1, 3, 6.
   expect_batch_invariant(fmt::format("-m {} -d {} --dataset {} --chat -k 4 -n 16 --shard 1/2", asset("tiny-llama4"),
                                      asset("tiny-llama4-eagle3"), mix()),
-                         {2, 4, 8}, 10);
+                         {3, 8}, 10);
 }
 
 TEST(EvalBatch, SequencesReachingTheContextEndAtDifferentRounds) {

@@ -4,7 +4,6 @@
 // drafts and with drafts sampled from the draft (both schemes), and greedy acceptance at T > 0
 // (a wrong rule) is not; a seed reproduces its output. The sampler's own tests
 // (sampling_test) hold the device sampler to the filtered distribution.
-#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -14,39 +13,10 @@
 #include "runtime/engine/sampler.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
-#include "support/real_dims.h"
+#include "support/sampling_reference.h"
 
 namespace eaglevk::testing {
 namespace {
-
-// Pearson's chi-square goodness-of-fit statistic of `samples` against `dist`: tokens whose
-// expected count is under 5 pooled into one bin (with every token `dist` does not hold).
-// Returns {statistic, degrees of freedom}.
-std::pair<double, int> chi_square_fit(const std::vector<int32_t>& samples, const std::map<int32_t, double>& dist) {
-  std::map<int32_t, double> seen;
-  for (int32_t x : samples) seen[x] += 1;
-  const double n = double(samples.size());
-  std::vector<std::pair<double, double>> bins;  // observed, expected
-  std::pair<double, double> pooled{0, 0};
-  for (const auto& [id, p] : dist) {
-    const double observed = seen.count(id) ? seen[id] : 0.0;
-    if (n * p >= 5) bins.push_back({observed, n * p});
-    else pooled = {pooled.first + observed, pooled.second + n * p};
-  }
-  for (const auto& [id, count] : seen)
-    if (!dist.count(id)) pooled.first += count;
-  if (pooled.first + pooled.second > 0) bins.push_back(pooled);
-  double stat = 0;
-  for (const auto& [observed, expected] : bins)
-    stat += expected > 0 ? (observed - expected) * (observed - expected) / expected : observed > 0 ? 1e9 : 0;
-  return {stat, int(bins.size()) - 1};
-}
-
-// The chi-square distribution's 99.9th percentile (Wilson and Hilferty's approximation).
-double chi_square_999(int df) {
-  const double z = 3.0902, v = 2.0 / (9.0 * df);
-  return df * std::pow(1 - v + z * std::sqrt(v), 3);
-}
 
 struct SpecSampling : GpuTest {};
 
@@ -55,16 +25,9 @@ TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
   const auto& prompt = p.golden.prompts[14].prompt_ids;  // 5 tokens: cheap prefills
   const engine::SamplingParams params{0.8f, 8, 1.0f, 0};
   // The exact distribution of plain sampling's 2nd token: the 1st is drawn from the filtered
-  // distribution (engine::filtered_distribution, HF's definition; sampling_test holds the
-  // device sampler to it) at the prompt's end, the 2nd from the one after it.
+  // distribution at the prompt's end, the 2nd from the one after it.
   engine::TargetRunner plain(gpu(), p.target, 64, 16);
-  std::map<int32_t, double> second_token;
-  for (const auto& [first, p_first] : engine::filtered_distribution(last_logits(plain, prompt, 16), params)) {
-    std::vector<int32_t> ids = prompt;
-    ids.push_back(first);
-    for (const auto& [second, p_second] : engine::filtered_distribution(last_logits(plain, ids, 16), params))
-      second_token[second] += p_first * p_second;
-  }
+  const std::map<int32_t, double> second_token = plain_sampling_distributions(plain, prompt, params, 2)[1];
   engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, 3, 16), wrong(gpu(), p.target, p.draft, 64, 3, 16),
       sampled(gpu(), p.target, p.draft, 64, 3, 16);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);

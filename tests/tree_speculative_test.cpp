@@ -8,7 +8,6 @@
 // it about half a second, so each configuration runs on the first golden prompts here: 2 for
 // trees of M < 32, 1 for larger ones (every prompt, with the totals, with EAGLEVK_GOLDEN_ALL=1,
 // as docs/tree.md records).
-#include <cmath>
 #include <map>
 #include <fstream>
 
@@ -19,6 +18,7 @@
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
 #include "support/pairs.h"
+#include "support/sampling_reference.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -235,71 +235,45 @@ TEST_F(GpuTest, TreeSamplingEqualsPlainSamplingWithTheSameSeed) {
   EXPECT_GE(wrong_differs, 2u) << "greedy acceptance at T > 0 must change the output";
 }
 
-// Two-sample chi-square homogeneity statistic over the tokens seen, tokens with fewer than 10
-// draws in both samples together pooled into one bin; returns {statistic, degrees of freedom}.
-std::pair<double, int> chi_square_two_sample(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-  std::map<int32_t, std::pair<double, double>> counts;
-  for (int32_t x : a) counts[x].first += 1;
-  for (int32_t x : b) counts[x].second += 1;
-  std::vector<std::pair<double, double>> bins;
-  std::pair<double, double> pooled{0, 0};
-  for (const auto& [token, c] : counts) {
-    if (c.first + c.second >= 10) bins.push_back(c);
-    else pooled = {pooled.first + c.first, pooled.second + c.second};
-  }
-  if (pooled.first + pooled.second > 0) bins.push_back(pooled);
-  const double na = double(a.size()), nb = double(b.size());
-  double stat = 0;
-  for (const auto& [ca, cb] : bins) {
-    const double t = ca + cb, ea = t * na / (na + nb), eb = t * nb / (na + nb);
-    stat += (ca - ea) * (ca - ea) / ea + (cb - eb) * (cb - eb) / eb;
-  }
-  return {stat, int(bins.size()) - 1};
-}
-
-// The chi-square distribution's 99th percentile (Wilson and Hilferty's approximation).
-double chi_square_99(int df) {
-  const double z = 2.3263, v = 2.0 / (9.0 * df);
-  return df * std::pow(1 - v + z * std::sqrt(v), 3);
-}
-
 // The distribution test: over independent seeds, the 2nd and 3rd tokens of a small tree at
-// T > 0 (decided at the root and, when a child is accepted, at depth 1) pass a chi-square test
-// at 99% against plain sampling with other seeds; greedy acceptance at T > 0 fails it.
+// T > 0 (decided at the root and, when a child is accepted, at depth 1) pass a chi-square
+// goodness-of-fit test at 99.9% against the exact distributions of plain sampling (worked out
+// from the target's logits; the seeds are fixed, so the outcome is too); greedy acceptance at
+// T > 0 fails it.
 TEST_F(GpuTest, TreeSamplingPassesAChiSquareTestAgainstPlainSampling) {
   Pair& p = pair("A");
   const auto& prompt = p.golden.prompts[14].prompt_ids;  // 5 tokens: cheap prefills
+  const engine::SamplingParams params{0.8f, 8, 1.0f, 0};
   engine::TargetRunner runner(gpu(), p.target, 64, 16);
+  const std::vector<std::map<int32_t, double>> exact = plain_sampling_distributions(runner, prompt, params, 3);
   engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, kSmallTree, 16),
       wrong(gpu(), p.target, p.draft, 64, kSmallTree, 16);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
-  std::vector<int32_t> plain_at[2], tree_at[2], wrong_at[2];
+  std::vector<int32_t> tree_at[2], wrong_at[2];
   engine::SpecStats stats, wrong_stats;
   for (uint32_t seed = 0; seed < 120; ++seed) {
     engine::GenerationOptions o;
     o.n_predict = 3;
     o.ignore_eos = true;
-    o.sampling = {0.8f, 8, 1.0f, 1000 + seed};
-    o.reuse_prefix = true;  // the same prompt each time: only its last token runs again
-    auto a = engine::generate(runner, prompt, o).tokens;
+    o.sampling = params;
     o.sampling.seed = 700000 + seed;
+    o.reuse_prefix = true;  // the same prompt each time: only its last token runs again
     auto b = spec.generate(prompt, o, stats).tokens;
-    auto c = wrong.generate(prompt, o, wrong_stats).tokens;
-    for (int t = 0; t < 2; ++t) {
-      plain_at[t].push_back(a[t + 1]);
-      tree_at[t].push_back(b[t + 1]);
-      wrong_at[t].push_back(c[t + 1]);
+    for (int t = 0; t < 2; ++t) tree_at[t].push_back(b[t + 1]);
+    if (seed < 60) {
+      auto c = wrong.generate(prompt, o, wrong_stats).tokens;
+      for (int t = 0; t < 2; ++t) wrong_at[t].push_back(c[t + 1]);
     }
   }
   bool wrong_rejected = false;
   for (int t = 0; t < 2; ++t) {
-    auto [right, right_df] = chi_square_two_sample(plain_at[t], tree_at[t]);
-    auto [bad, bad_df] = chi_square_two_sample(plain_at[t], wrong_at[t]);
-    fmt::print("token {}: chi-square(plain, tree) {:.1f} on {} df (99%: {:.1f}); greedy acceptance {:.1f} on {} df "
-               "(99%: {:.1f})\n",
-               t + 2, right, right_df, chi_square_99(right_df), bad, bad_df, chi_square_99(bad_df));
-    EXPECT_LT(right, chi_square_99(right_df)) << "token " << t + 2;
-    wrong_rejected = wrong_rejected || bad > chi_square_99(bad_df);
+    auto [right, right_df] = chi_square_fit(tree_at[t], exact[t + 1]);
+    auto [bad, bad_df] = chi_square_fit(wrong_at[t], exact[t + 1]);
+    fmt::print("token {}: chi-square(tree) {:.1f} on {} df (99.9%: {:.1f}); greedy acceptance {:.1f} on {} df "
+               "(99.9%: {:.1f})\n",
+               t + 2, right, right_df, chi_square_999(right_df), bad, bad_df, chi_square_999(bad_df));
+    EXPECT_LT(right, chi_square_999(right_df)) << "token " << t + 2;
+    wrong_rejected = wrong_rejected || bad > chi_square_999(bad_df);
   }
   EXPECT_TRUE(wrong_rejected) << "greedy acceptance at T > 0 must fail the test";
   EXPECT_GT(stats.num_accepted_tokens, 20u);
