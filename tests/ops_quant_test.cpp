@@ -33,6 +33,10 @@ constexpr double kEmbedTol = 1e-6;
 const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                   WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
 
+// The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
+// the 32-element blocks of Q4_0 to Q8_0, Q4_K for the K-quants' 16-element items.
+bool path_representative(WeightType t) { return t == WeightType::Q4_0 || t == WeightType::Q4_K; }
+
 loader::DType dtype_of(WeightType t) {
   switch (t) {
     case WeightType::Q4_0: return loader::DType::Q4_0;
@@ -111,7 +115,7 @@ TEST_P(QuantMatmulTest, MatchesDequantizedReference) {
   auto weights = upload(wbuf, w, type, n, k);
   vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
   expect_matmul_in_every_configuration(oc, xbuf, weights, ybuf, bias, ref_matmul(x, w.values, rows, n, k), rows, n, k,
-                                       path, kAtol, kRtol);
+                                       path, kAtol, kRtol, path_representative(type));
 }
 
 std::vector<QuantMatmulCase> quant_matmul_cases() {
@@ -137,8 +141,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, QuantMatmulTest, ::testing::ValuesIn(quant_matm
 
 // A verify pass of up to 8 rows must give each row the bits a one-row decode step gives it.
 TEST_F(QuantTest, MatvecIsBatchInvariant) {
-  for (const VendorMatvecShape& config : vendor_matvec_shapes())
+  const std::vector<VendorMatvecShape> configs = vendor_matvec_shapes();
+  for (size_t c = 0; c < configs.size(); ++c)
   for (WeightType t : kQuantTypes) {
+    const VendorMatvecShape& config = configs[c];
+    // NVIDIA's and AMD/Intel's workgroup shapes (after lavapipe's two) on one type per load
+    // path (see path_representative), lavapipe's on all.
+    if (c >= 2 && !path_representative(t)) continue;
     MatvecShapeScope scope(config.shape);
     SCOPED_TRACE(config.name);
     const uint32_t n = 61, k = several_blocks(t);
@@ -170,8 +179,7 @@ TEST_F(QuantTest, MatvecLoadVariantsGiveTheSameBits) {
     const uint32_t n = 29, k = 1280;
     QuantMatrix w = quantized(t, n, k, 23);
     vk::Buffer wbuf;
-    expect_load_variants_give_the_same_bits(oc, upload(wbuf, w, t, n, k), 24,
-                                            t == WeightType::Q4_0 || t == WeightType::Q4_K);
+    expect_load_variants_give_the_same_bits(oc, upload(wbuf, w, t, n, k), 24, path_representative(t));
   }
 }
 

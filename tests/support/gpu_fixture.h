@@ -42,11 +42,14 @@ struct MatvecShapeScope {
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
 // kernel (the tiled GEMM in its two variants: texel loads and storage buffers), against
-// `product`, the reference x W^T.
+// `product`, the reference x W^T. Without `every_vendor`, lavapipe's two configurations only
+// (texel loads and storage buffers, one workgroup shape): the quantized tests run the other
+// vendors' workgroup shapes on one type per load path, as each costs lavapipe seconds to
+// compile and their loops and reductions are the same code for every type of a path.
 void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
                                           vk::Buffer& y, const std::vector<float>& bias,
                                           const std::vector<double>& product, uint32_t rows, uint32_t n, uint32_t k,
-                                          ops::MatmulPath path, double atol, double rtol);
+                                          ops::MatmulPath path, double atol, double rtol, bool every_vendor = true);
 
 // The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
 // of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
