@@ -2,8 +2,9 @@
 # The layers, enforced: vk -> ops -> models -> engine -> api -> apps, with loader beside
 # models (it may use only itself). Every `#include "dir/..."` in a layer must name that layer
 # or one below it; the public C++ facade (<eaglevk/eaglevk.hpp>, <eaglevk/eaglevk.h>) belongs
-# to api and apps. Prints each violation as file:line and exits 1 when there is one. The build
-# runs it (target check_layers), so a wrong include fails the build; ctest runs it too.
+# to api and apps, and apps load weights only through it. Prints each violation as file:line
+# and exits 1 when there is one. The build runs it (target check_layers), so a wrong include
+# fails the build; ctest runs it too.
 set -euo pipefail
 root="${1:-$(cd "$(dirname "$0")/../.." && pwd)}"
 cd "$root"
@@ -46,4 +47,11 @@ for rule in "${rules[@]}"; do
     done < <(grep -rnE '^\s*#\s*include\s+<eaglevk/eaglevk\.hp?p?>' "$dir" --include='*.h' --include='*.cpp' || true)
   fi
 done
+
+# The command line loads weights as the C API does, through the facade (api::plan_load and
+# api::load_model): a second loading path in apps/ is refused. (`inspect` reads headers only.)
+while IFS= read -r hit; do
+  echo "$hit: apps load models through the facade (api::plan_load, api::load_model), not models::load_*"
+  status=1
+done < <(grep -rnE 'models::load_(target|eagle3)\s*\(' apps --include='*.h' --include='*.cpp' || true)
 exit $status
