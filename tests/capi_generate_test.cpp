@@ -184,8 +184,9 @@ TEST_F(CApi, Logprobs) {
     EXPECT_EQ(ids[0], r.tokens[i]) << "greedy picks the most likely token";
     EXPECT_EQ(lp, lps[0]);
     EXPECT_LT(lp, 0.0f);
-    if (i == 0)
+    if (i == 0) {
       for (size_t j = 0; j < 5; ++j) EXPECT_EQ(ids[j], g.top5_ids[j]) << "rank " << j;
+    }
   }
   float lp = 0;
   EXPECT_STATUS(eaglevk_session_get_logprobs(ses, r.tokens.size(), &lp, nullptr, nullptr, 0, nullptr),

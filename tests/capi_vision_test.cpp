@@ -5,11 +5,15 @@
 // statuses.
 #include <eaglevk/eaglevk.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -144,6 +148,37 @@ TEST_F(CApi, BadImagesAndModelsWithoutVisionGiveTheirStatus) {
   EXPECT_EQ(r.status, EAGLEVK_ERROR_MODEL);
   EXPECT_NE(r.error.find("no vision tower"), std::string::npos) << r.error;
   eaglevk_session_free(text_only);
+}
+
+// A processor config that disagrees with the vision tower (a 112-pixel tile for a 56-pixel
+// tower) costs the model its images, with the reason, and not its text: the load succeeds and
+// text generates.
+TEST_F(CApi, AProcessorThatDisagreesWithTheVisionTowerRefusesImagesOnly) {
+  namespace fs = std::filesystem;
+  const fs::path source = asset("tiny-llama4-vision");
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-vision-tile-{}", ::getpid());
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(source))
+    if (entry.path().filename() != "preprocessor_config.json") fs::create_symlink(entry.path(), dir / entry.path().filename());
+  json preprocessor = json::parse(std::ifstream(source / "preprocessor_config.json"));
+  preprocessor["size"] = {{"height", 112}, {"width", 112}};
+  std::ofstream(dir / "preprocessor_config.json") << preprocessor.dump();
+  eaglevk_model* model = nullptr;
+  EXPECT_STATUS(eaglevk_model_load(shared().runtime, dir.c_str(), nullptr, &model), EAGLEVK_OK);
+  ASSERT_NE(model, nullptr);
+  int supported = 7;
+  EXPECT_FAILS_WITH(eaglevk_model_supports_images(model, &supported), EAGLEVK_ERROR_MODEL, "tile");
+  EXPECT_EQ(supported, 0);
+  eaglevk_session* s = session(model, 0, 4);
+  const std::vector<int32_t> prompt = tokenize(model, "Describe");
+  std::vector<int32_t> out(4);
+  size_t n = 0;
+  EXPECT_STATUS(eaglevk_generate(s, prompt.data(), prompt.size(), nullptr, nullptr, out.data(), out.size(), &n),
+                EAGLEVK_OK);
+  EXPECT_EQ(n, 4u);
+  eaglevk_session_free(s);
+  eaglevk_model_free(model);
+  fs::remove_all(dir);
 }
 
 }  // namespace

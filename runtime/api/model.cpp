@@ -106,7 +106,6 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
   m->draft_dir = plan.options.draft;
   m->memory = plan.memory;
   m->planned_context = plan.context;
-  m->notes = std::move(plan.notes);
   const loader::ModelFiles& files = *plan.target_files;
   {
     // Weight uploads go through the device's queue.

@@ -116,7 +116,6 @@ struct Model {
   std::shared_ptr<Device> device;  // first: destroyed last, after every buffer below
   std::filesystem::path target_dir, draft_dir;
   uint32_t planned_context = 0;    // LoadPlan::context
-  std::vector<std::string> notes;  // LoadPlan::notes
   std::unique_ptr<models::TargetModel> target;
   std::unique_ptr<models::Eagle3Model> draft;  // null without a draft
   loader::Tokenizer tokenizer;
