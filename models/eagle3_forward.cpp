@@ -42,7 +42,7 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   s.attn = plan.add("attn", R * q_dim * 4, 4, 5);
   s.ffn_norm = plan.add("ffn_norm", R * H * 4, 5, 6);
   s.gate_up = plan.add("gate_up", R * 2 * I * 4, 6, 7);
-  s.act = plan.add("act", R * I * 4, 7, 8);
+  s.act = plan.add("act", R * I * 4, 6, 8);  // from gate_up's step: see target_state.cpp
   s.out_norm = plan.add("out_norm", s.logit_rows * H * 4, 8, 9);
   s.logits = plan.add("logits", s.logit_rows * Vd * 4, 9, 10);
   s.proposing = plan.add("proposing", s.logit_rows * H * 4, 8, 9);
@@ -85,10 +85,9 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
 
   ops::Act qkv(a[s.qkv], qkv_dim);
   linear(oc, attn_in, m.qkv, qkv, T, false, path, "draft_qkv");
-  ops::rope(oc, qkv, T, nh + nkv, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
   ops::KvLayer kv = s.kv();
-  ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T,
-                pass.tree ? pass.tree->slots : batched ? *pass.slots : pass.positions, kv);
+  ops::rope_kv_write(oc, qkv, T, nh, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
+                     pass.tree ? pass.tree->slots : batched ? *pass.slots : pass.positions, kv);
   ops::AttentionParams attn{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
   attn.tree = pass.tree ? &pass.tree->path : nullptr;
   attn.regions = pass.slots;
@@ -98,8 +97,7 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   linear(oc, ops::Act(a[s.attn], q_dim), m.o, h, T, /*accumulate=*/true, path, "draft_o_proj");
   ops::rms_norm(oc, h, &post_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "draft_post_norm");
   ops::Act gu(a[s.gate_up], 2 * I);
-  linear(oc, ops::Act(a[s.ffn_norm], H), m.gate_up, gu, T, false, path, "draft_gate_up");
-  ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
+  linear_swiglu(oc, ops::Act(a[s.ffn_norm], H), m.gate_up, gu, ops::Act(a[s.act], I), T, I, path, "draft_gate_up");
   linear(oc, ops::Act(a[s.act], I), m.down, h, T, /*accumulate=*/true, path, "draft_down");
   if (m.config.norm_before_residual) ops::copy_rows(oc, h, g, T, H, "draft_feature");  // u feeds the next step
 

@@ -95,9 +95,9 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
     ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
     linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
-    ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf);
     ops::KvLayer kv = s.kv_layer(l);
-    ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.slots ? *pass.slots : pos, kv);
+    ops::rope_kv_write(oc, qkv, T, nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
+                       pass.slots ? *pass.slots : pos, kv);
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
@@ -105,8 +105,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::rms_norm(oc, x, &ffn_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "ffn_norm");
     ops::Act gu(a[s.gate_up], 2 * I);
-    linear(oc, ops::Act(a[s.ffn_norm], H), L.gate_up, gu, T, false, path, "gate_up");
-    ops::swiglu(oc, gu, gu.cols(I), ops::Act(a[s.act], I), T, I);
+    linear_swiglu(oc, ops::Act(a[s.ffn_norm], H), L.gate_up, gu, ops::Act(a[s.act], I), T, I, path, "gate_up");
     linear(oc, ops::Act(a[s.act], I), L.down, x, T, /*accumulate=*/true, path, "down_proj");
   }
   tap(uint32_t(m.layers.size()));

@@ -219,16 +219,22 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
                                 1.0f / std::sqrt(float(hd))};
-    if (c.rope_layer[l]) {
-      ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
-      if (c.use_qk_norm) ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
-    } else if (c.attn_temperature_tuning) {
-      params.temperature_tuning = true;
-      params.floor_scale = c.floor_scale;
-      params.attn_scale = c.attn_scale;
-    }
     ops::KvLayer kv = s.kv_layer(l);
-    ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, pass.slots ? *pass.slots : pos, kv);
+    const ops::IntVec& slots = pass.slots ? *pass.slots : pos;
+    if (c.rope_layer[l] && !c.use_qk_norm) {
+      ops::rope_kv_write(oc, qkv, T, nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv);
+    } else {
+      // The QK norm comes between the rotation and the cache; NoPE layers only write the cache.
+      if (c.rope_layer[l]) {
+        ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
+        ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
+      } else if (c.attn_temperature_tuning) {
+        params.temperature_tuning = true;
+        params.floor_scale = c.floor_scale;
+        params.attn_scale = c.attn_scale;
+      }
+      ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, slots, kv);
+    }
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
@@ -237,8 +243,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     if (c.moe_layer[l]) {
       // Shared expert, always added.
       ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
-      linear(oc, n2, L.shared_gate_up, gu, T, false, path, "shared_gate_up");
-      ops::swiglu(oc, gu, gu.cols(I), act, T, I);
+      linear_swiglu(oc, n2, L.shared_gate_up, gu, act, T, I, path, "shared_gate_up");
       linear(oc, act, L.shared_down, x, T, true, path, "shared_down");
       // Routed experts: top-k by router logit, sigmoid score on the expert input.
       ops::Act router(a[s.router], E), xin(a[s.expert_in], H), egu(a[s.expert_gate_up], 2 * I),
@@ -252,8 +257,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");
     } else {
       ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
-      linear(oc, n2, L.gate_up, gu, T, false, path, "gate_up");
-      ops::swiglu(oc, gu, gu.cols(Im), act, T, Im);
+      linear_swiglu(oc, n2, L.gate_up, gu, act, T, Im, path, "gate_up");
       linear(oc, act, L.down, x, T, true, path, "down_proj");
     }
   }

@@ -40,7 +40,9 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   s.attn = plan.add("attn", R * q_dim * 4, 3, 4);
   s.ffn_norm = plan.add("ffn_norm", R * H * 4, 4, 9);
   s.gate_up = plan.add("gate_up", R * 2 * I * 4, 5, 6);
-  s.act = plan.add("act", R * I * 4, 6, 7);
+  // act is written by the gate/up product itself where swiglu is folded into it (ops::matmul_swiglu),
+  // while ffn_norm is still being read: it starts with gate_up.
+  s.act = plan.add("act", R * I * 4, 5, 7);
   if (t.experts) {
     const uint64_t slots = R * t.experts_per_token, IE = t.expert_width;
     s.expert_ids = vk::Buffer(ctx, slots * 4, vk::MemoryKind::Device, "expert_ids");

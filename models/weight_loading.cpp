@@ -53,6 +53,16 @@ void linear(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act y, u
     ops::matmul(oc, x, w.part(i), y.cols(w.parts[i].first_row), rows, accumulate, path, name);
 }
 
+void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, ops::Act gu, ops::Act out,
+                   uint32_t rows, uint32_t width, ops::MatmulPath path, const char* name) {
+  if (gate_up.parts.size() == 1) {
+    ops::matmul_swiglu(oc, x, gate_up.part(0), gu, out, rows, path, name);
+    return;
+  }
+  linear(oc, x, gate_up, gu, rows, false, path, name);
+  ops::swiglu(oc, gu, gu.cols(width), out, rows, width);
+}
+
 namespace {
 
 // Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.

@@ -41,6 +41,11 @@ struct DeviceMatrix {
 void linear(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act y, uint32_t rows, bool accumulate,
             ops::MatmulPath path, const char* name);
 
+// out [rows, width] = silu(gate) * up of the [gate; up] product x W^T (2 * width rows): one
+// fused dispatch for a matrix of one part (ops::matmul_swiglu), else linear into gu, then swiglu.
+void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, ops::Act gu, ops::Act out,
+                   uint32_t rows, uint32_t width, ops::MatmulPath path, const char* name);
+
 // Stacks the row blocks (all [rows_i, cols]) into one [sum rows_i, cols] matrix. Blocks whose
 // rows llama.cpp reordered for its rope (TensorView::rope_permuted_heads) are put back in
 // Hugging Face order row by row; no tensor is copied on the host.

@@ -9,6 +9,11 @@
 // Float rows whose length is a multiple of 8 are read 16 bytes of weights at a time. The
 // TEXEL_LOADS variant reads x and W through texel buffers (common.glsl says why) and is chosen
 // only where x rows start on 4-element boundaries; it adds in the same order as this one.
+// GLU (SwiGLU folded into the gate/up product): W holds the gate rows, then at row glu_up the
+// up rows; a workgroup computes OUTS/2 gate rows and the OUTS/2 up rows that pair with them
+// and writes y[r, j] = silu(gate_j) * up_j, by swiglu.comp's expression on the two dot
+// products the plain kernel would have written: the bits of matvec then swiglu, one dispatch
+// and no gate/up round trip through memory.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
@@ -19,10 +24,7 @@ layout(constant_id = 1) const uint OUTS = 1;
 // True when the workgroup is exactly one subgroup: no shared memory or barrier is needed,
 // which matters on CPU implementations (lavapipe) where barriers are expensive.
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
-// Steps of the k loop whose weights are loaded before the first is used (1..MAX_UNROLL): more
-// bytes in flight per thread, for a device that waits on memory latency. It helped neither on
-// an H100 nor on lavapipe (docs/perf.md), so every device runs 1; EAGLEVK_MATVEC_SHAPE tries it.
-layout(constant_id = 3) const uint UNROLL = 1;
+layout(constant_id = 3) const bool GLU = false;  // OUTS even
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 
@@ -35,15 +37,14 @@ layout(push_constant) uniform Push {
   uint y_offset;     // element offset of y[0, 0] for this chunk
   uint y_stride;
   uint accumulate;   // 1: y += x W^T (fused residual add)
+  uint glu_up;       // GLU: the first up row; N counts the gate rows (outputs)
 } p;
 
-#define MAX_OUTS 4
-#define MAX_UNROLL 4
-shared float partial[MATVEC_MAX_ROWS * MAX_OUTS][ONE_SUBGROUP ? 1 : 64];
+#define MAX_OUTS MATVEC_MAX_OUTS
+shared float partial[MATVEC_MAX_ROWS * OUTS][ONE_SUBGROUP ? 1 : 64];
 
-// Every dot product's terms are added in one fixed order whatever the row count, OUTS or
-// UNROLL (order of k; item by item for the K-quants): the steps below are the whole of the
-// arithmetic.
+// Every dot product's terms are added in one fixed order whatever the row count or OUTS (order
+// of k; item by item for the K-quants): the steps below are the whole of the arithmetic.
 #if defined(KQ_ITEMS)
 // Item it of the OUTS rows (quant.glsl): each row's activations loaded once for all OUTS.
 void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
@@ -97,63 +98,56 @@ void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX
 }
 #endif
 
+// Outputs a workgroup writes: OUTS, or OUTS/2 gate-up pairs.
+const uint WRITES = GLU ? OUTS / 2u : OUTS;
+uint n0, outs;  // the workgroup's first output and how many it writes (fewer in the last)
+
+// Weight row of accumulator o; past the last output, a row already read (its result unused).
+uint wrow(uint o) {
+  if (!GLU) return n0 + min(o, outs - 1u);
+  return (o < WRITES ? 0u : p.glu_up) + n0 + min(o % WRITES, outs - 1u);
+}
+
+// Writes output o of row r from its dot product(s): sums[o] (and, with GLU, sums[o + WRITES]).
+void store(uint r, uint o, float dot, float up) {
+  uint yi = p.y_offset + r * p.y_stride + n0 + o;
+  if (GLU) y[yi] = dot / (1.0 + exp(-dot)) * up;  // swiglu.comp's expression
+  else y[yi] = p.accumulate != 0u ? y[yi] + dot : dot;
+}
+
 void main() {
-  uint n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * OUTS;  // y: see ops::linear_grid
+  n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * WRITES;  // y: see ops::linear_grid
   if (n0 >= p.N) return;
   float acc[MAX_OUTS][MATVEC_MAX_ROWS];
-  [[unroll]] for (uint o = 0; o < MAX_OUTS; ++o)
+  [[unroll]] for (uint o = 0; o < OUTS; ++o)
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
-  uint outs = min(OUTS, p.N - n0);
+  outs = min(WRITES, p.N - n0);
 #if defined(KQ_ITEMS)
   // K-quants: a thread takes items (16 elements of a super-block, quant.glsl) of the OUTS rows;
-  // the x values of an item are loaded once per row for all OUTS outputs; the items of UNROLL
-  // strides are loaded before the first is used.
-  uint row_bytes = q_row_bytes(p.K), items = p.K / QK * KQ_ITEMS, it = gl_LocalInvocationID.x;
-  for (; it + (UNROLL - 1u) * gl_WorkGroupSize.x < items; it += UNROLL * gl_WorkGroupSize.x) {
-    KItem w[MAX_UNROLL][MAX_OUTS];
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
-      [[unroll]] for (uint o = 0; o < OUTS; ++o)
-        w[u][o] = kq_load((n0 + min(o, outs - 1u)) * row_bytes, it + u * gl_WorkGroupSize.x);
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) kquant_step(w[u], it + u * gl_WorkGroupSize.x, acc);
-  }
-  for (; it < items; it += gl_WorkGroupSize.x) {
+  // the x values of an item are loaded once per row for all OUTS outputs.
+  uint row_bytes = q_row_bytes(p.K), items = p.K / QK * KQ_ITEMS;
+  for (uint it = gl_LocalInvocationID.x; it < items; it += gl_WorkGroupSize.x) {
     KItem w[MAX_OUTS];
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = kq_load((n0 + min(o, outs - 1u)) * row_bytes, it);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = kq_load(wrow(o) * row_bytes, it);
     kquant_step(w, it, acc);
   }
 #elif defined(W_QUANT)
   // Block weights: a thread takes whole 32-element groups (a block, or a K-quant sub-block) of
   // the OUTS rows, decodes each group's scales once, then walks its elements eight at a time:
-  // the eight activations of each row are loaded once for all OUTS outputs. The groups of
-  // UNROLL strides are loaded before the first is decoded, so that many loads are in flight.
-  uint row_bytes = q_row_bytes(p.K), groups = p.K / QGROUP, g = gl_LocalInvocationID.x;
-  for (; g + (UNROLL - 1u) * gl_WorkGroupSize.x < groups; g += UNROLL * gl_WorkGroupSize.x) {
-    QGroup q[MAX_UNROLL][MAX_OUTS];
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u)
-      [[unroll]] for (uint o = 0; o < OUTS; ++o)
-        q[u][o] = q_load((n0 + min(o, outs - 1u)) * row_bytes, g + u * gl_WorkGroupSize.x);
-    [[unroll]] for (uint u = 0; u < UNROLL; ++u) quant_step(q[u], g + u * gl_WorkGroupSize.x, acc);
-  }
-  for (; g < groups; g += gl_WorkGroupSize.x) {
+  // the eight activations of each row are loaded once for all OUTS outputs.
+  uint row_bytes = q_row_bytes(p.K), groups = p.K / QGROUP;
+  for (uint g = gl_LocalInvocationID.x; g < groups; g += gl_WorkGroupSize.x) {
     QGroup q[MAX_OUTS];
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load((n0 + min(o, outs - 1u)) * row_bytes, g);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(wrow(o) * row_bytes, g);
     quant_step(q, g, acc);
   }
 #else
   if ((p.K & 7u) == 0u) {
     // Eight consecutive elements per thread and step: one 16-byte load of bf16/f16 weights
-    // (two of f32); UNROLL steps' weights are loaded before the first is used.
-    const uint step = 8u * gl_WorkGroupSize.x;
-    uint k = 8u * gl_LocalInvocationID.x;
-    for (; k + (UNROLL - 1u) * step < p.K; k += UNROLL * step) {
-      WRaw8 w[MAX_UNROLL][MAX_OUTS];
-      [[unroll]] for (uint u = 0; u < UNROLL; ++u)
-        [[unroll]] for (uint o = 0; o < OUTS; ++o) w[u][o] = wraw8(((n0 + min(o, outs - 1u)) * p.K + k + u * step) >> 3);
-      [[unroll]] for (uint u = 0; u < UNROLL; ++u) float8_step(w[u], k + u * step, acc);
-    }
-    for (; k < p.K; k += step) {
+    // (two of f32).
+    for (uint k = 8u * gl_LocalInvocationID.x; k < p.K; k += 8u * gl_WorkGroupSize.x) {
       WRaw8 w[MAX_OUTS];
-      [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = wraw8(((n0 + min(o, outs - 1u)) * p.K + k) >> 3);
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = wraw8((wrow(o) * p.K + k) >> 3);
       float8_step(w, k, acc);
     }
   } else if ((p.K & 1u) == 0u) {
@@ -165,8 +159,8 @@ void main() {
         xv[r] = vec2(xload(xi), xload(xi + 1u));
       }
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-        if (o >= outs) break;
-        vec2 w = wload2((n0 + o) * p.K + k);
+        if (!GLU && o >= outs) break;
+        vec2 w = wload2(wrow(o) * p.K + k);
         [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
           if (r >= p.rows) break;
           acc[o][r] = fma(xv[r].y, w.y, fma(xv[r].x, w.x, acc[o][r]));
@@ -176,8 +170,8 @@ void main() {
   } else {
     for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-        if (o >= outs) break;
-        float w = wload((n0 + o) * p.K + k);
+        if (!GLU && o >= outs) break;
+        float w = wload(wrow(o) * p.K + k);
         [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
           if (r >= p.rows) break;
           acc[o][r] = fma(xload(p.x_offset + r * p.x_stride + k), w, acc[o][r]);
@@ -189,27 +183,30 @@ void main() {
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
       if (r >= p.rows) break;
-      float s = subgroupAdd(acc[o][r]);
-      if (ONE_SUBGROUP) {
-        if (subgroupElect() && o < outs) {
-          uint yi = p.y_offset + r * p.y_stride + n0 + o;
-          y[yi] = p.accumulate != 0u ? y[yi] + s : s;
-        }
-      } else if (subgroupElect()) {
-        partial[o * MATVEC_MAX_ROWS + r][gl_SubgroupID] = s;
-      }
+      acc[o][r] = subgroupAdd(acc[o][r]);
+      if (!ONE_SUBGROUP && subgroupElect()) partial[o * MATVEC_MAX_ROWS + r][gl_SubgroupID] = acc[o][r];
     }
   }
-  if (!ONE_SUBGROUP) {
+  if (ONE_SUBGROUP) {
+    if (subgroupElect()) {
+      [[unroll]] for (uint o = 0; o < WRITES; ++o) {
+        if (o >= outs) break;
+        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+          if (r >= p.rows) break;
+          store(r, o, acc[o][r], GLU ? acc[o + WRITES][r] : 0.0);
+        }
+      }
+    }
+  } else {
     barrier();
-    uint t = gl_LocalInvocationID.x;
-    for (uint i = t; i < OUTS * MATVEC_MAX_ROWS; i += gl_WorkGroupSize.x) {
+    for (uint i = gl_LocalInvocationID.x; i < WRITES * MATVEC_MAX_ROWS; i += gl_WorkGroupSize.x) {
       uint o = i / MATVEC_MAX_ROWS, r = i % MATVEC_MAX_ROWS;
       if (r >= p.rows || o >= outs) continue;
-      float total = 0.0;
+      float total = 0.0, up = 0.0;
       for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[i][s];
-      uint yi = p.y_offset + r * p.y_stride + n0 + o;
-      y[yi] = p.accumulate != 0u ? y[yi] + total : total;
+      if (GLU)
+        for (uint s = 0; s < gl_NumSubgroups; ++s) up += partial[i + WRITES * MATVEC_MAX_ROWS][s];
+      store(r, o, total, up);
     }
   }
 }

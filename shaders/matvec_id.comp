@@ -14,6 +14,7 @@
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
 #include "common.glsl"
+#include "shared_constants.h"
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OUTS = 1;
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;  // see matvec.comp
@@ -39,7 +40,7 @@ layout(push_constant) uniform Push {
   uint ids_offset;
 } p;
 
-shared float partial[4][ONE_SUBGROUP ? 1 : 64];
+shared float partial[OUTS][ONE_SUBGROUP ? 1 : 64];
 
 #if !defined(W_QUANT)
 void main_k_major() {
@@ -74,7 +75,8 @@ void main() {
   int e = ids[p.ids_offset + r] - int(p.expert_base);
   if (e < 0 || e >= int(p.expert_count)) return;
   uint outs = min(OUTS, p.N - n0);
-  float acc[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  float acc[MATVEC_MAX_OUTS];
+  [[unroll]] for (uint o = 0; o < OUTS; ++o) acc[o] = 0.0;
 #if defined(KQ_ITEMS)
   // As in matvec.comp: K-quant items (quant.glsl), each row's activations loaded once.
   uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);
@@ -90,7 +92,7 @@ void main() {
   // eight activations once for all of them.
   uint wbase = uint(e) * p.expert_stride, row_bytes = q_row_bytes(p.K);
   for (uint g = gl_LocalInvocationID.x; g < p.K / QGROUP; g += gl_WorkGroupSize.x) {
-    QGroup q[4];
+    QGroup q[MATVEC_MAX_OUTS];
     [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(wbase + (n0 + min(o, outs - 1u)) * row_bytes, g);
     [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
       uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;

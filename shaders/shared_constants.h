@@ -4,6 +4,8 @@
 
 // The matrix-vector kernel keeps one accumulator per activation row in registers.
 #define MATVEC_MAX_ROWS 8
+// ...and one per output it computes, at most this many outputs per workgroup.
+#define MATVEC_MAX_OUTS 8
 // Largest head_dim the attention kernel keeps in shared memory.
 #define ATTENTION_MAX_HEAD_DIM 256
 // Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:

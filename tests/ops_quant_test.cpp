@@ -171,15 +171,26 @@ TEST_F(QuantTest, MatvecIsBatchInvariant) {
 }
 
 // Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order,
-// however many groups' loads are in flight: 40 groups of 32 run the 4 x 8-group loop of the
-// 8-thread workgroup once and its remainder. Loads ahead (UNROLL > 1) on Q4_0 (the 32-element
-// block path of Q4_0 to Q8_0) and Q4_K (the K-quant item path).
+// and so do other outputs per workgroup, on Q4_0 (the 32-element block path of Q4_0 to Q8_0)
+// and Q4_K (the K-quant item path); 29 rows leave the last workgroup a partial set.
 TEST_F(QuantTest, MatvecLoadVariantsGiveTheSameBits) {
   for (WeightType t : kQuantTypes) {
     const uint32_t n = 29, k = 1280;
     QuantMatrix w = quantized(t, n, k, 23);
     vk::Buffer wbuf;
     expect_load_variants_give_the_same_bits(oc, upload(wbuf, w, t, n, k), 24, path_representative(t));
+  }
+}
+
+// SwiGLU folded into the gate/up product gives the bits of the product and then swiglu, on Q4_0
+// (the 32-element block path) and Q4_K (the K-quant items) in every vendor's configuration; 29
+// pairs leave the last workgroup a partial set.
+TEST_F(QuantTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
+  for (WeightType t : {WeightType::Q4_0, WeightType::Q4_K}) {
+    const uint32_t n = 2 * 29, k = several_blocks(t);
+    QuantMatrix w = quantized(t, n, k, 29);
+    vk::Buffer wbuf;
+    expect_swiglu_fusion_gives_the_bits(oc, upload(wbuf, w, t, n, k), 30, true);
   }
 }
 

@@ -127,15 +127,16 @@ TEST_F(OpsTest, MatvecShapeFromTheEnvironment) {
   ::unsetenv("EAGLEVK_MATVEC_SHAPE");
   EXPECT_FALSE(ops::matvec_shape_from_env(gpu().ctx).has_value());
   const auto& f = gpu().ctx.info.features;
-  std::optional<ops::MatvecShape> shape = with_env("16,3,2");
+  std::optional<ops::MatvecShape> shape = with_env("16,3");
   ASSERT_TRUE(shape.has_value());
   EXPECT_EQ(shape->workgroup, 16u);
   EXPECT_EQ(shape->outs, 3u);
-  EXPECT_EQ(shape->unroll, 2u);
+  EXPECT_EQ(shape->block_outs, 3u);
   EXPECT_EQ(shape->one_subgroup, 0u);
-  shape = with_env(fmt::format("{},1,1", f.subgroup_size).c_str());
+  EXPECT_EQ(with_env("16,8")->outs, 8u);
+  shape = with_env(fmt::format("{},1", f.subgroup_size).c_str());
   EXPECT_EQ(shape->one_subgroup, f.min_subgroup_size == f.max_subgroup_size ? 1u : 0u);
-  for (const char* bad : {"64,2", "64,2,2,", "a,b,c", "0,2,2", "64,5,1", "64,2,0", "64,2,9", "100000,1,1"}) {
+  for (const char* bad : {"64", "64,2,", "64,2,1", "a,b", "0,2", "64,9", "64,0", "100000,1"}) {
     try {
       with_env(bad);
       ADD_FAILURE() << bad << " was accepted";
@@ -146,14 +147,32 @@ TEST_F(OpsTest, MatvecShapeFromTheEnvironment) {
 }
 
 // Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order,
-// however many steps' loads are in flight; k = 264 runs the 4-step loop and its remainder
-// (loads ahead on bf16: the loop is the same for every float type).
+// and so do other outputs per workgroup (on bf16: the loop is the same for every float type);
+// 37 rows leave the last workgroup a partial set of outputs.
 TEST_F(OpsTest, MatvecLoadVariantsGiveTheSameBits) {
   const uint32_t n = 37, k = 264;
   for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
     auto w = random_floats(size_t(n) * k, 17);
     vk::Buffer wbuf;
     expect_load_variants_give_the_same_bits(oc, upload_weights(wbuf, w, t, n, k), 18, t == WeightType::BF16);
+  }
+}
+
+// SwiGLU folded into the gate/up product gives the bits of the product and then swiglu: every
+// vendor's configuration on bf16 (the kernel's loop is the same for every float type), lavapipe's
+// on f32 and f16 and on a width of 262 (K not a multiple of 8: the two-element loop). 37 pairs
+// leave the last workgroup a partial set.
+TEST_F(OpsTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
+  struct Case {
+    WeightType type;
+    uint32_t k;
+  };
+  for (Case c : {Case{WeightType::BF16, 264}, Case{WeightType::F32, 264}, Case{WeightType::F16, 264},
+                 Case{WeightType::BF16, 262}}) {
+    const uint32_t n = 2 * 37;
+    vk::Buffer wbuf;
+    expect_swiglu_fusion_gives_the_bits(oc, upload_weights(wbuf, random_floats(size_t(n) * c.k, 19), c.type, n, c.k),
+                                        20, c.type == WeightType::BF16 && c.k == 264);
   }
 }
 
@@ -281,6 +300,50 @@ TEST_F(OpsTest, RopeBothPairingsWithLlama3Scaling) {
       auto want = ref_rope(x, pos, inv, rows, heads, head_dim, pairing == ops::RopePairing::Interleaved);
       EXPECT_TRUE(all_close(read_back<float>(xbuf, x.size()), want, 2e-6, 2e-6)) << head_dim;
     }
+  }
+}
+
+// rope_kv_write (one dispatch) against its reference, rope then kv_write: the same q columns
+// and the same cache bits, in both pairings, with slots that are not the positions (tree nodes
+// and batched sequences write elsewhere) and 2 of 6 kv heads of a 12-head GQA row.
+TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
+  const uint32_t rows = 5, q_heads = 12, kv_heads = 2, head_dim = 64, capacity = 40, table_positions = 64;
+  const uint32_t q_dim = q_heads * head_dim, kv_dim = kv_heads * head_dim, width = q_dim + 2 * kv_dim + 3;
+  std::vector<float> inv(head_dim / 2);
+  for (uint32_t j = 0; j < head_dim / 2; ++j) inv[j] = float(1.0 / std::pow(10000.0, 2.0 * j / head_dim));
+  vk::Buffer tbuf = device_buffer(ops::rope_table(inv, table_positions), "rope table");
+  vk::Buffer pbuf = device_buffer(std::vector<int32_t>{3, 4, 5, 6, 63}, "positions");
+  vk::Buffer sbuf = device_buffer(std::vector<int32_t>{30, 2, 17, 39, 0}, "slots");
+  for (auto pairing : {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved}) {
+    // Rows at a padded stride, 3 elements in.
+    const std::vector<float> x = random_floats(size_t(rows) * width + 3, 43);
+    std::vector<float> q[2];
+    std::vector<uint32_t> k[2], v[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      vk::Buffer xbuf = device_buffer(x, "qkv");
+      std::vector<uint32_t> zeros(size_t(capacity) * kv_dim / 2, 0x7e007e00u);
+      vk::Buffer kbuf = device_buffer(zeros, "k cache"), vbuf = device_buffer(zeros, "v cache");
+      const ops::KvLayer kv{vk::BufferRange(kbuf), vk::BufferRange(vbuf), capacity, kv_dim};
+      const ops::Act qkv(xbuf, width, 3);
+      rec.begin();
+      if (fused) {
+        ops::rope_kv_write(oc, qkv, rows, q_heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions, pairing,
+                           ops::IntVec{sbuf}, kv);
+      } else {
+        ops::rope(oc, qkv, rows, q_heads + kv_heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions, pairing);
+        ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), rows, ops::IntVec{sbuf}, kv);
+      }
+      rec.submit_and_wait();
+      const std::vector<float> all = read_back<float>(xbuf, x.size());
+      for (uint32_t r = 0; r < rows; ++r)
+        q[fused].insert(q[fused].end(), all.begin() + 3 + r * width, all.begin() + 3 + r * width + q_dim);
+      k[fused] = read_back<uint32_t>(kbuf, zeros.size());
+      v[fused] = read_back<uint32_t>(vbuf, zeros.size());
+    }
+    EXPECT_TRUE(bitwise_equal(q[1], q[0])) << "q, pairing " << int(pairing);
+    EXPECT_EQ(k[1], k[0]) << "k cache, pairing " << int(pairing);
+    EXPECT_EQ(v[1], v[0]) << "v cache, pairing " << int(pairing);
+    EXPECT_NE(k[0][30 * kv_dim / 2], 0x7e007e00u) << "slot 30 was not written";
   }
 }
 

@@ -13,12 +13,11 @@ namespace eaglevk::ops {
 // The matrix-vector kernel's shape: workgroup size, outputs per workgroup, whether the
 // workgroup is one subgroup (no shared-memory reduction), whether activations and weights are
 // read through texel buffers where they are aligned for it (CPU devices: shaders/common.glsl
-// says why), and how many steps of the k loop load their weights before the first is used.
-// Chosen per device (matvec_shape); neither the texel choice nor `unroll` changes a bit.
+// says why). Chosen per device (matvec_shape); neither the texel choice nor the outputs per
+// workgroup change a bit.
 struct MatvecShape {
   uint32_t workgroup, outs, one_subgroup;
   uint32_t texel_loads = 0;
-  uint32_t unroll = 1;  // 1..4
   // Outputs per workgroup for block-quantized weights: they do more arithmetic per byte, and
   // on an H100 four outputs beat two for every block format while two stay best for f16 at one
   // row (docs/perf.md, 2026-11-27). EAGLEVK_MATVEC_SHAPE sets both to its OUTPUTS.
@@ -26,7 +25,7 @@ struct MatvecShape {
   uint32_t outs_for(bool quantized) const { return quantized ? block_outs : outs; }
 };
 
-// EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS,UNROLL (e.g. 64,2,4) replaces the device's matrix-vector
+// EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS (e.g. 64,2) replaces the device's matrix-vector
 // shape, for tuning on a new device; nullopt when unset. A value the device cannot run is an
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);

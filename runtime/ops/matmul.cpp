@@ -12,8 +12,12 @@
 namespace eaglevk::ops {
 namespace {
 
-struct MatmulPush {
+struct GemmPush {
   uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate;
+};
+struct MatvecPush {
+  GemmPush common;
+  uint32_t glu_up = 0;  // matvec.comp's GLU variant only
 };
 
 std::string shader_name(const char* family, WeightType t) { return fmt::format("{}_{}", family, weight_type_name(t)); }
@@ -23,14 +27,15 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
                              bool cpu_device) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
-  // with small subgroups (lavapipe: 8) get several outputs per workgroup to amortise loads.
-  // A workgroup is known to be one subgroup only where the driver cannot pick another
-  // subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
+  // with small subgroups (lavapipe: 8) get eight outputs per workgroup to amortise loads and
+  // each workgroup's start (lavapipe: a 4096 x 4096 f16 product 12 ms against 16 with four,
+  // docs/perf.md). A workgroup is known to be one subgroup only where the driver cannot pick
+  // another subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
-  // Loading 2 or 4 steps' weights ahead (unroll) was measured slower or no faster on an H100
-  // and on lavapipe (docs/perf.md), so no device does; EAGLEVK_MATVEC_SHAPE can try it.
-  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 4u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u, 1u};
+  MatvecShape shape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
+  if (sg <= 8) shape.block_outs = 8;
+  return shape;
 }
 
 namespace {
@@ -48,20 +53,19 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
   if (!env || !*env) return std::nullopt;
   const auto& f = ctx.info.features;
-  unsigned wg = 0, outs = 0, unroll = 0;
+  unsigned wg = 0, outs = 0;
   char end = 0;
-  if (std::sscanf(env, "%u,%u,%u%c", &wg, &outs, &unroll, &end) != 3)
-    fail("EAGLEVK_MATVEC_SHAPE='{}': expected WORKGROUP,OUTPUTS,UNROLL, e.g. 64,2,4", env);
+  if (std::sscanf(env, "%u,%u%c", &wg, &outs, &end) != 2)
+    fail("EAGLEVK_MATVEC_SHAPE='{}': expected WORKGROUP,OUTPUTS, e.g. 64,2", env);
   // The shared-memory reduction holds one partial sum per subgroup, at most 64 of them.
   const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
-  if (wg == 0 || wg > max_wg || outs < 1 || outs > 4 || unroll < 1 || unroll > 4)
-    fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device, outputs 1..4 and unroll 1..4", env,
-         max_wg);
+  if (wg == 0 || wg > max_wg || outs < 1 || outs > MATVEC_MAX_OUTS)
+    fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device and outputs 1..{}", env, max_wg,
+         MATVEC_MAX_OUTS);
   MatvecShape shape = device_matvec_shape(ctx);
   shape.workgroup = wg;
   shape.outs = outs;
   shape.block_outs = outs;
-  shape.unroll = unroll;
   shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
   return shape;
 }
@@ -94,25 +98,60 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
     const uint32_t outs = shape.outs_for(weight_type_quantized(w.type));
     const vk::Kernel& kernel =
         vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
-                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs,
-                                       /*ONE_SUBGROUP=*/shape.one_subgroup, /*UNROLL=*/shape.unroll})
+                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup})
                : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
     const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += step) {
       uint32_t r = std::min(step, rows - r0);
       Act xr = x.row(r0), yr = y.row(r0).cols(n0);
-      MatmulPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
+      GemmPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
       if (vector) {
         uint32_t groups = (n + outs - 1) / outs;
         const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, g.x, g.y, 1, name);
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, MatvecPush{push}, g.x, g.y, 1, name);
       } else {
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,
                         (r + gemm_tile - 1) / gemm_tile, 1, name);
       }
     }
+  }
+}
+
+bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, MatmulPath path) {
+  const vk::Context& ctx = gpu.ctx;
+  const bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  const uint32_t outs = matvec_shape(gpu).outs_for(weight_type_quantized(gate_up.type));
+  // Gate and up rows in one binding, and a workgroup that holds whole pairs.
+  return vector && outs % 2 == 0 && gate_up.rows % 2 == 0 &&
+         gate_up.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment) >= gate_up.rows;
+}
+
+void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Act out, uint32_t rows, MatmulPath path,
+                   const char* name) {
+  if (rows == 0) return;
+  const uint32_t width = gate_up.rows / 2;
+  if (!swiglu_fuses(oc.gpu, gate_up, rows, path)) {
+    matmul(oc, x, gate_up, gu, rows, false, path, name);
+    swiglu(oc, gu, gu.cols(width), out, rows, width);
+    return;
+  }
+  check_whole_blocks(gate_up.type, gate_up.cols, name);
+  const MatvecShape shape = matvec_shape(oc.gpu);
+  vk::BufferRange wrange = gate_up.rows_range(0, gate_up.rows);
+  const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange);
+  const uint32_t outs = shape.outs_for(weight_type_quantized(gate_up.type));
+  const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("matvec", gate_up.type) + (texel ? "_texel" : ""),
+                                                  {/*WG=*/shape.workgroup, /*OUTS=*/outs,
+                                                   /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1});
+  for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
+    const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    Act xr = x.row(r0), yr = out.row(r0);
+    MatvecPush push{{gate_up.cols, width, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, width};
+    const Grid g = linear_grid(oc.gpu.ctx, (width + outs / 2 - 1) / (outs / 2), 1, name);
+    oc.rec.dispatch(kernel, {xr.reads(r, gate_up.cols), vk::reads(wrange), yr.writes(r, width)}, push, g.x, g.y, 1,
+                    name);
   }
 }
 

@@ -55,6 +55,14 @@ bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk);
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,
             MatmulPath path = MatmulPath::Auto, const char* name = "matmul");
 
+// out = swiglu(x gate_up^T) for a fused [gate; up] matrix of 2 * width rows: the matrix-vector
+// kernel computes each gate/up pair and writes silu(gate) * up straight away (one dispatch, the
+// bits of matmul then swiglu) where swiglu_fuses; elsewhere (the GEMM, a matrix bound in
+// chunks, an odd number of outputs per workgroup) matmul into gu [rows, 2 * width], then swiglu.
+bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, MatmulPath path);
+void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Act out, uint32_t rows, MatmulPath path,
+                   const char* name);
+
 // Experts stored as one [E, N, K] tensor (each expert's [N, K] weight, HF nn.Linear layout).
 struct ExpertWeights {
   vk::BufferRange data;  // all experts back to back, unless `groups` is set
@@ -108,6 +116,13 @@ struct KvLayer {
 // Writes k (columns [0, kv_dim) of k_rows) and v rows into the cache at the given rows (their
 // positions, except for tree nodes).
 void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec positions, const KvLayer& kv);
+
+// rope of the q_heads q heads of a fused q | k | v row (kv.kv_dim columns each for k and v) in
+// place, and kv_write of its rotated k and its v at `slots`, in one dispatch with the bits of
+// rope then kv_write; the row's own k columns are left unrotated.
+void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, uint32_t q_heads, uint32_t head_dim, IntVec positions,
+                   vk::BufferRange table, uint32_t table_positions, RopePairing pairing, IntVec slots,
+                   const KvLayer& kv);
 
 // The rows of a pass that are nodes of a speculation tree: row r's ancestors (root first, itself
 // last) are stored in cache rows base + table[offset + r * stride + d], d = 0..depth, and its

@@ -1,5 +1,7 @@
 #include <cmath>
 
+#include <eaglevk/error.h>
+
 #include "runtime/ops/ops.h"
 
 namespace eaglevk::ops {
@@ -16,16 +18,41 @@ std::vector<float> rope_table(const std::vector<float>& inv_freq, uint32_t max_p
   return table;
 }
 
+namespace {
+
+struct RopePush {
+  uint32_t rows, heads, head_dim, x_offset, x_stride, pos_offset, table_rows, kv_heads = 0, slot_offset = 0,
+      capacity = 0;
+};
+
+}  // namespace
+
 void rope(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, IntVec positions,
           vk::BufferRange table, uint32_t table_positions, RopePairing pairing) {
   if (rows == 0) return;
   const vk::Kernel& kernel = oc.gpu.pipelines.get("rope", {/*PAIRING=*/uint32_t(pairing)});
-  struct {
-    uint32_t rows, heads, head_dim, x_offset, x_stride, pos_offset, table_rows;
-  } push{rows, heads, head_dim, x.offset, x.stride, positions.offset, table_positions};
+  RopePush push{rows, heads, head_dim, x.offset, x.stride, positions.offset, table_positions};
   const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * heads * head_dim / 2, 64, "rope");
   oc.rec.dispatch(kernel, {x.updates(rows, heads * head_dim), vk::reads(positions.range), vk::reads(table)}, push,
                   g.x, g.y, 1, "rope");
+}
+
+void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, uint32_t q_heads, uint32_t head_dim, IntVec positions,
+                   vk::BufferRange table, uint32_t table_positions, RopePairing pairing, IntVec slots,
+                   const KvLayer& kv) {
+  if (rows == 0) return;
+  if (head_dim % 2 || kv.kv_dim % head_dim)
+    fail("rope_kv_write: kv_dim {} is not a whole number of even heads of {}", kv.kv_dim, head_dim);
+  const uint32_t kv_heads = kv.kv_dim / head_dim;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("rope_kv_write", {/*PAIRING=*/uint32_t(pairing)});
+  RopePush push{rows,       q_heads,         head_dim, qkv.offset, qkv.stride, positions.offset, table_positions,
+                kv_heads,   slots.offset,    kv.capacity};
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * (q_heads * head_dim / 2 + kv.kv_dim), 64, "rope_kv_write");
+  // q is rotated in place; k and v are only read, but one binding holds all three.
+  oc.rec.dispatch(kernel,
+                  {qkv.updates(rows, (q_heads + 2 * kv_heads) * head_dim), vk::reads(positions.range), vk::reads(table),
+                   vk::reads(slots.range), vk::writes(kv.k), vk::writes(kv.v)},
+                  push, g.x, g.y, 1, "rope_kv_write");
 }
 
 }  // namespace eaglevk::ops

@@ -65,7 +65,7 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
 }
 
 void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed,
-                                             bool every_unroll) {
+                                             bool other_outputs) {
   ASSERT_TRUE(gpu().ctx.info.features.storage_texel_buffers) << "the device has no storage texel buffers";
   const std::vector<VendorMatvecShape> shapes = vendor_matvec_shapes();
   const VendorMatvecShape& texel = shapes[0];
@@ -85,12 +85,12 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
     vk::Buffer y(gpu().ctx, uint64_t(c.rows) * n * 4, vk::MemoryKind::Device, "y");
     const ops::Act xa(xbuf, stride, 4);
     EXPECT_TRUE(ops::matvec_texel_loads(xa, weights, weights.rows_range(0, n))) << "rows " << c.rows;
-    // Texel loads, then storage buffers with 1 to 4 steps' weights loaded ahead (the GEMM has no
-    // such loop: one storage-buffer run).
-    std::vector<ops::MatvecShape> variants = {texel.shape};
-    for (uint32_t unroll = 1; unroll <= (c.path == ops::MatmulPath::Vector && every_unroll ? 4u : 1u); ++unroll) {
+    // Texel loads, then storage buffers, with the device's outputs per workgroup and 3 (the
+    // GEMM has no such choice: one storage-buffer run).
+    std::vector<ops::MatvecShape> variants = {texel.shape, plain.shape};
+    if (c.path == ops::MatmulPath::Vector && other_outputs) {
       variants.push_back(plain.shape);
-      variants.back().unroll = unroll;
+      variants.back().outs = variants.back().block_outs = 3;
     }
     std::vector<float> first;
     for (const ops::MatvecShape& shape : variants) {
@@ -102,7 +102,33 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
       if (first.empty()) first = got;
       else
         EXPECT_TRUE(bitwise_equal(got, first)) << ops::weight_type_name(weights.type) << " rows " << c.rows
-                                               << " storage buffers, unroll " << shape.unroll;
+                                               << " storage buffers, outputs " << shape.outs_for(true);
+    }
+  }
+}
+
+void expect_swiglu_fusion_gives_the_bits(ops::OpContext& oc, const ops::WeightMatrix& gate_up, uint32_t seed,
+                                         bool every_vendor) {
+  const uint32_t width = gate_up.rows / 2, k = gate_up.cols;
+  std::vector<VendorMatvecShape> configs = vendor_matvec_shapes();
+  if (!every_vendor) configs.resize(1);
+  for (const VendorMatvecShape& config : configs) {
+    MatvecShapeScope scope(config.shape);
+    for (uint32_t rows : {1u, 3u, 8u}) {
+      SCOPED_TRACE(fmt::format("{} {} rows", config.name, rows));
+      EXPECT_TRUE(ops::swiglu_fuses(gpu(), gate_up, rows, ops::MatmulPath::Auto));
+      vk::Buffer xbuf = device_buffer(random_floats(size_t(rows) * k, seed + rows), "x");
+      vk::Buffer gu(gpu().ctx, uint64_t(rows) * 2 * width * 4, vk::MemoryKind::Device, "gate_up");
+      vk::Buffer want(gpu().ctx, uint64_t(rows) * width * 4, vk::MemoryKind::Device, "unfused");
+      vk::Buffer got(gpu().ctx, uint64_t(rows) * width * 4, vk::MemoryKind::Device, "fused");
+      oc.rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), gate_up, ops::Act(gu, 2 * width), rows, false, ops::MatmulPath::Auto);
+      ops::swiglu(oc, ops::Act(gu, 2 * width), ops::Act(gu, 2 * width).cols(width), ops::Act(want, width), rows, width);
+      ops::matmul_swiglu(oc, ops::Act(xbuf, k), gate_up, ops::Act(gu, 2 * width), ops::Act(got, width), rows,
+                         ops::MatmulPath::Auto, "gate_up");
+      oc.rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(got, size_t(rows) * width), read_back<float>(want, size_t(rows) * width)))
+          << ops::weight_type_name(gate_up.type);
     }
   }
 }

@@ -53,14 +53,24 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
 
 // The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
 // of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
-// offset; with `every_unroll`, so does the matrix-vector kernel with 2 to 4 steps' weights
-// loaded ahead (UNROLL), which the weights' width should let run both its unrolled loop and its
-// remainder. No device runs UNROLL > 1 (only EAGLEVK_MATVEC_SHAPE does), and its loop is the
-// same code for every type of a load path (floats, 32-element quant blocks, K-quant items),
-// while lavapipe takes about 25 s to compile each such kernel: callers ask for it on one type
+// offset; with `other_outputs`, so does the matrix-vector kernel computing 3 outputs per
+// workgroup instead of the device's (so the last workgroup has a partial set when the weights
+// have 29 rows): the outputs per workgroup may be chosen per matrix without changing a bit. Its
+// loop is the same code for every type of a load path (floats, 32-element quant blocks, K-quant
+// items), while lavapipe takes seconds to compile each variant: callers ask for it on one type
 // per path.
 void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed,
-                                             bool every_unroll);
+                                             bool other_outputs);
+
+// ops::matmul_swiglu, fused (the matrix-vector kernel's GLU variant), gives the bits of its
+// reference, ops::matmul into a [rows, 2 * width] buffer and then ops::swiglu, for 1, 3 and 8
+// rows in lavapipe's configuration (texel loads, eight outputs: four gate/up pairs) and, with
+// `every_vendor`, in lavapipe's storage-buffer one and NVIDIA's and AMD/Intel's (two or four
+// outputs, the shared-memory reduction). `gate_up` has 2 * width rows; a width that is not a
+// multiple of the pairs per workgroup leaves the last workgroup a partial set. Fails if the
+// configuration did not take the fused kernel.
+void expect_swiglu_fusion_gives_the_bits(ops::OpContext& oc, const ops::WeightMatrix& gate_up, uint32_t seed,
+                                         bool every_vendor);
 
 // Device buffers filled from and read back to host vectors.
 template <typename T>

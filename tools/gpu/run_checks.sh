@@ -13,7 +13,7 @@
 # Writes logs under $OUT (or ./gpu-out). Steps, the most wanted first so that a run cut short
 # still says something: the matrix-vector kernels (new and old), the 8B-shaped GGUF files
 # (written while the kernels are timed), eaglevk bench (new, old) next to llama-bench on
-# Q4_K_M, a profiled run, the GPU tests, then the same benchmarks on F16. SHAPES="32,2,1 ..."
+# Q4_K_M, a profiled run, the GPU tests, then the same benchmarks on F16. SHAPES="32,2 64,4 ..."
 # adds a matrix-vector shape sweep.
 set -u
 P=$(realpath "$1"); OUT=${OUT:-$PWD/gpu-out}; mkdir -p "$OUT"
