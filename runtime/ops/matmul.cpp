@@ -27,15 +27,15 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
                              bool cpu_device) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
-  // with small subgroups (lavapipe: 8) get eight outputs per workgroup to amortise loads and
-  // each workgroup's start (lavapipe: a 4096 x 4096 f16 product 12 ms against 16 with four,
-  // docs/perf.md). A workgroup is known to be one subgroup only where the driver cannot pick
-  // another subgroup size for the shader (min == max); elsewhere the shared-memory reduction runs.
+  // with small subgroups (lavapipe: 8) get eight float outputs per workgroup to amortise loads
+  // and each workgroup's start (lavapipe: a 4096 x 4096 f16 product 12 ms against 16 with four,
+  // docs/perf.md); block formats keep four there (eight gained at most 5% and take llvmpipe
+  // twice as long to compile). A workgroup is known to be one subgroup only where the driver
+  // cannot pick another subgroup size for the shader (min == max); elsewhere the shared-memory
+  // reduction runs.
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
-  MatvecShape shape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
-  if (sg <= 8) shape.block_outs = 8;
-  return shape;
+  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
 }
 
 namespace {

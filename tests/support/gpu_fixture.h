@@ -64,7 +64,8 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
 
 // ops::matmul_swiglu, fused (the matrix-vector kernel's GLU variant), gives the bits of its
 // reference, ops::matmul into a [rows, 2 * width] buffer and then ops::swiglu, for 1, 3 and 8
-// rows in lavapipe's configuration (texel loads, eight outputs: four gate/up pairs) and, with
+// rows in lavapipe's configuration (texel loads; eight float or four block outputs, so four or two
+// gate/up pairs) and, with
 // `every_vendor`, in lavapipe's storage-buffer one and NVIDIA's and AMD/Intel's (two or four
 // outputs, the shared-memory reduction). `gate_up` has 2 * width rows; a width that is not a
 // multiple of the pairs per workgroup leaves the last workgroup a partial set. Fails if the
