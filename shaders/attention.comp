@@ -17,6 +17,10 @@
 // single-sequence pass, so each sequence computes the same bits as alone.
 // QSCALE 1 multiplies the row's q by qscale[row]; QSCALE 2 by Llama-4's attention temperature
 // 1 + attn_scale * log(floor((p + 1) / floor_scale) + 1), computed from the row's position.
+// GROUP > 1 (grouped-query attention): a workgroup serves GROUP consecutive query heads that
+// share one KV head, so each key and value is loaded once for all of them and each block's
+// reductions wait at the same two barriers; every head's sums are formed in the order a
+// one-head workgroup forms them, so the bits are the same.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "shared_constants.h"
@@ -24,6 +28,8 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool TREE = false;
 layout(constant_id = 2) const uint QSCALE = 0;
 layout(constant_id = 3) const bool REGIONS = false;
+layout(constant_id = 4) const uint GROUP = 1;  // 1..MAX_GROUP
+#define MAX_GROUP 8
 
 layout(binding = 0, std430) readonly buffer Q { float q[]; };
 // K and V hold f16 pairs in 32-bit words. TEXEL_LOADS (CPU devices, as for the matrix
@@ -70,89 +76,114 @@ layout(push_constant) uniform Push {
 // loops unroll to straight code): with one a turn a 128-wide head reached the limit near
 // 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 50 turns,
 // which the host checks against the context (ops::attention_max_keys).
-shared float sq[ATTENTION_MAX_HEAD_DIM];
-shared float sp[256];
+shared float sq[MAX_GROUP * ATTENTION_MAX_HEAD_DIM];
+shared float sp[MAX_GROUP][256];
 shared uint sslot[256];  // TREE: cache row of each key of the block
-shared float red[64];
+shared float red[MAX_GROUP][64];
 
-float block_reduce(float v, bool is_max) {
-  v = is_max ? subgroupMax(v) : subgroupAdd(v);
+// Each head's v over the workgroup (its maximum or its sum), for the GROUP heads at once. The
+// loop over subgroups holds the heads inside it: llvmpipe counts loop turns, not heads.
+void block_reduce(inout float v[MAX_GROUP], bool is_max) {
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
   barrier();  // red[] may still be read from the previous reduction
-  if (subgroupElect()) red[gl_SubgroupID] = v;
+  if (subgroupElect())
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) red[g][gl_SubgroupID] = v[g];
   barrier();
-  float r = red[0];
-  for (uint s = 1; s < gl_NumSubgroups; ++s) r = is_max ? max(r, red[s]) : r + red[s];
-  return r;
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = red[g][0];
+  for (uint s = 1; s < gl_NumSubgroups; ++s)
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = is_max ? max(v[g], red[g][s]) : v[g] + red[g][s];
 }
 
 void main() {
-  uint row = gl_WorkGroupID.x, head = gl_WorkGroupID.y;
+  uint row = gl_WorkGroupID.x, head0 = gl_WorkGroupID.y * GROUP;
   uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   uint hd = p.head_dim;
   int position = pos[p.pos_offset + row];
-  uint kvh = head / (p.heads / p.kv_heads);
+  uint kvh = head0 / (p.heads / p.kv_heads);  // the host keeps a group within one KV head
   uint kv_dim = p.kv_heads * hd;
   float temperature = 1.0;
   if (QSCALE == 1u) temperature = qscale[row];
   if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
   float qs = p.scale * temperature;
-  for (uint d = tid; d < hd; d += wg) sq[d] = q[p.q_offset + row * p.q_stride + head * hd + d] * qs;
+  for (uint d = tid; d < hd; d += wg)
+    [[unroll]] for (uint g = 0; g < GROUP; ++g)
+      sq[g * hd + d] = q[p.q_offset + row * p.q_stride + (head0 + g) * hd + d] * qs;
   barrier();
 
   uint end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
   uint start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
   // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
   uint region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
-  float m = -1.0 / 0.0, l = 0.0;
-  float acc[ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
-  [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) acc[i] = 0.0;
+  float m[MAX_GROUP], l[MAX_GROUP];
+  float acc[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) acc[g][i] = 0.0;
+  }
 
   for (uint kb = start; kb < end; kb += wg) {
     uint j = kb + tid;
-    float s = -1.0 / 0.0;
+    float s[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = -1.0 / 0.0;
     bool visible = j < end;
     uint slot = region + j;
     if (TREE && visible && j >= p.path_base)
       slot = p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
     if (visible) {
       uint base = (slot * kv_dim + kvh * hd) / 8u;  // in quads: kv_dim and hd are multiples of 8
-      float dot_qk = 0.0;
+      float dot_qk[MAX_GROUP];
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) dot_qk[g] = 0.0;
       for (uint d = 0; d < hd; d += 8u) {  // head_dim is a multiple of 8 (checked by the host)
         uvec4 kq = kquad(base + d / 8u);
         [[unroll]] for (uint u = 0; u < 4u; ++u) {
           vec2 kk = unpackHalf2x16(kq[u]);
-          dot_qk = fma(sq[d + 2u * u], kk.x, dot_qk);
-          dot_qk = fma(sq[d + 2u * u + 1u], kk.y, dot_qk);
+          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+            dot_qk[g] = fma(sq[g * hd + d + 2u * u], kk.x, dot_qk[g]);
+            dot_qk[g] = fma(sq[g * hd + d + 2u * u + 1u], kk.y, dot_qk[g]);
+          }
         }
       }
-      s = dot_qk;
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = dot_qk[g];
     }
-    float block_max = block_reduce(s, true);
-    float new_m = max(m, block_max);
-    float prob = visible ? exp(s - new_m) : 0.0;
-    sp[tid] = prob;
+    float block_max[MAX_GROUP], prob[MAX_GROUP], new_m[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) block_max[g] = s[g];
+    block_reduce(block_max, true);
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      new_m[g] = max(m[g], block_max[g]);
+      prob[g] = visible ? exp(s[g] - new_m[g]) : 0.0;
+      sp[g][tid] = prob[g];
+    }
     if (TREE) sslot[tid] = slot;
-    float block_sum = block_reduce(prob, false);  // its barriers also publish sp[]
-    if (new_m == -1.0 / 0.0) continue;            // nothing visible yet
-    float alpha = exp(m - new_m);                 // 0 when m is -inf
-    l = l * alpha + block_sum;
+    block_reduce(prob, false);  // now each head's block sum; its barriers also publish sp[]
+    // A head with nothing visible yet keeps its state (visibility is the same for every head).
+    if (new_m[0] == -1.0 / 0.0) continue;
+    float alpha[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      alpha[g] = exp(m[g] - new_m[g]);  // 0 when m is -inf
+      l[g] = l[g] * alpha[g] + prob[g];
+    }
     uint count = min(wg, end - kb);
     for (uint i = 0, d = tid; d < hd; d += wg, ++i) {
-      float a = acc[i] * alpha;
+      float a[MAX_GROUP];
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = acc[g][i] * alpha[g];
       uint jj = 0;
       for (; jj + 8u <= count; jj += 8u)
         [[unroll]] for (uint u = 0; u < 8u; ++u) {
           uint idx = (TREE ? sslot[jj + u] : region + kb + jj + u) * kv_dim + kvh * hd + d;
-          a = fma(sp[jj + u], kv_load(vword(idx / 2u), idx), a);
+          float v = kv_load(vword(idx / 2u), idx);
+          [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = fma(sp[g][jj + u], v, a[g]);
         }
       for (; jj < count; ++jj) {
         uint idx = (TREE ? sslot[jj] : region + kb + jj) * kv_dim + kvh * hd + d;
-        a = fma(sp[jj], kv_load(vword(idx / 2u), idx), a);
+        float v = kv_load(vword(idx / 2u), idx);
+        [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = fma(sp[g][jj], v, a[g]);
       }
-      acc[i] = a;
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) acc[g][i] = a[g];
     }
-    m = new_m;
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
   }
   for (uint i = 0, d = tid; d < hd; d += wg, ++i)
-    outv[p.out_offset + row * p.out_stride + head * hd + d] = l > 0.0 ? acc[i] / l : 0.0;
+    [[unroll]] for (uint g = 0; g < GROUP; ++g)
+      outv[p.out_offset + row * p.out_stride + (head0 + g) * hd + d] = l[g] > 0.0 ? acc[g][i] / l[g] : 0.0;
 }

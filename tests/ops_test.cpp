@@ -399,6 +399,18 @@ TEST_P(AttentionTest, MatchesReference) {
     rec.submit_and_wait();
     EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), device_choice)) << config.name;
   }
+  // The query heads of a KV head share a workgroup (GQA); one head per workgroup gives the same bits.
+  {
+    struct OneHead {
+      uint32_t saved = gpu().attention_max_group;
+      OneHead() { gpu().attention_max_group = 1; }
+      ~OneHead() { gpu().attention_max_group = saved; }
+    } one_head;
+    rec.begin();
+    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+    rec.submit_and_wait();
+    EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), device_choice)) << "one head per workgroup";
+  }
 
   // Reference cache: old rows, then the new rows rounded to f16.
   std::vector<float> kc(size_t(kv_len) * kv_dim), vc(size_t(kv_len) * kv_dim), q(size_t(c.rows) * q_dim);

@@ -52,10 +52,14 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   const bool texel = matvec_shape(oc.gpu).texel_loads && vk::texel_view_possible(kv.k, VK_FORMAT_R32G32B32A32_UINT) &&
                      vk::texel_view_possible(kv.v, VK_FORMAT_R32_UINT);
   const uint32_t qscale_mode = a.qscale ? 1u : a.temperature_tuning ? 2u : 0u;
+  // The query heads of one KV head share a workgroup (their keys and values loaded once, the
+  // block reductions' barriers paid once); more than fit are served one head per workgroup.
+  const uint32_t per_kv_head = a.heads / a.kv_heads;
+  const uint32_t group = per_kv_head <= std::min(oc.gpu.attention_max_group, 8u) ? per_kv_head : 1;
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
                            {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
-                            /*REGIONS=*/a.regions ? 1u : 0u});
+                            /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
@@ -85,7 +89,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   oc.rec.dispatch(kernel,
                   {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
                    vk::reads(path), vk::reads(qscale), out.writes(rows, width)},
-                  push, rows, a.heads, 1, "attention");
+                  push, rows, a.heads / group, 1, "attention");
 }
 
 void vision_attention(OpContext& oc, Act qkv, Act out, uint32_t rows, uint32_t seq, uint32_t heads, uint32_t head_dim,

@@ -45,6 +45,9 @@ struct Gpu {
   std::optional<MatvecShape> matvec_shape_override;
   // Invocations of a row normalisation's workgroup (norm_workgroup_for); tests set others.
   uint32_t norm_workgroup = 64;
+  // Most query heads one attention workgroup serves (those of one KV head: attention.comp's
+  // GROUP, at most 8); tests set 1, one head per workgroup, as the reference for the bits.
+  uint32_t attention_max_group = 8;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
