@@ -76,10 +76,11 @@ layout(push_constant) uniform Push {
 // loops unroll to straight code): with one a turn a 128-wide head reached the limit near
 // 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 50 turns,
 // which the host checks against the context (ops::attention_max_keys).
-shared float sq[MAX_GROUP * ATTENTION_MAX_HEAD_DIM];
-shared float sp[MAX_GROUP][256];
+// Sized by GROUP, so that a one-head kernel keeps its 2 KiB of shared memory per head.
+shared float sq[GROUP * ATTENTION_MAX_HEAD_DIM];
+shared float sp[GROUP][256];
 shared uint sslot[256];  // TREE: cache row of each key of the block
-shared float red[MAX_GROUP][64];
+shared float red[GROUP][64];
 
 // Each head's v over the workgroup (its maximum or its sum), for the GROUP heads at once. The
 // loop over subgroups holds the heads inside it: llvmpipe counts loop turns, not heads.

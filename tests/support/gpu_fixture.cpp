@@ -102,7 +102,8 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
       if (first.empty()) first = got;
       else
         EXPECT_TRUE(bitwise_equal(got, first)) << ops::weight_type_name(weights.type) << " rows " << c.rows
-                                               << " storage buffers, outputs " << shape.outs_for(true);
+                                               << " storage buffers, outputs "
+                                               << shape.outs_for(ops::weight_type_quantized(weights.type));
     }
   }
 }
