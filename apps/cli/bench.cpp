@@ -49,6 +49,7 @@ nlohmann::json profile_json(const ProfiledRun& r) {
   nlohmann::json j = {{"test", "profile " + r.test},
                       {"tokens", r.tokens},
                       {"submissions", r.summary.submissions},
+                      {"replayed_submissions", r.summary.replayed},
                       {"gpu_ms_per_token", r.summary.gpu_ms / per},
                       {"commands_per_token", double(r.summary.commands) / per},
                       {"host_record_ms_per_token", r.summary.record_ms / per},

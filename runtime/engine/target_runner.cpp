@@ -1,5 +1,6 @@
 #include "runtime/engine/target_runner.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <eaglevk/error.h>
@@ -23,6 +24,22 @@ uint64_t TargetRunner::readback_bytes(uint32_t max_rows, uint32_t vocab, uint32_
   return uint64_t(max_rows) * 4 + uint64_t(logits_rows) * vocab * 4;
 }
 
+namespace {
+
+bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
+  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
+}
+
+}  // namespace
+
+bool TargetRunner::replays(const PassRequest& req, bool sampled) const {
+  const RecordedPass& r = recorded_;
+  return replay && r.recording != 0 && r.recording == rec_.recordings() && !req.taps && !req.embeddings &&
+         r.rows == req.ids.size() && r.logits_from == req.logits_from && r.batch_invariant == req.batch_invariant &&
+         r.read_logits == req.read_logits && r.sampled == sampled &&
+         (!sampled || same_sampling(r.sampling, *req.sampling)) && req.start + r.rows <= r.kv_bound;
+}
+
 void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   const uint32_t rows = uint32_t(req.ids.size());
   if (rows == 0 || rows > state_.max_rows) fail("a pass of {} tokens (at most {})", rows, state_.max_rows);
@@ -33,34 +50,22 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   for (int32_t id : req.ids)
     if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary of {}", id, vocab);
 
+  // The pass's inputs, which its commands copy to the device whether recorded now or before.
   auto* up = static_cast<int32_t*>(upload_.mapped);
   std::memcpy(up, req.ids.data(), rows * 4);
   for (uint32_t i = 0; i < rows; ++i) up[state_.max_rows + i] = int32_t(req.start + i);
 
-  rec_.begin();
-  rec_.copy(vk::BufferRange(upload_, 0, rows * 4), vk::BufferRange(state_.ids, 0, rows * 4), "ids");
-  rec_.copy(vk::BufferRange(upload_, uint64_t(state_.max_rows) * 4, rows * 4),
-            vk::BufferRange(state_.positions, 0, rows * 4), "positions");
-  ops::OpContext oc{gpu_, rec_};
   const bool sampled = req.sampling && !req.sampling->greedy();
-  models::ForwardPass pass{rows, req.start + rows, req.logits_from, req.batch_invariant, req.taps, !sampled};
-  pass.embeddings = req.embeddings;
-  models::record_target_forward(oc, model_, state_, pass);
   const uint32_t n_logits = rows - req.logits_from;
   const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
-  if (req.read_logits && readback_.bytes < readback_bytes(state_.max_rows, vocab, n_logits))
-    readback_ = vk::Buffer(gpu_.ctx, readback_bytes(state_.max_rows, vocab, n_logits), vk::MemoryKind::Readback,
-                           "pass outputs");
-  if (n_logits && sampled)
-    ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
-                ops::IntVec{state_.accept}, device_params(*req.sampling, req.start + req.logits_from + 1));
-  if (n_logits) {
-    rec_.copy(vk::BufferRange(state_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4), "argmax");
-    if (req.read_logits)
-      rec_.copy(state_.arena[state_.logits].sub(0, logits_bytes),
-                vk::BufferRange(readback_, uint64_t(state_.max_rows) * 4, logits_bytes), "logits");
+  if (replays(req, sampled)) {
+    rec_.resubmit();
+    rec_.wait();
+    ++replayed_passes_;
+  } else {
+    record(req, sampled);
+    rec_.submit_and_wait();
   }
-  rec_.submit_and_wait();
 
   const auto* back = static_cast<const uint8_t*>(readback_.mapped);
   out.argmax.resize(n_logits);
@@ -70,6 +75,49 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
     out.logits.resize(size_t(n_logits) * vocab);
     std::memcpy(out.logits.data(), back + uint64_t(state_.max_rows) * 4, logits_bytes);
   }
+}
+
+void TargetRunner::record(const PassRequest& req, bool sampled) {
+  const uint32_t rows = uint32_t(req.ids.size());
+  const int32_t vocab = model_.config().vocab_size;
+  recorded_.recording = 0;
+  // Taps and image rows point into buffers their caller may change: those passes are recorded
+  // each time, with the exact attention length.
+  const bool replayable = !req.taps && !req.embeddings;
+  uint32_t kv_bound = req.start + rows;
+  if (replayable)
+    kv_bound = std::max(kv_bound, std::min({context_, kv_bound + replay_span,
+                                            ops::attention_max_keys(gpu_.ctx, uint32_t(model_.config().head_dim))}));
+
+  rec_.begin();
+  rec_.copy(vk::BufferRange(upload_, 0, rows * 4), vk::BufferRange(state_.ids, 0, rows * 4), "ids");
+  rec_.copy(vk::BufferRange(upload_, uint64_t(state_.max_rows) * 4, rows * 4),
+            vk::BufferRange(state_.positions, 0, rows * 4), "positions");
+  ops::OpContext oc{gpu_, rec_};
+  models::ForwardPass pass{rows, kv_bound, req.logits_from, req.batch_invariant, req.taps, !sampled};
+  pass.embeddings = req.embeddings;
+  models::record_target_forward(oc, model_, state_, pass);
+  const uint32_t n_logits = rows - req.logits_from;
+  const uint64_t logits_bytes = uint64_t(n_logits) * vocab * 4;
+  if (req.read_logits && readback_.bytes < readback_bytes(state_.max_rows, vocab, n_logits))
+    readback_ = vk::Buffer(gpu_.ctx, readback_bytes(state_.max_rows, vocab, n_logits), vk::MemoryKind::Readback,
+                           "pass outputs");
+  // Row r decides the token at position start + logits_from + r + 1, read from the positions
+  // the pass copied in (1 + positions[logits_from + r]), so that a replay draws for its own.
+  const ops::IntVec row_positions{state_.positions, req.logits_from};
+  if (n_logits && sampled)
+    ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
+                ops::IntVec{state_.accept}, device_params(*req.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
+                &row_positions);
+  if (n_logits) {
+    rec_.copy(vk::BufferRange(state_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4), "argmax");
+    if (req.read_logits)
+      rec_.copy(state_.arena[state_.logits].sub(0, logits_bytes),
+                vk::BufferRange(readback_, uint64_t(state_.max_rows) * 4, logits_bytes), "logits");
+  }
+  if (replayable)
+    recorded_ = {rec_.recordings(), rows,   req.logits_from, kv_bound, req.batch_invariant, req.read_logits,
+                 sampled,           sampled ? *req.sampling : SamplingParams{}};
 }
 
 }  // namespace eaglevk::engine

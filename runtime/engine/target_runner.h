@@ -48,8 +48,30 @@ class TargetRunner {
   vk::Recorder& recorder() { return rec_; }
   ops::Gpu& gpu() { return gpu_; }
 
+  // Resubmit the recorded pass when a request matches it (vk::replay_from_env; tests set it).
+  bool replay = vk::replay_from_env();
+  // Positions one recording serves past its own pass before the next pass is recorded again:
+  // long enough that recording is rare, short enough that its attention bound stays near the
+  // real length (a CPU device caps the keys one attention row may read). Tests set it small.
+  uint32_t replay_span = 512;
+  // How many passes were resubmitted rather than recorded.
+  uint64_t replayed_passes() const { return replayed_passes_; }
+
  private:
   static uint64_t readback_bytes(uint32_t max_rows, uint32_t vocab, uint32_t logits_rows);
+
+  // What the commands in rec_ were recorded for. A decode step differs from the previous one
+  // only in its token id and position, which it copies from upload_, so the same commands
+  // serve every step up to the attention bound they were recorded with (kv_bound: attention
+  // never reads past a row's own position, so a larger bound gives the same bits).
+  struct RecordedPass {
+    uint64_t recording = 0;  // rec_.recordings() once recorded; 0: nothing replayable
+    uint32_t rows = 0, logits_from = 0, kv_bound = 0;
+    bool batch_invariant = false, read_logits = false, sampled = false;
+    SamplingParams sampling;
+  };
+  bool replays(const PassRequest& request, bool sampled) const;
+  void record(const PassRequest& request, bool sampled);  // into rec_, not submitted
 
   ops::Gpu& gpu_;
   const models::TargetModel& model_;
@@ -59,6 +81,8 @@ class TargetRunner {
   vk::Buffer upload_;    // ids then positions, int32 [2 max_rows]
   vk::Buffer readback_;  // argmax ids, then logits rows
   std::vector<int32_t> cached_tokens_;
+  RecordedPass recorded_;
+  uint64_t replayed_passes_ = 0;
 };
 
 }  // namespace eaglevk::engine

@@ -24,7 +24,7 @@ struct CommandTotal {
 struct Totals {
   std::mutex mutex;
   std::map<std::string, CommandTotal> commands;
-  uint64_t submissions = 0;
+  uint64_t submissions = 0, replayed = 0;
   double record_ms = 0, wait_ms = 0, gpu_ms = 0;
   // Per submission: the first ones also create pipelines, so the median is the steady cost.
   std::vector<double> record_each;
@@ -43,13 +43,18 @@ std::atomic<bool>& requested() {
 
 }  // namespace
 
-void add_profiled_submission(const TimedCommand* commands, size_t count, double record_ms, double wait_ms) {
+void add_profiled_submission(const TimedCommand* commands, size_t count, double record_ms, double wait_ms,
+                             bool replayed) {
   Totals& t = totals();
   std::lock_guard<std::mutex> lock(t.mutex);
   ++t.submissions;
   t.record_ms += record_ms;
-  t.record_each.push_back(record_ms);
-  t.commands_each.push_back(uint32_t(count));
+  if (replayed) {
+    ++t.replayed;
+  } else {
+    t.record_each.push_back(record_ms);
+    t.commands_each.push_back(uint32_t(count));
+  }
   t.wait_ms += wait_ms;
   for (size_t i = 0; i < count; ++i) {
     CommandTotal& c = t.commands[commands[i].name];
@@ -64,7 +69,7 @@ void profile_reset() {
   Totals& t = totals();
   std::lock_guard<std::mutex> lock(t.mutex);
   t.commands.clear();
-  t.submissions = 0;
+  t.submissions = t.replayed = 0;
   t.record_ms = t.wait_ms = t.gpu_ms = 0;
   t.record_each.clear();
   t.commands_each.clear();
@@ -87,6 +92,7 @@ ProfileSummary profile_summary() {
   std::lock_guard<std::mutex> lock(t.mutex);
   ProfileSummary s;
   s.submissions = t.submissions;
+  s.replayed = t.replayed;
   s.gpu_ms = t.gpu_ms;
   s.record_ms = t.record_ms;
   s.wait_ms = t.wait_ms;
@@ -112,13 +118,13 @@ std::string profile_report(const ProfileSummary& s, uint64_t tokens) {
   const double per = tokens ? double(tokens) : 1.0;
   const char* unit = tokens ? "per token" : "in all";
   std::string out = fmt::format(
-      "profile ({} submissions, {} {}): GPU {:.3f} ms, {:.1f} commands, host recording {:.3f} ms, host waiting "
-      "{:.3f} ms {}\n",
-      s.submissions, tokens ? tokens : s.submissions, tokens ? "tokens" : "submissions", s.gpu_ms / per,
+      "profile ({} submissions, {} replayed, {} {}): GPU {:.3f} ms, {:.1f} commands, host recording {:.3f} ms, "
+      "host waiting {:.3f} ms {}\n",
+      s.submissions, s.replayed, tokens ? tokens : s.submissions, tokens ? "tokens" : "submissions", s.gpu_ms / per,
       double(s.commands) / per, s.record_ms / per, s.wait_ms / per, unit);
   if (s.record_us_per_command > 0)
-    out += fmt::format("host recording per command: {:.1f} us (median over submissions; the first ones also create "
-                       "pipelines)\n",
+    out += fmt::format("host recording per command: {:.1f} us (median over recorded submissions; the first ones also "
+                       "create pipelines)\n",
                        s.record_us_per_command);
   // Compare the GB/s with the device's copy bandwidth (eaglevk_bench_ops --benchmark_filter=BM_Copy).
   out += fmt::format("  {:>9} {:>6} {:>9} {:>8}  {}\n", "GPU ms", "%", "commands", "GB/s", "command");

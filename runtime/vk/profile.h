@@ -18,8 +18,9 @@ bool profiling_requested();
 void request_profiling();
 
 // Adds one finished submission: its per-command GPU times and the host's recording and
-// waiting time for it.
-void add_profiled_submission(const TimedCommand* commands, size_t count, double record_ms, double wait_ms);
+// waiting time for it; `replayed` when its commands were recorded for an earlier one.
+void add_profiled_submission(const TimedCommand* commands, size_t count, double record_ms, double wait_ms,
+                             bool replayed);
 
 // Forgets the totals so far: `run` starts counting after the model's upload.
 void profile_reset();
@@ -35,9 +36,10 @@ struct ProfiledCommand {
 
 struct ProfileSummary {
   uint64_t submissions = 0, commands = 0;
+  uint64_t replayed = 0;  // submissions of commands recorded for an earlier one (no recording)
   double gpu_ms = 0, record_ms = 0, wait_ms = 0;
-  // The steady host cost: the median over submissions of recording time per command (the
-  // first submissions also create pipelines).
+  // The steady host cost: the median over recorded submissions of recording time per command
+  // (the first submissions also create pipelines).
   double record_us_per_command = 0;
   std::vector<ProfiledCommand> per_command;  // longest first
 };

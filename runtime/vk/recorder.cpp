@@ -38,6 +38,11 @@ SyncMode sync_mode_from_env() {
   return mode && std::strcmp(mode, "full") == 0 ? SyncMode::Full : SyncMode::Tracked;
 }
 
+bool replay_from_env() {
+  const char* v = std::getenv("EAGLEVK_REPLAY");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
   sync = sync_mode_from_env();
   profile = profiling_requested();
@@ -78,6 +83,7 @@ void Recorder::begin() {
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   EAGLEVK_VK(vkBeginCommandBuffer(cmd_, &info));
   recording_ = true;
+  ++recordings_;
   wrote_anything_ = false;
   hazards_.clear();
   barriers_ = 0;
@@ -262,11 +268,20 @@ void Recorder::submit() {
   EAGLEVK_VK(vkEndCommandBuffer(cmd_));
   recording_ = false;
   record_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began_).count();
-  resubmit();
+  submit_recorded();
+  replayed_ = false;
 }
 
 void Recorder::resubmit() {
   if (recording_) fail("resubmit while recording");
+  if (recordings_ == 0) fail("resubmit before anything was recorded");
+  if (pending_) wait();
+  record_ms_ = 0;
+  submit_recorded();
+  replayed_ = true;
+}
+
+void Recorder::submit_recorded() {
   if (pending_) wait();
   ctx_.check_usable();
   EAGLEVK_VK(vkResetFences(ctx_.device, 1, &fence_));
@@ -294,7 +309,7 @@ void Recorder::wait() {
   if (profile) {
     const double wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::vector<TimedCommand> commands = timings();
-    add_profiled_submission(commands.data(), commands.size(), record_ms_, wait_ms);
+    add_profiled_submission(commands.data(), commands.size(), record_ms_, wait_ms, replayed_);
   }
 }
 

@@ -38,6 +38,9 @@ enum class SyncMode {
   Full,     // a barrier after every command (EAGLEVK_SYNC=full), for debugging and tests
 };
 SyncMode sync_mode_from_env();
+// Whether a pass that matches the one last recorded is resubmitted instead of recorded again
+// (EAGLEVK_REPLAY=0 records every pass: the reference for tests, and for measuring replay).
+bool replay_from_env();
 
 struct TimedCommand {
   std::string name;
@@ -76,7 +79,15 @@ class Recorder {
   void submit();         // end recording and submit with the fence
   void wait();           // wait for the last submission
   void submit_and_wait();
-  void resubmit();       // submit the same recorded commands again
+  // Submits the commands last recorded again, as they are: their descriptor sets, barriers and
+  // push constants included, so whatever changes between submissions must live in buffers
+  // (a decode step's token id and position come from the upload buffer it copies). The
+  // profile counts no host recording for it.
+  void resubmit();
+
+  // How many times begin() has run: a caller that recorded at count n may resubmit while the
+  // count is still n, that is, while no one has recorded anything else into this recorder.
+  uint64_t recordings() const { return recordings_; }
 
   // Counters for tests and profiling.
   uint32_t barriers() const { return barriers_; }
@@ -87,6 +98,7 @@ class Recorder {
  private:
   void before_command(std::span<const Arg> args);
   void after_command(const char* name, const std::string* kernel = nullptr);
+  void submit_recorded();
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
 
   const Context& ctx_;
@@ -106,9 +118,11 @@ class Recorder {
   HazardSet hazards_;
   bool recording_ = false;
   bool pending_ = false;
+  bool replayed_ = false;  // the submission in flight resubmits earlier commands
   bool wrote_anything_ = false;
   uint32_t barriers_ = 0;
   uint32_t dispatches_ = 0;
+  uint64_t recordings_ = 0;
   std::vector<VkWriteDescriptorSet> writes_scratch_;
   std::vector<VkDescriptorBufferInfo> infos_scratch_;
   std::vector<VkBufferView> views_scratch_;
