@@ -95,9 +95,9 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
   ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;
   linear(oc, ops::Act(a[s.attn], q_dim), m.o, h, T, /*accumulate=*/true, path, "draft_o_proj");
-  ops::rms_norm(oc, h, &post_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "draft_post_norm");
   ops::Act gu(a[s.gate_up], 2 * I);
-  linear_swiglu(oc, ops::Act(a[s.ffn_norm], H), m.gate_up, gu, ops::Act(a[s.act], I), T, I, path, "draft_gate_up");
+  norm_linear_swiglu(oc, {h, post_w, eps, ops::Act(a[s.ffn_norm], H), "draft_post_norm"}, m.gate_up, gu,
+                     ops::Act(a[s.act], I), T, I, path, "draft_gate_up");
   linear(oc, ops::Act(a[s.act], I), m.down, h, T, /*accumulate=*/true, path, "draft_down");
   if (m.config.norm_before_residual) ops::copy_rows(oc, h, g, T, H, "draft_feature");  // u feeds the next step
 
@@ -114,13 +114,17 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
     u_last = ops::Act(a[s.feature], H);
     ops::copy_rows(oc, proposing, u_last, logit_rows, H, "draft_feature");
   }
-  ops::rms_norm(oc, u_last, &final_w, ops::Act(a[s.out_norm], H), logit_rows, H, eps, "draft_final_norm");
-  if (m.lm_head.buffer)
-    linear(oc, ops::Act(a[s.out_norm], H), m.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
-           "draft_lm_head");
-  else
-    ops::matmul(oc, ops::Act(a[s.out_norm], H), target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
+  const NormedInput final_in{u_last, final_w, eps, ops::Act(a[s.out_norm], H), "draft_final_norm"};
+  if (m.lm_head.buffer) {
+    norm_linear(oc, final_in, m.lm_head, ops::Act(a[s.logits], Vd), logit_rows, path, "draft_lm_head");
+  } else if (ops::norm_folds(oc.gpu, target.lm_head, logit_rows, path)) {
+    const ops::NormFold fold{final_w, eps};
+    ops::matmul(oc, u_last, target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path, "draft_lm_head", &fold);
+  } else {
+    ops::rms_norm(oc, u_last, &final_w, final_in.normed, logit_rows, H, eps, "draft_final_norm");
+    ops::matmul(oc, final_in.normed, target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
                 "draft_lm_head");
+  }
   vk::BufferRange d2t(m.d2t);
   if (!pass.tree) ops::argmax(oc, ops::Act(a[s.logits], Vd), logit_rows, Vd, pass.out_token, m.d2t ? &d2t : nullptr);
   if (batched) return pass.from_taps ? 0 : pass.feature_row;

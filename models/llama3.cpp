@@ -93,8 +93,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     const Llama3Layer& L = m.layers[l];
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
-    linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
+    norm_linear(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv");
     ops::KvLayer kv = s.kv_layer(l);
     ops::rope_kv_write(oc, qkv, T, nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
                        pass.slots ? *pass.slots : pos, kv);
@@ -103,9 +102,9 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
-    ops::rms_norm(oc, x, &ffn_w, ops::Act(a[s.ffn_norm], H), T, H, eps, "ffn_norm");
     ops::Act gu(a[s.gate_up], 2 * I);
-    linear_swiglu(oc, ops::Act(a[s.ffn_norm], H), L.gate_up, gu, ops::Act(a[s.act], I), T, I, path, "gate_up");
+    norm_linear_swiglu(oc, {x, ffn_w, eps, ops::Act(a[s.ffn_norm], H), "ffn_norm"}, L.gate_up, gu,
+                       ops::Act(a[s.act], I), T, I, path, "gate_up");
     linear(oc, ops::Act(a[s.act], I), L.down, x, T, /*accumulate=*/true, path, "down_proj");
   }
   tap(uint32_t(m.layers.size()));

@@ -215,8 +215,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     const Llama4Layer& L = m.layers[l];
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    ops::rms_norm(oc, x, &attn_w, ops::Act(a[s.attn_norm], H), T, H, eps, "attn_norm");
-    linear(oc, ops::Act(a[s.attn_norm], H), L.qkv, qkv, T, false, path, "qkv");
+    norm_linear(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv");
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
                                 1.0f / std::sqrt(float(hd))};
     ops::KvLayer kv = s.kv_layer(l);
@@ -239,8 +238,9 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
-    ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
     if (c.moe_layer[l]) {
+      // The normalised rows feed the shared expert, the router and the routed experts.
+      ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
       // Shared expert, always added.
       ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
       linear_swiglu(oc, n2, L.shared_gate_up, gu, act, T, I, path, "shared_gate_up");
@@ -257,7 +257,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");
     } else {
       ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
-      linear_swiglu(oc, n2, L.gate_up, gu, act, T, Im, path, "gate_up");
+      norm_linear_swiglu(oc, {x, ffn_w, eps, n2, "ffn_norm"}, L.gate_up, gu, act, T, Im, path, "gate_up");
       linear(oc, act, L.down, x, T, true, path, "down_proj");
     }
   }

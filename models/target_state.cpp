@@ -76,8 +76,13 @@ void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, 
   const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
   vk::BufferRange norm_w(norm);
-  ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
-  ops::matmul(oc, ops::Act(a[s.out_norm], H), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head");
+  if (ops::norm_folds(oc.gpu, lm_head, n_logits, path)) {
+    const ops::NormFold fold{norm_w, eps};
+    ops::matmul(oc, x.row(pass.logits_from), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head", &fold);
+  } else {
+    ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
+    ops::matmul(oc, ops::Act(a[s.out_norm], H), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head");
+  }
   if (pass.argmax) ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
 }
 

@@ -65,6 +65,39 @@ void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, 
 
 namespace {
 
+bool folds_into_every_part(const ops::Gpu& gpu, const DeviceMatrix& w, uint32_t rows, ops::MatmulPath path) {
+  for (size_t i = 0; i < w.parts.size(); ++i)
+    if (!ops::norm_folds(gpu, w.part(i), rows, path)) return false;
+  return true;
+}
+
+}  // namespace
+
+void norm_linear(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& w, ops::Act y, uint32_t rows,
+                 ops::MatmulPath path, const char* name) {
+  if (!folds_into_every_part(oc.gpu, w, rows, path)) {
+    ops::rms_norm(oc, in.x, &in.weight, in.normed, rows, w.cols, in.eps, in.name);
+    linear(oc, in.normed, w, y, rows, false, path, name);
+    return;
+  }
+  const ops::NormFold fold{in.weight, in.eps};
+  for (size_t i = 0; i < w.parts.size(); ++i)
+    ops::matmul(oc, in.x, w.part(i), y.cols(w.parts[i].first_row), rows, false, path, name, &fold);
+}
+
+void norm_linear_swiglu(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& gate_up, ops::Act gu,
+                        ops::Act out, uint32_t rows, uint32_t width, ops::MatmulPath path, const char* name) {
+  if (gate_up.parts.size() != 1 || !folds_into_every_part(oc.gpu, gate_up, rows, path)) {
+    ops::rms_norm(oc, in.x, &in.weight, in.normed, rows, gate_up.cols, in.eps, in.name);
+    linear_swiglu(oc, in.normed, gate_up, gu, out, rows, width, path, name);
+    return;
+  }
+  const ops::NormFold fold{in.weight, in.eps};
+  ops::matmul_swiglu(oc, in.x, gate_up.part(0), gu, out, rows, path, name, &fold);
+}
+
+namespace {
+
 // Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.
 void put_rows(vk::Uploader& up, vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
   const uint32_t heads = t.rope_permuted_heads;

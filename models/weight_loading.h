@@ -41,6 +41,23 @@ struct DeviceMatrix {
 void linear(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act y, uint32_t rows, bool accumulate,
             ops::MatmulPath path, const char* name);
 
+// The input of a product that is an RMSNorm's output: the norm's input x, its weight and
+// epsilon, and where its output goes when it cannot be folded into the product.
+struct NormedInput {
+  ops::Act x;               // the norm's input
+  vk::BufferRange weight;   // f32 [cols]
+  float eps = 0;
+  ops::Act normed;          // rms_norm's output where it is not folded
+  const char* name = "rms_norm";
+};
+
+// linear / linear_swiglu of rms_norm(in.x): the norm folded into every part's product where
+// ops::norm_folds allows it for each of them, else rms_norm into in.normed first.
+void norm_linear(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& w, ops::Act y, uint32_t rows,
+                 ops::MatmulPath path, const char* name);
+void norm_linear_swiglu(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& gate_up, ops::Act gu,
+                        ops::Act out, uint32_t rows, uint32_t width, ops::MatmulPath path, const char* name);
+
 // out [rows, width] = silu(gate) * up of the [gate; up] product x W^T (2 * width rows): one
 // fused dispatch for a matrix of one part (ops::matmul_swiglu), else linear into gu, then swiglu.
 void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, ops::Act gu, ops::Act out,

@@ -14,6 +14,11 @@
 // and writes y[r, j] = silu(gate_j) * up_j, by swiglu.comp's expression on the two dot
 // products the plain kernel would have written: the bits of matvec then swiglu, one dispatch
 // and no gate/up round trip through memory.
+// NORM_WG > 0 (RMSNorm folded in front, float weights with K a multiple of 8): x holds the
+// norm's input. Each workgroup forms every row's scale as norm.comp does with a workgroup of
+// NORM_WG invocations, and multiplies each x element by it and by the norm's weight as it loads
+// it, by norm.comp's expression: the bits of rms_norm then matvec, without the norm's dispatch
+// and its round trip through memory.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
@@ -25,8 +30,17 @@ layout(constant_id = 1) const uint OUTS = 1;
 // which matters on CPU implementations (lavapipe) where barriers are expensive.
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
 layout(constant_id = 3) const bool GLU = false;  // OUTS even
+layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup size; 0: none
 
 layout(binding = 2, std430) buffer Y { float y[]; };
+// The folded norm's weight (f32 [K]); a dummy binding without NORM_WG.
+#ifdef TEXEL_LOADS
+layout(binding = 3, rgba32f) uniform readonly imageBuffer norm_texels;
+vec4 nload4(uint i) { return imageLoad(norm_texels, int(i >> 2)); }  // i % 4 == 0
+#else
+layout(binding = 3, std430) readonly buffer NormWeight { float norm_w[]; };
+vec4 nload4(uint i) { return vec4(norm_w[i], norm_w[i + 1u], norm_w[i + 2u], norm_w[i + 3u]); }
+#endif
 
 layout(push_constant) uniform Push {
   uint K;            // input width
@@ -38,10 +52,53 @@ layout(push_constant) uniform Push {
   uint y_stride;
   uint accumulate;   // 1: y += x W^T (fused residual add)
   uint glu_up;       // GLU: the first up row; N counts the gate rows (outputs)
+  float eps;         // NORM_WG: the norm's epsilon
 } p;
 
 #define MAX_OUTS MATVEC_MAX_OUTS
 shared float partial[MATVEC_MAX_ROWS * OUTS][ONE_SUBGROUP ? 1 : 64];
+// NORM_WG: each row's sums of the norm's subgroups (at most 64, ops::norm_workgroup_for).
+shared float norm_partial[NORM_WG > 0u && !ONE_SUBGROUP ? MATVEC_MAX_ROWS * 64 : 1];
+float norm_scale[MATVEC_MAX_ROWS];
+
+// NORM_WG: norm_scale[r] = inversesqrt(mean(x_r^2) + eps), the sum of squares formed exactly as
+// norm.comp forms it: invocation t of its NORM_WG adds x[t]^2, x[t + NORM_WG]^2, ... in turn; each
+// subgroup sums its invocations' values; the subgroups' sums are added in order from 0. Thread
+// tid plays invocations tid, tid + WG, tid + 2 WG, ..., and its subgroup plays the subgroups
+// that hold them: the host folds only where the subgroup size is fixed, divides WG, and WG
+// divides NORM_WG, so that invocation t's lane is t's lane here too.
+void form_norm_scales() {
+  uint wg = gl_WorkGroupSize.x, played = NORM_WG / wg, sg_per_wg = wg / gl_SubgroupSize;
+  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+    if (r >= p.rows) break;
+    uint src = p.x_offset + r * p.x_stride;
+    float total = 0.0;
+    for (uint j = 0; j < played; ++j) {
+      float sum = 0.0;
+      for (uint i = gl_LocalInvocationID.x + j * wg; i < p.K; i += NORM_WG) {
+        float v = xload(src + i);
+        sum += v * v;
+      }
+      sum = subgroupAdd(sum);
+      if (ONE_SUBGROUP) total += sum;  // the subgroup of invocations j WG .. j WG + WG - 1
+      else if (subgroupElect()) norm_partial[r * 64u + gl_SubgroupID + j * sg_per_wg] = sum;
+    }
+    norm_scale[r] = total;
+  }
+  if (!ONE_SUBGROUP) {
+    barrier();
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+      if (r >= p.rows) break;
+      float total = 0.0;
+      for (uint s = 0; s < NORM_WG / gl_SubgroupSize; ++s) total += norm_partial[r * 64u + s];
+      norm_scale[r] = total;
+    }
+  }
+  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+    if (r >= p.rows) break;
+    norm_scale[r] = inversesqrt(norm_scale[r] / float(p.K) + p.eps);
+  }
+}
 
 // Every dot product's terms are added in one fixed order whatever the row count or OUTS (order
 // of k; item by item for the K-quants): the steps below are the whole of the arithmetic.
@@ -84,6 +141,14 @@ void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX
     xlo[r] = xload4(xi);
     xhi[r] = xload4(xi + 4u);
   }
+  if (NORM_WG > 0u) {  // norm.comp's y = w * (x * scale), element by element
+    vec4 nlo = nload4(k), nhi = nload4(k + 4u);
+    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
+      if (r >= p.rows) break;
+      xlo[r] = nlo * (xlo[r] * norm_scale[r]);
+      xhi[r] = nhi * (xhi[r] * norm_scale[r]);
+    }
+  }
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     float wf[8];
     wdecode8(w[o], wf);
@@ -122,6 +187,7 @@ void main() {
   [[unroll]] for (uint o = 0; o < OUTS; ++o)
     [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
   outs = min(WRITES, p.N - n0);
+  if (NORM_WG > 0u) form_norm_scales();
 #if defined(KQ_ITEMS)
   // K-quants: a thread takes items (16 elements of a super-block, quant.glsl) of the OUTS rows;
   // the x values of an item are loaded once per row for all OUTS outputs.

@@ -176,6 +176,77 @@ TEST_F(OpsTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
   }
 }
 
+// An RMSNorm folded into the product that consumes it (ops::NormFold) gives the bits of rms_norm
+// then the product: every vendor's matrix-vector configuration on bf16 (lavapipe's on f16 and
+// f32), the norm workgroups of CPU devices (64) and GPUs (512), 1, 3 and 8 rows at a padded
+// stride, accumulated onto y and with SwiGLU folded in too. K = 264 is no multiple of the norm's
+// workgroup (its invocations hold different numbers of elements); 29 outputs leave the last
+// workgroup a partial set.
+TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
+  const uint32_t k = 264, n = 29, stride = k + 8;
+  const float eps = 1e-5f;
+  const uint32_t device_wg = gpu().norm_workgroup;
+  const bool device_fold = gpu().fold_norms;
+  gpu().fold_norms = true;  // whatever the device's default
+  vk::Buffer nbuf = device_buffer(random_floats(k, 41, 0.5, 1.5), "norm weight");
+  const vk::BufferRange nw(nbuf);
+  const ops::NormFold fold{nw, eps};
+  for (WeightType type : {WeightType::BF16, WeightType::F16, WeightType::F32}) {
+    vk::Buffer wbuf, gbuf;
+    const ops::WeightMatrix w = upload_weights(wbuf, random_floats(size_t(n) * k, 42), type, n, k);
+    const ops::WeightMatrix gate_up = upload_weights(gbuf, random_floats(size_t(2 * n) * k, 43), type, 2 * n, k);
+    // The norm's 512 invocations on the one-subgroup and the shared-memory reductions; 64 on all.
+    struct Config {
+      VendorMatvecShape shape;
+      uint32_t norm_wg;
+    };
+    const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
+    std::vector<Config> configs = {{vendors[0], 64}};
+    if (type == WeightType::BF16)
+      configs.insert(configs.end(), {{vendors[0], 512}, {vendors[1], 64}, {vendors[2], 64}, {vendors[3], 64},
+                                     {vendors[3], 512}});
+    for (const auto& [config, norm_wg] : configs)
+      for (uint32_t rows : {1u, 3u, 8u}) {
+        SCOPED_TRACE(fmt::format("{} {}, norm workgroup {}, {} rows", ops::weight_type_name(type), config.name,
+                                 norm_wg, rows));
+        MatvecShapeScope scope(config.shape);
+        gpu().norm_workgroup = norm_wg;
+        ASSERT_TRUE(ops::norm_folds(gpu(), w, rows, ops::MatmulPath::Auto));
+        const std::vector<float> bias = random_floats(size_t(rows) * n, 45);
+        vk::Buffer xbuf = device_buffer(random_floats(size_t(rows) * stride, 44 + rows, -3, 3), "x");
+        vk::Buffer normed(gpu().ctx, uint64_t(rows) * k * 4, vk::MemoryKind::Device, "normed");
+        vk::Buffer want = device_buffer(bias, "unfolded"), got = device_buffer(bias, "folded");
+        vk::Buffer gu(gpu().ctx, uint64_t(rows) * 2 * n * 4, vk::MemoryKind::Device, "gate_up");
+        vk::Buffer want_glu(gpu().ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "unfolded swiglu");
+        vk::Buffer got_glu(gpu().ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "folded swiglu");
+        const ops::Act x(xbuf, stride), xn(normed, k);
+        rec.begin();
+        ops::rms_norm(oc, x, &nw, xn, rows, k, eps);
+        ops::matmul(oc, xn, w, ops::Act(want, n), rows, /*accumulate=*/true);
+        ops::matmul_swiglu(oc, xn, gate_up, ops::Act(gu, 2 * n), ops::Act(want_glu, n), rows, ops::MatmulPath::Auto,
+                           "gate_up");
+        ops::matmul(oc, x, w, ops::Act(got, n), rows, /*accumulate=*/true, ops::MatmulPath::Auto, "folded", &fold);
+        ops::matmul_swiglu(oc, x, gate_up, ops::Act(gu, 2 * n), ops::Act(got_glu, n), rows, ops::MatmulPath::Auto,
+                           "gate_up", &fold);
+        rec.submit_and_wait();
+        EXPECT_TRUE(bitwise_equal(read_back<float>(got, bias.size()), read_back<float>(want, bias.size())));
+        EXPECT_TRUE(bitwise_equal(read_back<float>(got_glu, size_t(rows) * n),
+                                  read_back<float>(want_glu, size_t(rows) * n)));
+      }
+  }
+  gpu().norm_workgroup = device_wg;
+  // Where it cannot fold: the GEMM, block formats, and when turned off.
+  vk::Buffer fbuf;
+  const ops::WeightMatrix f = upload_weights(fbuf, random_floats(size_t(n) * k, 47), WeightType::F32, n, k);
+  EXPECT_FALSE(ops::norm_folds(gpu(), ops::WeightMatrix{vk::BufferRange(fbuf), WeightType::Q4_0, n, 256}, 1,
+                               ops::MatmulPath::Auto));
+  EXPECT_FALSE(ops::norm_folds(gpu(), f, 9, ops::MatmulPath::Auto));
+  EXPECT_TRUE(ops::norm_folds(gpu(), f, 9, ops::MatmulPath::Vector));
+  gpu().fold_norms = false;
+  EXPECT_FALSE(ops::norm_folds(gpu(), f, 1, ops::MatmulPath::Auto));
+  gpu().fold_norms = device_fold;
+}
+
 // Weights larger than the binding limit are split into row chunks: lower the limit to a few
 // KiB and compare with the reference.
 TEST_F(OpsTest, MatmulAndEmbedSplitTensorsAboveTheBindingLimit) {

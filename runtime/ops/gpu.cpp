@@ -1,6 +1,8 @@
 #include "runtime/ops/gpu.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include <eaglevk/error.h>
 
@@ -12,6 +14,8 @@ Gpu::Gpu(const vk::ContextOptions& options)
   const auto& f = ctx.info.features;
   norm_workgroup = norm_workgroup_for(ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU, f.max_workgroup_invocations,
                                       f.min_subgroup_size);
+  const char* fold = std::getenv("EAGLEVK_FOLD_NORMS");
+  fold_norms = fold && std::strcmp(fold, "1") == 0;
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -48,6 +48,11 @@ struct Gpu {
   // Most query heads one attention workgroup serves (those of one KV head: attention.comp's
   // GROUP, at most 8); tests set 1, one head per workgroup, as the reference for the bits.
   uint32_t attention_max_group = 8;
+  // Fold RMSNorms into the products that consume them where ops::norm_folds allows
+  // (EAGLEVK_FOLD_NORMS=1; tests set it). Off by default: on lavapipe it saves 17 of a tiny
+  // model's 71 dispatches per token but not time (every product workgroup reads its x rows a
+  // second time for the norm's sums; docs/perf.md), and on a GPU it is not measured yet.
+  bool fold_norms = false;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -18,6 +19,7 @@ struct GemmPush {
 struct MatvecPush {
   GemmPush common;
   uint32_t glu_up = 0;  // matvec.comp's GLU variant only
+  float eps = 0;        // its NORM_WG variants only
 };
 
 std::string shader_name(const char* family, WeightType t) { return fmt::format("{}_{}", family, weight_type_name(t)); }
@@ -80,12 +82,53 @@ bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk) {
   return x.texel_aligned() && vk::texel_view_possible(wchunk, weight_texel_format(w.type));
 }
 
+namespace {
+
+bool vector_path(uint32_t rows, MatmulPath path) {
+  return path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+}
+
+// The folded norm's weight binding (a dummy without one) and the kernel's NORM_WG.
+vk::BufferRange norm_binding(const Gpu& gpu, const NormFold* norm) { return norm ? norm->weight : vk::BufferRange(gpu.dummy); }
+uint32_t norm_wg(const Gpu& gpu, const NormFold* norm) { return norm ? gpu.norm_workgroup : 0u; }
+
+// A matrix-vector dispatch's bindings: x, W, y, and for float weights the norm weight (the
+// block-format variants never read it, so their SPIR-V has no such binding).
+void dispatch_matvec(OpContext& oc, const vk::Kernel& kernel, WeightType type, vk::Arg x, vk::Arg w, vk::Arg y,
+                     const NormFold* norm, const MatvecPush& push, Grid g, const char* name) {
+  const vk::Arg args[] = {x, w, y, norm ? vk::reads(norm->weight) : vk::unused(oc.gpu.dummy)};
+  oc.rec.dispatch(kernel, std::span<const vk::Arg>(args, weight_type_quantized(type) ? 3 : 4), &push,
+                  uint32_t(sizeof(push)), g.x, g.y, 1, name);
+}
+
+void check_norm_fold(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, MatmulPath path, const NormFold* norm,
+                     const char* name) {
+  if (!norm) return;
+  if (!norm_folds(gpu, w, rows, path)) fail("{}: the norm in front of it cannot be folded here (ops::norm_folds)", name);
+  if (norm->weight.bytes < uint64_t(w.cols) * 4)
+    fail("{}: a norm weight of {} bytes for rows of {}", name, norm->weight.bytes, w.cols);
+}
+
+}  // namespace
+
+bool norm_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, MatmulPath path) {
+  const auto& f = gpu.ctx.info.features;
+  const MatvecShape shape = matvec_shape(gpu);
+  const uint32_t sg = f.subgroup_size;
+  // The product's workgroup plays the norm's: its subgroups must be the norm's subgroups
+  // (one fixed size, contiguous lanes), and the norm's invocations a whole number of its own.
+  return gpu.fold_norms && vector_path(rows, path) && !weight_type_quantized(w.type) && w.cols % 8 == 0 && sg > 0 &&
+         f.min_subgroup_size == f.max_subgroup_size && shape.workgroup % sg == 0 &&
+         gpu.norm_workgroup % shape.workgroup == 0 && gpu.norm_workgroup / sg <= 64;
+}
+
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate, MatmulPath path,
-            const char* name) {
+            const char* name, const NormFold* norm) {
   if (rows == 0) return;
   check_whole_blocks(w.type, w.cols, name);
+  check_norm_fold(oc.gpu, w, rows, path, norm, name);
   const vk::Context& ctx = oc.gpu.ctx;
-  bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  bool vector = vector_path(rows, path);
   const MatvecShape shape = matvec_shape(oc.gpu);
   uint32_t chunk = w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
   for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
@@ -93,12 +136,14 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
     vk::BufferRange wchunk = w.rows_range(n0, n);
     // The texel variants of both kernels (CPU devices) need the same alignment and give the bits
     // of their storage-buffer variants; the GEMM's works on 32 x 32 blocks instead of 64 x 64.
-    const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wchunk);
+    const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wchunk) &&
+                       vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
     const std::string variant = texel ? "_texel" : "";
     const uint32_t outs = shape.outs_for(weight_type_quantized(w.type));
     const vk::Kernel& kernel =
         vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
-                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup})
+                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup,
+                                       /*GLU=*/0, /*NORM_WG=*/norm_wg(oc.gpu, norm)})
                : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
     const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
@@ -110,7 +155,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       if (vector) {
         uint32_t groups = (n + outs - 1) / outs;
         const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, MatvecPush{push}, g.x, g.y, 1, name);
+        dispatch_matvec(oc, kernel, w.type, xr.reads(r, w.cols), vk::reads(wchunk), out, norm,
+                        MatvecPush{push, 0, norm ? norm->eps : 0.0f}, g, name);
       } else {
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,
                         (r + gemm_tile - 1) / gemm_tile, 1, name);
@@ -121,7 +167,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
 
 bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, MatmulPath path) {
   const vk::Context& ctx = gpu.ctx;
-  const bool vector = path == MatmulPath::Vector || (path == MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
+  const bool vector = vector_path(rows, path);
   const uint32_t outs = matvec_shape(gpu).outs_for(weight_type_quantized(gate_up.type));
   // Gate and up rows in one binding, and a workgroup that holds whole pairs.
   return vector && outs % 2 == 0 && gate_up.rows % 2 == 0 &&
@@ -129,29 +175,33 @@ bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, Ma
 }
 
 void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Act out, uint32_t rows, MatmulPath path,
-                   const char* name) {
+                   const char* name, const NormFold* norm) {
   if (rows == 0) return;
   const uint32_t width = gate_up.rows / 2;
   if (!swiglu_fuses(oc.gpu, gate_up, rows, path)) {
-    matmul(oc, x, gate_up, gu, rows, false, path, name);
+    matmul(oc, x, gate_up, gu, rows, false, path, name, norm);
     swiglu(oc, gu, gu.cols(width), out, rows, width);
     return;
   }
   check_whole_blocks(gate_up.type, gate_up.cols, name);
+  check_norm_fold(oc.gpu, gate_up, rows, path, norm, name);
   const MatvecShape shape = matvec_shape(oc.gpu);
   vk::BufferRange wrange = gate_up.rows_range(0, gate_up.rows);
-  const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange);
+  const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange) &&
+                     vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
   const uint32_t outs = shape.outs_for(weight_type_quantized(gate_up.type));
   const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("matvec", gate_up.type) + (texel ? "_texel" : ""),
                                                   {/*WG=*/shape.workgroup, /*OUTS=*/outs,
-                                                   /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1});
+                                                   /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1,
+                                                   /*NORM_WG=*/norm_wg(oc.gpu, norm)});
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
     Act xr = x.row(r0), yr = out.row(r0);
-    MatvecPush push{{gate_up.cols, width, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, width};
+    MatvecPush push{{gate_up.cols, width, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, width,
+                    norm ? norm->eps : 0.0f};
     const Grid g = linear_grid(oc.gpu.ctx, (width + outs / 2 - 1) / (outs / 2), 1, name);
-    oc.rec.dispatch(kernel, {xr.reads(r, gate_up.cols), vk::reads(wrange), yr.writes(r, width)}, push, g.x, g.y, 1,
-                    name);
+    dispatch_matvec(oc, kernel, gate_up.type, xr.reads(r, gate_up.cols), vk::reads(wrange), yr.writes(r, width), norm,
+                    push, g, name);
   }
 }
 

@@ -51,9 +51,23 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
 // whose shape has texel_loads: x rows start on 16-byte texels and the chunk can be viewed.
 bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk);
 
-// y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N.
+// An RMSNorm with a weight folded into the matrix-vector product that consumes it: x is the
+// norm's input, and the product reads weight * (x * rsqrt(mean(x^2) + eps)) as it loads x, each
+// workgroup forming the rows' scales in rms_norm's own order (matvec.comp NORM_WG), so y gets
+// the bits of rms_norm then matmul, one dispatch fewer and no round trip through memory.
+struct NormFold {
+  vk::BufferRange weight;  // f32 [K]
+  float eps = 0;
+};
+// Whether matmul can fold a norm in front of w for `rows` rows: gpu.fold_norms, the
+// matrix-vector path, float weights whose rows are a multiple of 8 long, and a device whose
+// subgroup size is fixed and lets a product workgroup play the norm's (matvec.comp says why).
+bool norm_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, MatmulPath path);
+
+// y[r, :] (+)= x[r, :] W^T for r < rows. W is [N, K]; x rows have K columns, y rows N. With
+// `norm` (only where norm_folds), y[r, :] (+)= rms_norm(x[r, :]) W^T.
 void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, bool accumulate = false,
-            MatmulPath path = MatmulPath::Auto, const char* name = "matmul");
+            MatmulPath path = MatmulPath::Auto, const char* name = "matmul", const NormFold* norm = nullptr);
 
 // out = swiglu(x gate_up^T) for a fused [gate; up] matrix of 2 * width rows: the matrix-vector
 // kernel computes each gate/up pair and writes silu(gate) * up straight away (one dispatch, the
@@ -61,7 +75,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
 // chunks, an odd number of outputs per workgroup) matmul into gu [rows, 2 * width], then swiglu.
 bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, MatmulPath path);
 void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Act out, uint32_t rows, MatmulPath path,
-                   const char* name);
+                   const char* name, const NormFold* norm = nullptr);
 
 // Experts stored as one [E, N, K] tensor (each expert's [N, K] weight, HF nn.Linear layout).
 struct ExpertWeights {

@@ -26,6 +26,7 @@ Access whole(BufferRange r, bool read, bool write) {
 Arg reads(BufferRange r) { return {r, whole(r, true, false)}; }
 Arg writes(BufferRange r) { return {r, whole(r, false, true)}; }
 Arg updates(BufferRange r) { return {r, whole(r, true, true)}; }
+Arg unused(BufferRange r) { return {r, Access{r.buffer, r.offset, 0, 0, 1, false, false}}; }
 Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows) {
   return {bind, Access{bind.buffer, bind.offset + first_byte, row_bytes, stride, rows, false, true}};
 }

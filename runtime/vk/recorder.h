@@ -28,6 +28,9 @@ struct Arg {
 Arg reads(BufferRange range);
 Arg writes(BufferRange range);
 Arg updates(BufferRange range);  // read and written by the same dispatch (in place)
+// Bound because the shader declares the binding, never touched by this dispatch (a variant
+// that does not use it): no hazard, no bytes in the profile.
+Arg unused(BufferRange range);
 // Writes `rows` rows of `row_bytes` each, `stride` bytes apart, starting `first_byte` into the
 // bound range: one half of each row of a concatenated activation, for instance.
 Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows);

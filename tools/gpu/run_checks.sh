@@ -78,4 +78,12 @@ for t in ops_test ops_quant_test moe_ops_test model_golden_test speculative_test
   grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' /tmp/test_$t.txt | head -20
 done | tee "$OUT/tests.txt"
 [ -f $M/8b-f16.gguf ] && bench 8b-f16.gguf
+# Two choices made on lavapipe and waiting for a GPU's verdict: RMSNorm folded into the
+# products (off by default on GPUs) and replayed decode steps (on): F16 decode both ways.
+if [ -f $M/8b-f16.gguf ]; then
+  stamp "f16 decode: norms folded or not, replay off"
+  for v in EAGLEVK_FOLD_NORMS=0 EAGLEVK_FOLD_NORMS=1 EAGLEVK_REPLAY=0; do
+    echo "-- $v"; timeout 90 env $v $B/eaglevk bench -m $M/8b-f16.gguf -p 0 -n 128 -r 3 2>&1 | grep -E '^\| [^m-]'
+  done | tee "$OUT/choices.txt"
+fi
 stamp end
