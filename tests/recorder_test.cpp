@@ -184,6 +184,41 @@ TEST_F(RecorderTest, SynchronizationValidationCatchesAMissingBarrier) {
   vk::forgive_validation_errors(seen);                   // and the whole-process check too
 }
 
+// A dispatch of a kernel over ranges bound before reuses that descriptor set, in the same
+// recording or a later one; other ranges, or a new buffer (which may get a freed buffer's
+// VkBuffer handle), get a set of their own, and every result is right.
+TEST_F(RecorderTest, DescriptorSetsAreWrittenOncePerKernelAndRanges) {
+  const uint32_t n = 256;
+  auto x = random_floats(n, 21), y = random_floats(n, 22);
+  vk::Buffer a = device_buffer(x, "a"), b = device_buffer(y, "b");
+  vk::Recorder rec(gpu().ctx);
+  ops::OpContext oc{gpu(), rec};
+  auto sum_into = [&](vk::Buffer& out) {
+    rec.begin();
+    ops::add(oc, a, b, out, n);
+    rec.submit_and_wait();
+    std::vector<float> got = read_back<float>(out, n);
+    for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], x[i] + y[i]) << i;
+  };
+  vk::Buffer out(gpu().ctx, n * 4, vk::MemoryKind::Device, "out");
+  sum_into(out);
+  const uint64_t first = rec.descriptor_sets_written();
+  EXPECT_GE(first, 1u);
+  sum_into(out);
+  EXPECT_EQ(rec.descriptor_sets_written(), first) << "the same dispatch wrote its set again";
+  rec.begin();
+  ops::add(oc, a, b, out, n);
+  ops::add(oc, a, b, out, n);  // the same set twice in one recording
+  ops::add(oc, b, a, out, n);  // other bindings: a set of its own
+  rec.submit_and_wait();
+  EXPECT_EQ(rec.descriptor_sets_written(), first + 1);
+  for (int i = 0; i < 3; ++i) {  // freed and made again: new serials, new sets, right sums
+    out = vk::Buffer(gpu().ctx, n * 4, vk::MemoryKind::Device, "out again");
+    sum_into(out);
+    EXPECT_EQ(rec.descriptor_sets_written(), first + 2 + i);
+  }
+}
+
 // A small transformer-layer-shaped op sequence on an arena: embedding, norm, fused qkv,
 // rope, KV write, attention, o_proj with residual, norm, gate/up, SwiGLU, down with residual,
 // final norm, lm_head, argmax. Returns the logits followed by the ids as floats.

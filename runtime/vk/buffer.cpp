@@ -13,13 +13,14 @@ namespace eaglevk::vk {
 namespace {
 
 std::atomic<uint64_t> bytes_in_use{0};
+std::atomic<uint64_t> next_serial{1};
 
 }  // namespace
 
 uint64_t memory_in_use() { return bytes_in_use.load(); }
 
 Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, std::string buffer_name)
-    : ctx(&context), bytes(size), kind(memory_kind), name(std::move(buffer_name)) {
+    : ctx(&context), bytes(size), kind(memory_kind), serial(next_serial++), name(std::move(buffer_name)) {
   if (size == 0) fail("buffer '{}' has size 0", name);
   ctx->check_usable();
   if (size > ctx->max_allocation)
@@ -88,6 +89,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     memory = std::exchange(other.memory, VK_NULL_HANDLE);
     bytes = std::exchange(other.bytes, 0);
     kind = other.kind;
+    serial = std::exchange(other.serial, 0);
     mapped = std::exchange(other.mapped, nullptr);
     name = std::move(other.name);
     views = std::move(other.views);

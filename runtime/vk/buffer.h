@@ -30,6 +30,9 @@ struct Buffer {
   uint64_t bytes = 0;
   MemoryKind kind = MemoryKind::Device;
   void* mapped = nullptr;  // host pointer for Upload and Readback buffers
+  // Unique in the process, never reused (a VkBuffer handle can be): what a cached descriptor
+  // set is keyed by (Recorder), so a set never outlives its buffer into another one.
+  uint64_t serial = 0;
   std::string name;
   // Texel views of ranges of this buffer, made on first use by texel_view() and destroyed with
   // it. Kernels bind the same few ranges (weights, arena slots) every step, so this stays small.

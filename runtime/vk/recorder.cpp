@@ -14,6 +14,9 @@ namespace eaglevk::vk {
 namespace {
 
 constexpr uint32_t kSetsPerPool = 512;
+// Distinct descriptor sets a recorder keeps (a decode step binds about 80, a speculative round a
+// few hundred; an 8B prefill in chunks a few thousand over its rows): beyond, all are dropped.
+constexpr size_t kMaxCachedSets = 16384;
 constexpr uint32_t kDescriptorsPerPool = kSetsPerPool * 8;
 constexpr uint32_t kMaxTimestamps = 4096;
 
@@ -78,8 +81,11 @@ Recorder::~Recorder() {
 void Recorder::begin() {
   if (pending_) wait();
   ctx_.check_usable();
-  for (VkDescriptorPool p : descriptor_pools_) EAGLEVK_VK(vkResetDescriptorPool(ctx_.device, p, 0));
-  current_pool_ = 0;
+  if (!cache_descriptor_sets || sets_.size() >= kMaxCachedSets) {
+    for (VkDescriptorPool p : descriptor_pools_) EAGLEVK_VK(vkResetDescriptorPool(ctx_.device, p, 0));
+    current_pool_ = 0;
+    sets_.clear();
+  }
   EAGLEVK_VK(vkResetCommandBuffer(cmd_, 0));
   VkCommandBufferBeginInfo info{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   EAGLEVK_VK(vkBeginCommandBuffer(cmd_, &info));
@@ -205,6 +211,31 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
            align);
   }
   before_command(args);
+  VkDescriptorSet set = descriptor_set(kernel, args);
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) vkCmdPushConstants(cmd_, kernel.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
+  vkCmdDispatch(cmd_, gx, gy, gz);
+  ++dispatches_;
+  after_command(name, &kernel.name);
+}
+
+size_t Recorder::KeyHash::operator()(const std::vector<uint64_t>& key) const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+  for (uint64_t w : key) h = (h ^ w) * 1099511628211ull;
+  return size_t(h);
+}
+
+VkDescriptorSet Recorder::descriptor_set(const Kernel& kernel, std::span<const Arg> args) {
+  const ShaderInterface& iface = kernel.interface;
+  key_scratch_.clear();
+  key_scratch_.push_back(uint64_t(reinterpret_cast<uintptr_t>(kernel.set_layout)));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const BufferRange& r = args[i].bind;
+    key_scratch_.insert(key_scratch_.end(), {r.buffer->serial, r.offset, r.bytes, uint64_t(iface.texel_formats[i])});
+  }
+  if (!cache_descriptor_sets) key_scratch_.push_back(sets_written_);  // never found again
+  if (auto found = sets_.find(key_scratch_); found != sets_.end()) return found->second;
 
   VkDescriptorSet set = allocate_set(kernel.set_layout);
   infos_scratch_.resize(args.size());
@@ -227,12 +258,9 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
     }
   }
   vkUpdateDescriptorSets(ctx_.device, uint32_t(writes_scratch_.size()), writes_scratch_.data(), 0, nullptr);
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, &set, 0, nullptr);
-  if (push_bytes) vkCmdPushConstants(cmd_, kernel.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
-  vkCmdDispatch(cmd_, gx, gy, gz);
-  ++dispatches_;
-  after_command(name, &kernel.name);
+  sets_.emplace(key_scratch_, set);
+  ++sets_written_;
+  return set;
 }
 
 void Recorder::copy(BufferRange src, BufferRange dst, const char* name) {

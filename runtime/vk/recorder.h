@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <vulkan/vulkan.h>
@@ -60,6 +61,9 @@ class Recorder {
 
   SyncMode sync = SyncMode::Tracked;
   bool profile = false;  // write a GPU timestamp after every named command
+  // Reuse a descriptor set written for the same kernel layout and bound ranges (below); off,
+  // every dispatch writes a set of its own, as before: for measuring what the cache saves.
+  bool cache_descriptor_sets = true;
 
   void begin();
   void dispatch(const Kernel& kernel, std::span<const Arg> args, const void* push, uint32_t push_bytes,
@@ -95,6 +99,9 @@ class Recorder {
   // Counters for tests and profiling.
   uint32_t barriers() const { return barriers_; }
   uint32_t dispatches() const { return dispatches_; }
+  // Descriptor sets allocated and written since this recorder was made: a dispatch whose
+  // kernel layout and bound ranges were seen before reuses that set.
+  uint64_t descriptor_sets_written() const { return sets_written_; }
   // Per-command GPU times of the last submission (profile = true).
   std::vector<TimedCommand> timings() const;
 
@@ -103,6 +110,18 @@ class Recorder {
   void after_command(const char* name, const std::string* kernel = nullptr);
   void submit_recorded();
   VkDescriptorSet allocate_set(VkDescriptorSetLayout layout);
+  VkDescriptorSet descriptor_set(const Kernel& kernel, std::span<const Arg> args);
+
+  // Descriptor sets by (set layout, then each binding's buffer serial, offset, bytes and texel
+  // format), written once and never updated again, so a set may be bound by any number of
+  // recordings while earlier ones still run. Cleared, with the pools, at a begin() once it
+  // holds kMaxCachedSets (nothing is in flight then).
+  struct KeyHash {
+    size_t operator()(const std::vector<uint64_t>& key) const;
+  };
+  std::unordered_map<std::vector<uint64_t>, VkDescriptorSet, KeyHash> sets_;
+  std::vector<uint64_t> key_scratch_;
+  uint64_t sets_written_ = 0;
 
   const Context& ctx_;
   VkCommandPool pool_ = VK_NULL_HANDLE;

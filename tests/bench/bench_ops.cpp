@@ -197,4 +197,31 @@ void BM_VisionTower(benchmark::State& state) {
 }
 BENCHMARK(BM_VisionTower)->Arg(1)->Arg(5)->Arg(17)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 
+// Host time to record one decode step of tiny-llama3 (the commands of a one-row pass, not
+// their execution), with descriptor sets cached (Arg 1) or written for every dispatch (Arg 0).
+void BM_RecordDecodeStep(benchmark::State& state) {
+  ops::Gpu& gpu = bench_gpu();
+  static models::TargetModel model = models::load_target(gpu.ctx, std::string(EAGLEVK_SOURCE_DIR) + "/assets/tiny-llama3");
+  models::TargetState s = models::make_target_state(gpu.ctx, model, 64, 1, true);
+  vk::Recorder rec(gpu.ctx);
+  rec.cache_descriptor_sets = state.range(0) != 0;
+  ops::OpContext oc{gpu, rec};
+  const models::ForwardPass pass{1, 8, 0, false, nullptr, true};
+  for (int warm = 0; warm < 2; ++warm) {
+    rec.begin();
+    models::record_target_forward(oc, model, s, pass);
+    rec.submit_and_wait();
+  }
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    rec.begin();
+    models::record_target_forward(oc, model, s, pass);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rec.submit_and_wait();
+    state.SetIterationTime(seconds);
+  }
+  state.counters["dispatches"] = rec.dispatches();
+}
+BENCHMARK(BM_RecordDecodeStep)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+
 BENCHMARK_MAIN();
