@@ -177,11 +177,12 @@ TEST_F(OpsTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
 }
 
 // An RMSNorm folded into the product that consumes it (ops::NormFold) gives the bits of rms_norm
-// then the product: every vendor's matrix-vector configuration on bf16 (lavapipe's on f16 and
-// f32), the norm workgroups of CPU devices (64) and GPUs (512), 1, 3 and 8 rows at a padded
-// stride, accumulated onto y and with SwiGLU folded in too. K = 264 is no multiple of the norm's
-// workgroup (its invocations hold different numbers of elements); 29 outputs leave the last
-// workgroup a partial set.
+// then the product, on bf16 (the fold sits in the float loop every float type shares): lavapipe's
+// configurations (one subgroup; texel and storage loads) and NVIDIA's and AMD/Intel's (the
+// shared-memory reduction), with the norm workgroups of CPU devices (64) and GPUs (512); 1, 3
+// and 8 rows at a padded stride, accumulated onto y and with SwiGLU folded in too. K = 264 is no
+// multiple of the norm's workgroup (its invocations hold different numbers of elements); 29
+// outputs leave the last workgroup a partial set.
 TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
   const uint32_t k = 264, n = 29, stride = k + 8;
   const float eps = 1e-5f;
@@ -191,20 +192,16 @@ TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
   vk::Buffer nbuf = device_buffer(random_floats(k, 41, 0.5, 1.5), "norm weight");
   const vk::BufferRange nw(nbuf);
   const ops::NormFold fold{nw, eps};
-  for (WeightType type : {WeightType::BF16, WeightType::F16, WeightType::F32}) {
+  for (WeightType type : {WeightType::BF16}) {
     vk::Buffer wbuf, gbuf;
     const ops::WeightMatrix w = upload_weights(wbuf, random_floats(size_t(n) * k, 42), type, n, k);
     const ops::WeightMatrix gate_up = upload_weights(gbuf, random_floats(size_t(2 * n) * k, 43), type, 2 * n, k);
-    // The norm's 512 invocations on the one-subgroup and the shared-memory reductions; 64 on all.
     struct Config {
       VendorMatvecShape shape;
       uint32_t norm_wg;
     };
     const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
-    std::vector<Config> configs = {{vendors[0], 64}};
-    if (type == WeightType::BF16)
-      configs.insert(configs.end(), {{vendors[0], 512}, {vendors[1], 64}, {vendors[2], 64}, {vendors[3], 64},
-                                     {vendors[3], 512}});
+    const std::vector<Config> configs = {{vendors[0], 64}, {vendors[1], 64}, {vendors[2], 64}, {vendors[3], 512}};
     for (const auto& [config, norm_wg] : configs)
       for (uint32_t rows : {1u, 3u, 8u}) {
         SCOPED_TRACE(fmt::format("{} {}, norm workgroup {}, {} rows", ops::weight_type_name(type), config.name,
