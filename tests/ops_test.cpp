@@ -192,7 +192,8 @@ TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
   vk::Buffer nbuf = device_buffer(random_floats(k, 41, 0.5, 1.5), "norm weight");
   const vk::BufferRange nw(nbuf);
   const ops::NormFold fold{nw, eps};
-  for (WeightType type : {WeightType::BF16}) {
+  {
+    const WeightType type = WeightType::BF16;
     vk::Buffer wbuf, gbuf;
     const ops::WeightMatrix w = upload_weights(wbuf, random_floats(size_t(n) * k, 42), type, n, k);
     const ops::WeightMatrix gate_up = upload_weights(gbuf, random_floats(size_t(2 * n) * k, 43), type, 2 * n, k);
