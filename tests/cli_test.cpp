@@ -301,7 +301,8 @@ TEST(Cli, EveryBadInputIsACleanError) {
     for (auto [key, value] : {std::pair{std::string("{dir}"), dir.string()}, std::pair{std::string("{assets}"), asset("")}})
       for (size_t at; (at = args.find(key)) != std::string::npos;) args.replace(at, key.size(), value);
     // A hang fails too: the run gets two minutes.
-    const Result r = run_process(fmt::format("EAGLEVK_VALIDATE=1 timeout 120 {} {} 2>&1", EAGLEVK_CLI, args));
+    const std::string env = entry.value("env", "");  // variables for the run, e.g. "EAGLEVK_SUBGROUP_SIZE=3"
+    const Result r = run_process(fmt::format("EAGLEVK_VALIDATE=1 {} timeout 120 {} {} 2>&1", env, EAGLEVK_CLI, args));
     EXPECT_EQ(r.code, 1) << args << "\n" << r.out.substr(0, 3000);
     const size_t at = r.out.find("eaglevk: error: ");
     ASSERT_NE(at, std::string::npos) << args << "\n" << r.out.substr(0, 3000);

@@ -2,10 +2,15 @@
 // barrier after every dispatch, bitwise equality with and without arena reuse, and the
 // EAGLE-3 two-norm scenario that raced in llama.cpp.
 #include <cmath>
+#include <cstdlib>
+#include <map>
 #include <random>
 
 #include "runtime/ops/ops.h"
 #include "runtime/vk/arena.h"
+#include "runtime/vk/context.h"
+#include "runtime/vk/embedded_shaders.h"
+#include "runtime/vk/spirv_reflect.h"
 #include "runtime/vk/profile.h"
 #include "runtime/vk/validation_count.h"
 #include "support/gpu_fixture.h"
@@ -288,6 +293,58 @@ TEST_F(RecorderTest, TrackedBarriersEqualFullBarriersBitwise) {
 
 TEST_F(RecorderTest, ArenaReuseChangesNoBit) {
   EXPECT_TRUE(bitwise_equal(run_layer(vk::SyncMode::Tracked, true), run_layer(vk::SyncMode::Tracked, false)));
+}
+
+const vk::ShaderInterface& embedded_interface(const std::string& name) {
+  static std::map<std::string, vk::ShaderInterface> reflected;
+  if (!reflected.count(name))
+    for (size_t i = 0; i < vk::kEmbeddedShaderCount; ++i)
+      if (name == vk::kEmbeddedShaders[i].name)
+        reflected[name] = vk::reflect_spirv(vk::kEmbeddedShaders[i].words, vk::kEmbeddedShaders[i].word_count, name);
+  return reflected.at(name);
+}
+
+// The sizes the shaders declare (layout(local_size_...) in shaders/*.comp): what a pipeline that
+// requires full subgroups checks the workgroup's x against.
+TEST(SpirvReflect, WorkgroupSizeFromTheLayoutOrItsSpecializationConstant) {
+  const vk::ShaderInterface& add = embedded_interface("add");  // local_size_x = 64
+  EXPECT_EQ(vk::workgroup_x(add, {}), 64u);
+  EXPECT_EQ(vk::workgroup_invocations(add, {7}), 64u);
+  EXPECT_EQ(add.workgroup_x_spec_id, vk::ShaderInterface::kNoSpecId);
+  const vk::ShaderInterface& gemm = embedded_interface("gemm_bf16");  // 16 x 16
+  EXPECT_EQ(vk::workgroup_x(gemm, {}), 16u);
+  EXPECT_EQ(vk::workgroup_invocations(gemm, {}), 256u);
+  EXPECT_EQ(vk::workgroup_invocations(embedded_interface("gemm_bf16_texel"), {}), 64u);  // 8 x 8
+  const vk::ShaderInterface& matvec = embedded_interface("matvec_bf16");  // local_size_x_id = 0
+  EXPECT_EQ(matvec.workgroup_x_spec_id, 0u);
+  EXPECT_EQ(vk::workgroup_x(matvec, {32, 2}), 32u);
+  EXPECT_EQ(vk::workgroup_x(matvec, {}), 1u);  // glslc's default for an unset local_size_x_id
+  const vk::ShaderInterface& sample = embedded_interface("sample");  // local_size_x_id = 2
+  EXPECT_EQ(sample.workgroup_x_spec_id, 2u);
+  EXPECT_EQ(vk::workgroup_invocations(sample, {0, 1, 256}), 256u);
+}
+
+// Where the device can require a subgroup size, every kernel runs the size the device reports as
+// its default (or EAGLEVK_SUBGROUP_SIZE), and the features the ops choose shapes by say so; the
+// fixture's validation layer checks each pipeline's requirement (full subgroups only where the
+// workgroup's x is a multiple of the size, at most maxComputeWorkgroupSubgroups of them).
+TEST_F(GpuTest, EveryKernelRequiresTheDevicesSubgroupSizeWhereItCan) {
+  const vk::Context& ctx = gpu().ctx;
+  const vk::DeviceInfo probed = vk::probe_device(ctx.physical, ctx.info.index);
+  const vk::DeviceFeatures& f = ctx.info.features;
+  if (!probed.features.subgroup_size_control) {
+    EXPECT_EQ(ctx.required_subgroup_size, 0u);
+    EXPECT_EQ(f.min_subgroup_size, probed.features.min_subgroup_size);
+    return;
+  }
+  const char* env = std::getenv("EAGLEVK_SUBGROUP_SIZE");
+  EXPECT_EQ(ctx.required_subgroup_size, env ? uint32_t(std::atoi(env)) : probed.features.subgroup_size);
+  EXPECT_EQ(f.subgroup_size, ctx.required_subgroup_size);
+  EXPECT_EQ(f.min_subgroup_size, f.max_subgroup_size);
+  EXPECT_LE(f.max_workgroup_invocations, ctx.required_subgroup_size * f.max_compute_workgroup_subgroups);
+  // A matrix-vector workgroup is then one subgroup on every device that has the control.
+  const ops::MatvecShape shape = ops::matvec_shape(gpu());
+  EXPECT_EQ(shape.one_subgroup, shape.workgroup == f.subgroup_size ? 1u : 0u);
 }
 
 TEST(ArenaPlan, ReusesBytesOnlyAcrossDisjointLifetimes) {

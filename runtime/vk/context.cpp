@@ -179,14 +179,18 @@ std::vector<DeviceInfo> list_devices() {
 
 namespace {
 
-bool has_device_extension(VkPhysicalDevice physical, const char* name) {
-  uint32_t n = 0;
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> exts(n);
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
-  for (const auto& e : exts)
-    if (std::strcmp(e.extensionName, name) == 0) return true;
-  return false;
+// The subgroup size every pipeline will require: the driver's default, or EAGLEVK_SUBGROUP_SIZE
+// (a power of two in the device's range) to try another on a device that offers several.
+uint32_t choose_subgroup_size(const DeviceInfo& info) {
+  const DeviceFeatures& f = info.features;
+  const char* env = std::getenv("EAGLEVK_SUBGROUP_SIZE");
+  if (!env || !*env) return f.subgroup_size;
+  char* end = nullptr;
+  const unsigned long size = std::strtoul(env, &end, 10);
+  if (*end || size == 0 || (size & (size - 1)) || size < f.min_subgroup_size || size > f.max_subgroup_size)
+    fail("EAGLEVK_SUBGROUP_SIZE='{}': device '{}' runs subgroups of a power of two from {} to {}", env, info.name,
+         f.min_subgroup_size, f.max_subgroup_size);
+  return uint32_t(size);
 }
 
 // "12G", "512M", "4096" -> bytes; 0 for text that is not a size.
@@ -331,6 +335,30 @@ Context::Context(const ContextOptions& options) {
     VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     device_info.queueCreateInfoCount = 1;
     device_info.pQueueCreateInfos = &queue_info;
+    // Subgroup size control: every kernel then runs the subgroups it was tuned for, also where
+    // the driver would pick a size per shader (AMD: 32 or 64, Intel: 8 to 32).
+    VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+    const char* size_control_extension = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+    driver_picks_subgroup_size = info.features.min_subgroup_size != info.features.max_subgroup_size;
+    if (info.features.subgroup_size_control) {
+      required_subgroup_size = choose_subgroup_size(info);
+      size_control.subgroupSizeControl = VK_TRUE;
+      size_control.computeFullSubgroups = VK_TRUE;
+      device_info.pNext = &size_control;
+      device_info.enabledExtensionCount = 1;
+      device_info.ppEnabledExtensionNames = &size_control_extension;
+      DeviceFeatures& f = info.features;
+      f.subgroup_size = f.min_subgroup_size = f.max_subgroup_size = required_subgroup_size;
+      // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of the required size.
+      if (f.max_compute_workgroup_subgroups)
+        f.max_workgroup_invocations =
+            std::min<uint64_t>(f.max_workgroup_invocations, uint64_t(required_subgroup_size) * f.max_compute_workgroup_subgroups);
+    } else if (std::getenv("EAGLEVK_SUBGROUP_SIZE")) {
+      fail("EAGLEVK_SUBGROUP_SIZE is set but device '{}' cannot require a subgroup size "
+           "(no VK_EXT_subgroup_size_control for compute shaders)",
+           info.name);
+    }
     EAGLEVK_VK(vkCreateDevice(physical, &device_info, nullptr, &device));
     vkGetDeviceQueue(device, queue_family, 0, &queue);
   } catch (...) {

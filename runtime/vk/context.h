@@ -39,7 +39,15 @@ struct Context {
   VkDevice device = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;
   uint32_t queue_family = 0;
+  // As probed, except where every pipeline requires one subgroup size (required_subgroup_size):
+  // then subgroup_size, min_subgroup_size and max_subgroup_size are all that size, which is what
+  // every kernel sees.
   DeviceInfo info;
+  // The subgroup size every compute pipeline requires (VK_EXT_subgroup_size_control; full
+  // subgroups where the workgroup's x is a multiple of it), or 0 where the device cannot: the
+  // driver's default size, or EAGLEVK_SUBGROUP_SIZE within the device's range.
+  uint32_t required_subgroup_size = 0;
+  bool driver_picks_subgroup_size = false;  // as probed: minSubgroupSize < maxSubgroupSize
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
 

@@ -1,5 +1,7 @@
 #include "runtime/vk/features.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace eaglevk::vk {
@@ -14,21 +16,35 @@ const char* device_type_name(VkPhysicalDeviceType type) {
   }
 }
 
+bool has_device_extension(VkPhysicalDevice device, const char* name) {
+  uint32_t count = 0;
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr);
+  std::vector<VkExtensionProperties> extensions(count);
+  vkEnumerateDeviceExtensionProperties(device, nullptr, &count, extensions.data());
+  for (const auto& e : extensions)
+    if (std::strcmp(e.extensionName, name) == 0) return true;
+  return false;
+}
+
 DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlProperties size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, &driver};
   VkPhysicalDeviceProperties basic;
   vkGetPhysicalDeviceProperties(device, &basic);
-  // The size-control properties are core only from Vulkan 1.3; chain them only there.
-  bool has_size_control = basic.apiVersion >= VK_API_VERSION_1_3;
+  // The instance asks for Vulkan 1.2, so size control is used through its extension (which
+  // 1.3 drivers still list); its structures are the 1.3 core ones.
+  const bool has_size_control = has_device_extension(device, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
                                               has_size_control ? static_cast<void*>(&size_control) : &driver};
   VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, &subgroup};
   VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &maint3};
   vkGetPhysicalDeviceProperties2(device, &props);
 
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control_features{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                       has_size_control ? &size_control_features : nullptr};
   VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, &f12};
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f11};
   vkGetPhysicalDeviceFeatures2(device, &features);
@@ -50,6 +66,10 @@ DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   // Vulkan 1.3 core / VK_EXT_subgroup_size_control; zero where unsupported.
   f.min_subgroup_size = size_control.minSubgroupSize ? size_control.minSubgroupSize : subgroup.subgroupSize;
   f.max_subgroup_size = size_control.maxSubgroupSize ? size_control.maxSubgroupSize : subgroup.subgroupSize;
+  f.subgroup_size_control = has_size_control && size_control_features.subgroupSizeControl &&
+                            size_control_features.computeFullSubgroups &&
+                            (size_control.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+  f.max_compute_workgroup_subgroups = size_control.maxComputeWorkgroupSubgroups;
   bool compute = subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
   f.subgroup_arithmetic = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   f.subgroup_shuffle = compute && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
@@ -96,13 +116,16 @@ std::string describe(const DeviceInfo& info) {
   return fmt::format(
       "[{}] {} ({}, Vulkan {}.{}.{}, {})\n"
       "    fp16 arithmetic: {}   int8 arithmetic: {}   16-bit storage: {}   8-bit storage: {}\n"
-      "    subgroup size: {}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
+      "    subgroup size: {}{}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
       "    maxStorageBufferRange: {} MiB   maxComputeSharedMemorySize: {} KiB   max workgroup: {}\n"
       "    buffer device address: {}   storage texel buffers: {}   timestamps: {} ({} ns/tick)\n"
       "    memory heaps: {}\n",
       info.index, info.name, device_type_name(info.type), VK_API_VERSION_MAJOR(info.api_version),
       VK_API_VERSION_MINOR(info.api_version), VK_API_VERSION_PATCH(info.api_version), info.driver,
       yes(f.fp16_arithmetic), yes(f.int8_arithmetic), yes(f.storage_16bit), yes(f.storage_8bit), f.subgroup_size,
+      f.subgroup_size_control
+          ? fmt::format(" (of {}..{}, required with full subgroups)", f.min_subgroup_size, f.max_subgroup_size)
+          : std::string(),
       yes(f.subgroup_arithmetic), yes(f.subgroup_shuffle), yes(f.subgroup_ballot), f.max_storage_buffer_range >> 20,
       f.max_compute_shared_memory >> 10, f.max_workgroup_invocations, yes(f.buffer_device_address),
       yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns, heaps);

@@ -21,6 +21,11 @@ struct DeviceFeatures {
   bool buffer_device_address = false;
   uint32_t subgroup_size = 0;
   uint32_t min_subgroup_size = 0, max_subgroup_size = 0;  // differ where the driver picks per shader
+  // VK_EXT_subgroup_size_control (core in Vulkan 1.3) for compute shaders, with
+  // computeFullSubgroups: a pipeline can require one subgroup size in min..max and only full
+  // subgroups, so that a kernel knows its subgroups where the driver would otherwise pick.
+  bool subgroup_size_control = false;
+  uint32_t max_compute_workgroup_subgroups = 0;
   bool subgroup_arithmetic = false;  // subgroupAdd/Max in compute
   bool subgroup_shuffle = false;
   bool subgroup_ballot = false;
@@ -49,6 +54,7 @@ struct DeviceInfo {
 };
 
 const char* device_type_name(VkPhysicalDeviceType type);
+bool has_device_extension(VkPhysicalDevice device, const char* name);
 DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index);
 
 // Human-readable multi-line description, as `eaglevk devices` prints it.

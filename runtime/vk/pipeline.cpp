@@ -49,6 +49,18 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   const Module& m = module(shader);
   if (spec.size() > m.interface.spec_constants)
     fail("shader '{}' takes {} specialization constants, {} given", shader, m.interface.spec_constants, spec.size());
+  // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of a required size. A
+  // larger one (a test's explicit configuration) runs without the requirement only where the
+  // driver has one size anyway; elsewhere its subgroups would not be the ones it was chosen for.
+  bool require_size = ctx_.required_subgroup_size > 0;
+  if (require_size && workgroup_invocations(m.interface, spec) >
+                          uint64_t(ctx_.required_subgroup_size) * ctx_.info.features.max_compute_workgroup_subgroups) {
+    if (ctx_.driver_picks_subgroup_size)
+      fail("kernel {}: a workgroup of {} invocations is more than {} subgroups of {} (maxComputeWorkgroupSubgroups)",
+           key, workgroup_invocations(m.interface, spec), ctx_.info.features.max_compute_workgroup_subgroups,
+           ctx_.required_subgroup_size);
+    require_size = false;
+  }
   auto k = std::make_unique<Kernel>();
   k->name = key;
   k->interface = m.interface;
@@ -81,6 +93,16 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   info.stage.module = m.module;
   info.stage.pName = "main";
   info.stage.pSpecializationInfo = spec.empty() ? nullptr : &spec_info;
+  // The device's one subgroup size for every kernel (Context::required_subgroup_size), full
+  // subgroups where the workgroup's rows are whole subgroups.
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{
+      VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (const uint32_t size = require_size ? ctx_.required_subgroup_size : 0) {
+    required.requiredSubgroupSize = size;
+    info.stage.pNext = &required;
+    if (workgroup_x(m.interface, spec) % size == 0)
+      info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   info.layout = k->layout;
   EAGLEVK_VK(vkCreateComputePipelines(ctx_.device, VK_NULL_HANDLE, 1, &info, nullptr, &k->pipeline));
   return *(kernels_[key] = std::move(k));

@@ -10,10 +10,13 @@ namespace eaglevk::vk {
 namespace {
 
 enum Op : uint32_t {
-  OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeImage = 25, OpTypeStruct = 30, OpTypePointer = 32,
-  OpVariable = 59, OpDecorate = 71, OpMemberDecorate = 72,
+  OpExecutionMode = 16, OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeImage = 25, OpTypeStruct = 30,
+  OpTypePointer = 32, OpConstant = 43, OpSpecConstant = 50, OpSpecConstantComposite = 51, OpVariable = 59,
+  OpDecorate = 71, OpMemberDecorate = 72,
 };
-enum Decoration : uint32_t { SpecId = 1, Binding = 33, DescriptorSet = 34, Offset = 35 };
+enum Decoration : uint32_t { SpecId = 1, BuiltIn = 11, Binding = 33, DescriptorSet = 34, Offset = 35 };
+constexpr uint32_t kExecutionModeLocalSize = 17;
+constexpr uint32_t kBuiltInWorkgroupSize = 25;
 enum StorageClass : uint32_t { UniformConstant = 0, Uniform = 2, PushConstant = 9, StorageBuffer = 12 };
 constexpr uint32_t kDimBuffer = 5;     // OpTypeImage Dim
 constexpr uint32_t kSampledStorage = 2;  // OpTypeImage Sampled: read and written without a sampler
@@ -40,6 +43,10 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
   std::map<uint32_t, uint32_t> binding, set;
   std::map<uint32_t, std::pair<uint32_t, uint32_t>> images;     // image type id -> (dim and sampled, format)
   std::vector<std::pair<uint32_t, uint32_t>> variables;         // (pointer type, id)
+  // The workgroup size: LocalSize, unless a WorkgroupSize built-in (local_size_x_id) overrides it.
+  std::map<uint32_t, uint32_t> constant_value, spec_id;         // scalar constant id -> value, SpecId
+  std::map<uint32_t, std::vector<uint32_t>> composites;          // composite id -> constituent ids
+  uint32_t workgroup_size_id = 0;
   ShaderInterface out;
 
   for (size_t i = 5; i < count;) {
@@ -57,16 +64,39 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
       case OpTypeStruct: struct_members[w[1]].assign(w + 2, w + length); break;
       case OpTypePointer: pointers[w[1]] = {w[2], w[3]}; break;
       case OpVariable: variables.push_back({w[1], w[2]}); break;
+      case OpExecutionMode:
+        if (length >= 6 && w[2] == kExecutionModeLocalSize) std::copy(w + 3, w + 6, out.workgroup);
+        break;
+      case OpConstant:
+      case OpSpecConstant:
+        if (length >= 4) constant_value[w[2]] = w[3];
+        break;
+      case OpSpecConstantComposite:
+        composites[w[2]].assign(w + 3, w + length);
+        break;
       case OpDecorate:
+        if (length < 4) break;  // a decoration without operands (Block)
         if (w[2] == Binding) binding[w[1]] = w[3];
         if (w[2] == DescriptorSet) set[w[1]] = w[3];
-        if (w[2] == SpecId) out.spec_constants = std::max(out.spec_constants, w[3] + 1);
+        if (w[2] == SpecId) {
+          out.spec_constants = std::max(out.spec_constants, w[3] + 1);
+          spec_id[w[1]] = w[3];
+        }
+        if (w[2] == BuiltIn && w[3] == kBuiltInWorkgroupSize) workgroup_size_id = w[1];
         break;
       case OpMemberDecorate:
         if (w[3] == Offset) member_offset[w[1]][w[2]] = w[4];
         break;
     }
     i += length;
+  }
+
+  if (auto size = composites.find(workgroup_size_id); workgroup_size_id && size != composites.end()) {
+    if (size->second.size() != 3) fail("shader '{}': malformed WorkgroupSize", name);
+    for (int i = 0; i < 3; ++i)
+      if (auto value = constant_value.find(size->second[i]); value != constant_value.end())
+        out.workgroup[i] = value->second;
+    if (auto id = spec_id.find(size->second[0]); id != spec_id.end()) out.workgroup_x_spec_id = id->second;
   }
 
   std::map<uint32_t, VkFormat> bindings;  // binding -> texel format (UNDEFINED: storage buffer)
@@ -101,6 +131,16 @@ ShaderInterface reflect_spirv(const uint32_t* words, size_t count, const std::st
     fail("shader '{}': bindings must be 0..n-1 without gaps", name);
   for (const auto& [b, format] : bindings) out.texel_formats.push_back(format);
   return out;
+}
+
+uint32_t workgroup_x(const ShaderInterface& shader, const std::vector<uint32_t>& spec) {
+  if (shader.workgroup_x_spec_id != ShaderInterface::kNoSpecId && shader.workgroup_x_spec_id < spec.size())
+    return spec[shader.workgroup_x_spec_id];
+  return shader.workgroup[0];
+}
+
+uint32_t workgroup_invocations(const ShaderInterface& shader, const std::vector<uint32_t>& spec) {
+  return workgroup_x(shader, spec) * shader.workgroup[1] * shader.workgroup[2];
 }
 
 }  // namespace eaglevk::vk

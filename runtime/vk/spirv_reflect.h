@@ -17,8 +17,19 @@ struct ShaderInterface {
   std::vector<VkFormat> texel_formats;
   uint32_t push_constant_bytes = 0;
   uint32_t spec_constants = 0;   // highest SpecId + 1
+  // The workgroup's size; its x comes from the specialization constant workgroup_x_spec_id
+  // (local_size_x_id) unless that is kNoSpecId, and is workgroup[0] by default. Pipelines that
+  // require a subgroup size need it (full subgroups: x a multiple of the size).
+  static constexpr uint32_t kNoSpecId = ~0u;
+  uint32_t workgroup[3] = {1, 1, 1};
+  uint32_t workgroup_x_spec_id = kNoSpecId;
 };
 
 ShaderInterface reflect_spirv(const uint32_t* words, size_t word_count, const std::string& name);
+
+// The workgroup's x size of a kernel made from `shader` with these specialization values.
+uint32_t workgroup_x(const ShaderInterface& shader, const std::vector<uint32_t>& spec);
+// Its invocations (x * y * z).
+uint32_t workgroup_invocations(const ShaderInterface& shader, const std::vector<uint32_t>& spec);
 
 }  // namespace eaglevk::vk
