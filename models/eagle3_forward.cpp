@@ -117,13 +117,8 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   const NormedInput final_in{u_last, final_w, eps, ops::Act(a[s.out_norm], H), "draft_final_norm"};
   if (m.lm_head.buffer) {
     norm_linear(oc, final_in, m.lm_head, ops::Act(a[s.logits], Vd), logit_rows, path, "draft_lm_head");
-  } else if (ops::norm_folds(oc.gpu, target.lm_head, logit_rows, path)) {
-    const ops::NormFold fold{final_w, eps};
-    ops::matmul(oc, u_last, target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path, "draft_lm_head", &fold);
   } else {
-    ops::rms_norm(oc, u_last, &final_w, final_in.normed, logit_rows, H, eps, "draft_final_norm");
-    ops::matmul(oc, final_in.normed, target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, false, path,
-                "draft_lm_head");
+    norm_matmul(oc, final_in, target.lm_head, ops::Act(a[s.logits], Vd), logit_rows, path, "draft_lm_head");
   }
   vk::BufferRange d2t(m.d2t);
   if (!pass.tree) ops::argmax(oc, ops::Act(a[s.logits], Vd), logit_rows, Vd, pass.out_token, m.d2t ? &d2t : nullptr);

@@ -4,6 +4,8 @@
 
 #include <eaglevk/error.h>
 
+#include "models/weight_loading.h"
+
 namespace eaglevk::models {
 
 ops::KvLayer TargetState::kv_layer(uint32_t layer) const {
@@ -75,14 +77,8 @@ void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, 
          n_logits, s.logits_rows, V);
   const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
-  vk::BufferRange norm_w(norm);
-  if (ops::norm_folds(oc.gpu, lm_head, n_logits, path)) {
-    const ops::NormFold fold{norm_w, eps};
-    ops::matmul(oc, x.row(pass.logits_from), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head", &fold);
-  } else {
-    ops::rms_norm(oc, x.row(pass.logits_from), &norm_w, ops::Act(a[s.out_norm], H), n_logits, H, eps, "out_norm");
-    ops::matmul(oc, ops::Act(a[s.out_norm], H), lm_head, ops::Act(a[s.logits], V), n_logits, false, path, "lm_head");
-  }
+  const NormedInput in{x.row(pass.logits_from), vk::BufferRange(norm), eps, ops::Act(a[s.out_norm], H), "out_norm"};
+  norm_matmul(oc, in, lm_head, ops::Act(a[s.logits], V), n_logits, path, "lm_head");
   if (pass.argmax) ops::argmax(oc, ops::Act(a[s.logits], V), n_logits, V, ops::IntVec{s.out_ids});
 }
 

@@ -73,6 +73,17 @@ bool folds_into_every_part(const ops::Gpu& gpu, const DeviceMatrix& w, uint32_t 
 
 }  // namespace
 
+void norm_matmul(ops::OpContext& oc, const NormedInput& in, const ops::WeightMatrix& w, ops::Act y, uint32_t rows,
+                 ops::MatmulPath path, const char* name) {
+  if (!ops::norm_folds(oc.gpu, w, rows, path)) {
+    ops::rms_norm(oc, in.x, &in.weight, in.normed, rows, w.cols, in.eps, in.name);
+    ops::matmul(oc, in.normed, w, y, rows, false, path, name);
+    return;
+  }
+  const ops::NormFold fold{in.weight, in.eps};
+  ops::matmul(oc, in.x, w, y, rows, false, path, name, &fold);
+}
+
 void norm_linear(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& w, ops::Act y, uint32_t rows,
                  ops::MatmulPath path, const char* name) {
   if (!folds_into_every_part(oc.gpu, w, rows, path)) {

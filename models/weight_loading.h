@@ -51,6 +51,10 @@ struct NormedInput {
   const char* name = "rms_norm";
 };
 
+// ops::matmul of rms_norm(in.x) by one matrix: the norm folded into the product where
+// ops::norm_folds allows it, else rms_norm into in.normed first.
+void norm_matmul(ops::OpContext& oc, const NormedInput& in, const ops::WeightMatrix& w, ops::Act y, uint32_t rows,
+                 ops::MatmulPath path, const char* name);
 // linear / linear_swiglu of rms_norm(in.x): the norm folded into every part's product where
 // ops::norm_folds allows it for each of them, else rms_norm into in.normed first.
 void norm_linear(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& w, ops::Act y, uint32_t rows,
