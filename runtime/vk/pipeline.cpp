@@ -53,12 +53,12 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   // larger one (a test's explicit configuration) runs without the requirement only where the
   // driver has one size anyway; elsewhere its subgroups would not be the ones it was chosen for.
   bool require_size = ctx_.required_subgroup_size > 0;
-  if (require_size && workgroup_invocations(m.interface, spec) >
-                          uint64_t(ctx_.required_subgroup_size) * ctx_.info.features.max_compute_workgroup_subgroups) {
+  const uint32_t max_subgroups = ctx_.info.features.max_compute_workgroup_subgroups;  // 0: not reported
+  if (require_size && max_subgroups &&
+      workgroup_invocations(m.interface, spec) > uint64_t(ctx_.required_subgroup_size) * max_subgroups) {
     if (ctx_.driver_picks_subgroup_size)
       fail("kernel {}: a workgroup of {} invocations is more than {} subgroups of {} (maxComputeWorkgroupSubgroups)",
-           key, workgroup_invocations(m.interface, spec), ctx_.info.features.max_compute_workgroup_subgroups,
-           ctx_.required_subgroup_size);
+           key, workgroup_invocations(m.interface, spec), max_subgroups, ctx_.required_subgroup_size);
     require_size = false;
   }
   auto k = std::make_unique<Kernel>();
