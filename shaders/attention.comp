@@ -21,7 +21,14 @@
 // share one KV head, so each key and value is loaded once for all of them and each block's
 // reductions wait at the same two barriers; every head's sums are formed in the order a
 // one-head workgroup forms them, so the bits are the same.
+// ONE_SUBGROUP (the workgroup is one subgroup; CPU devices): the block's probabilities and
+// cache rows pass between lanes by shuffles and each lane reads q where it needs it, so there is
+// no shared memory and no barrier (llvmpipe runs a workgroup's subgroups as coroutines that
+// switch at each barrier, and reads shared memory one lane at a time); q is spread over the
+// lanes' registers and each lane owns pairs of output dims, one cache word each. Every sum is formed in the order of the workgroup path with
+// the same block size, so the bits are those of that path.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "shared_constants.h"
 layout(local_size_x_id = 0) in;
@@ -30,17 +37,25 @@ layout(constant_id = 2) const uint QSCALE = 0;
 layout(constant_id = 3) const bool REGIONS = false;
 layout(constant_id = 4) const uint GROUP = 1;  // 1..MAX_GROUP
 #define MAX_GROUP 8
+// The head's width (a multiple of 8, at most ATTENTION_MAX_HEAD_DIM), a constant so that the
+// loops over it have known trip counts and each thread's output dims index its accumulators by
+// constants: llvmpipe keeps an array indexed at run time in memory and reads it lane by lane.
+layout(constant_id = 5) const uint HEAD_DIM = 64;
+layout(constant_id = 6) const bool ONE_SUBGROUP = false;
 
-layout(binding = 0, std430) readonly buffer Q { float q[]; };
 // K and V hold f16 pairs in 32-bit words. TEXEL_LOADS (CPU devices, as for the matrix
 // kernels: common.glsl says why) reads them through texel buffers, K as 16-byte quads of 8
 // halves; the same words, in the same order, so the same bits.
 #ifdef TEXEL_LOADS
+layout(binding = 0, rgba32f) uniform readonly imageBuffer q_texels;  // rows on 16-byte texels
+float qload(uint i) { return imageLoad(q_texels, int(i >> 2))[i & 3u]; }
 layout(binding = 1, rgba32ui) uniform readonly uimageBuffer k_texels;
 layout(binding = 2, r32ui) uniform readonly uimageBuffer v_texels;
 uvec4 kquad(uint q) { return imageLoad(k_texels, int(q)); }
 uint vword(uint i) { return imageLoad(v_texels, int(i)).x; }
 #else
+layout(binding = 0, std430) readonly buffer Q { float q[]; };
+float qload(uint i) { return q[i]; }
 layout(binding = 1, std430) readonly buffer KCache { uvec4 k_cache[]; };
 layout(binding = 2, std430) readonly buffer VCache { uint v_cache[]; };
 uvec4 kquad(uint q) { return k_cache[q]; }
@@ -77,10 +92,15 @@ layout(push_constant) uniform Push {
 // 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 50 turns,
 // which the host checks against the context (ops::attention_max_keys).
 // Sized by GROUP, so that a one-head kernel keeps its 2 KiB of shared memory per head.
-shared float sq[GROUP * ATTENTION_MAX_HEAD_DIM];
-shared float sp[GROUP][256];
-shared uint sslot[256];  // TREE: cache row of each key of the block
-shared float red[GROUP][64];
+// ONE_SUBGROUP uses none of it.
+shared float sq[ONE_SUBGROUP ? 1 : GROUP * HEAD_DIM];
+shared float sp[GROUP][ONE_SUBGROUP ? 1 : 256];
+shared uint sslot[ONE_SUBGROUP ? 1 : 256];  // TREE: cache row of each key of the block
+shared float red[GROUP][ONE_SUBGROUP ? 1 : 64];
+// Output dims per thread: tid, tid + WG, ... below HEAD_DIM; ONE_SUBGROUP: the pairs
+// (2 tid, 2 tid + 1), (2 (tid + WG), ...), ... below HEAD_DIM.
+const uint DIMS = (HEAD_DIM + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+const uint PAIRS = (HEAD_DIM / 2u + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
 
 // Each head's v over the workgroup (its maximum or its sum), for the GROUP heads at once. The
 // loop over subgroups holds the heads inside it: llvmpipe counts loop turns, not heads.
@@ -95,26 +115,111 @@ void block_reduce(inout float v[MAX_GROUP], bool is_max) {
     [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = is_max ? max(v[g], red[g][s]) : v[g] + red[g][s];
 }
 
-void main() {
-  uint row = gl_WorkGroupID.x, head0 = gl_WorkGroupID.y * GROUP;
-  uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  uint hd = p.head_dim;
-  int position = pos[p.pos_offset + row];
-  uint kvh = head0 / (p.heads / p.kv_heads);  // the host keeps a group within one KV head
-  uint kv_dim = p.kv_heads * hd;
-  float temperature = 1.0;
-  if (QSCALE == 1u) temperature = qscale[row];
-  if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
-  float qs = p.scale * temperature;
-  for (uint d = tid; d < hd; d += wg)
-    [[unroll]] for (uint g = 0; g < GROUP; ++g)
-      sq[g * hd + d] = q[p.q_offset + row * p.q_stride + (head0 + g) * hd + d] * qs;
-  barrier();
+// The workgroup's row and heads, and what both paths derive from them.
+const uint hd = HEAD_DIM;  // = p.head_dim
+uint row, head0, tid, wg, kvh, kv_dim, qrow, start, end, region;
+float qs;
 
-  uint end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
-  uint start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
-  // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
-  uint region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
+// The row's cache row for the key at position j < end.
+uint key_slot(uint j) {
+  if (TREE && j >= p.path_base) return p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
+  return region + j;
+}
+
+// ONE_SUBGROUP: lane tid scores key kb + tid of each block; the block's probabilities reach the
+// lanes that own the output dims by shuffles.
+void one_subgroup_attention() {
+  // sq's values (q * qs) spread over the lanes: lane t holds dims t, t + WG, ... of each head;
+  // the key's lane takes each from its holder by a shuffle (HEAD_DIM % WG == 0: the host).
+  float qreg[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 8];
+  [[unroll]] for (uint g = 0; g < GROUP; ++g)
+    [[unroll]] for (uint c = 0; c < HEAD_DIM / gl_WorkGroupSize.x; ++c) qreg[g][c] = qload(qrow + g * hd + c * wg + tid) * qs;
+  float m[MAX_GROUP], l[MAX_GROUP];
+  float acc_lo[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 16], acc_hi[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 16];  // wg >= 8
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+    m[g] = -1.0 / 0.0;
+    l[g] = 0.0;
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) acc_lo[g][i] = acc_hi[g][i] = 0.0;
+  }
+  for (uint kb = start; kb < end; kb += wg) {
+    uint j = kb + tid;
+    bool visible = j < end;
+    uint slot = visible ? key_slot(j) : 0u;
+    float s[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = -1.0 / 0.0;
+    if (visible) {
+      uint base = (slot * kv_dim + kvh * hd) / 8u;
+      float dot_qk[MAX_GROUP];
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) dot_qk[g] = 0.0;
+      [[unroll]] for (uint d = 0; d < hd; d += 8u) {
+        uvec4 kq = kquad(base + d / 8u);
+        [[unroll]] for (uint u = 0; u < 4u; ++u) {
+          vec2 kk = unpackHalf2x16(kq[u]);
+          uint e = d + 2u * u;  // the dims of kk
+          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+            dot_qk[g] = fma(subgroupShuffle(qreg[g][e / wg], e % wg), kk.x, dot_qk[g]);
+            dot_qk[g] = fma(subgroupShuffle(qreg[g][(e + 1u) / wg], (e + 1u) % wg), kk.y, dot_qk[g]);
+          }
+        }
+      }
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = dot_qk[g];
+    }
+    float new_m[MAX_GROUP], prob[MAX_GROUP], total[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      new_m[g] = max(m[g], subgroupMax(s[g]));
+      prob[g] = visible ? exp(s[g] - new_m[g]) : 0.0;
+      total[g] = subgroupAdd(prob[g]);
+    }
+    if (new_m[0] == -1.0 / 0.0) continue;
+    float alpha[MAX_GROUP];
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      alpha[g] = exp(m[g] - new_m[g]);
+      l[g] = l[g] * alpha[g] + total[g];
+    }
+    uint count = min(wg, end - kb);
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+      uint d = 2u * (tid + i * wg);
+      bool owns = d < hd;  // else reads a valid word and stores nothing
+      float lo[MAX_GROUP], hi[MAX_GROUP];
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        lo[g] = acc_lo[g][i] * alpha[g];
+        hi[g] = acc_hi[g][i] * alpha[g];
+      }
+      [[unroll]] for (uint jj = 0; jj < gl_WorkGroupSize.x; ++jj) {
+        if (jj < count) {
+          uint key = TREE ? subgroupShuffle(slot, jj) : region + kb + jj;
+          vec2 v = unpackHalf2x16(vword(owns ? (key * kv_dim + kvh * hd + d) / 2u : 0u));
+          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+            float pj = subgroupShuffle(prob[g], jj);
+            lo[g] = fma(pj, v.x, lo[g]);
+            hi[g] = fma(pj, v.y, hi[g]);
+          }
+        }
+      }
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        acc_lo[g][i] = lo[g];
+        acc_hi[g][i] = hi[g];
+      }
+    }
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
+  }
+  [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+    uint d = 2u * (tid + i * wg);
+    if (d < hd) {
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        uint o = p.out_offset + row * p.out_stride + (head0 + g) * hd + d;
+        outv[o] = l[g] > 0.0 ? acc_lo[g][i] / l[g] : 0.0;
+        outv[o + 1u] = l[g] > 0.0 ? acc_hi[g][i] / l[g] : 0.0;
+      }
+    }
+  }
+}
+
+// Several subgroups: q, the block's probabilities and its cache rows in shared memory.
+void workgroup_attention() {
+  for (uint d = tid; d < hd; d += wg)
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) sq[g * hd + d] = qload(qrow + g * hd + d) * qs;
+  barrier();
   float m[MAX_GROUP], l[MAX_GROUP];
   float acc[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
   [[unroll]] for (uint g = 0; g < GROUP; ++g) {
@@ -128,9 +233,7 @@ void main() {
     float s[MAX_GROUP];
     [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = -1.0 / 0.0;
     bool visible = j < end;
-    uint slot = region + j;
-    if (TREE && visible && j >= p.path_base)
-      slot = p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
+    uint slot = visible ? key_slot(j) : region + j;
     if (visible) {
       uint base = (slot * kv_dim + kvh * hd) / 8u;  // in quads: kv_dim and hd are multiples of 8
       float dot_qk[MAX_GROUP];
@@ -165,7 +268,9 @@ void main() {
       l[g] = l[g] * alpha[g] + prob[g];
     }
     uint count = min(wg, end - kb);
-    for (uint i = 0, d = tid; d < hd; d += wg, ++i) {
+    [[unroll]] for (uint i = 0; i < DIMS; ++i) {
+      uint d = tid + i * wg;
+      if (d >= hd) break;
       float a[MAX_GROUP];
       [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = acc[g][i] * alpha[g];
       uint jj = 0;
@@ -184,7 +289,31 @@ void main() {
     }
     [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
   }
-  for (uint i = 0, d = tid; d < hd; d += wg, ++i)
+  [[unroll]] for (uint i = 0; i < DIMS; ++i) {
+    uint d = tid + i * wg;
+    if (d >= hd) break;
     [[unroll]] for (uint g = 0; g < GROUP; ++g)
       outv[p.out_offset + row * p.out_stride + (head0 + g) * hd + d] = l[g] > 0.0 ? acc[g][i] / l[g] : 0.0;
+  }
+}
+
+void main() {
+  row = gl_WorkGroupID.x;
+  head0 = gl_WorkGroupID.y * GROUP;
+  tid = gl_LocalInvocationID.x;
+  wg = gl_WorkGroupSize.x;
+  int position = pos[p.pos_offset + row];
+  kvh = head0 / (p.heads / p.kv_heads);  // the host keeps a group within one KV head
+  kv_dim = p.kv_heads * hd;
+  qrow = p.q_offset + row * p.q_stride + head0 * hd;
+  float temperature = 1.0;
+  if (QSCALE == 1u) temperature = qscale[row];
+  if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
+  qs = p.scale * temperature;
+  end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
+  start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
+  // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
+  region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
+  if (ONE_SUBGROUP) one_subgroup_attention();
+  else workgroup_attention();
 }

@@ -1,5 +1,5 @@
 #version 450
-// y[r, n] (+)= sum_k x[r, k] * W[n, k] for up to MATVEC_MAX_ROWS activation rows r.
+// y[r, n] (+)= sum_k x[r, k] * W[n, k] for ROWS (up to MATVEC_MAX_ROWS) activation rows r.
 // A workgroup computes OUTS consecutive output features; its threads stride over k, and a
 // subgroup reduction (plus a fixed-order sum over subgroups when the workgroup has several)
 // finishes each dot product. The order in which a row's products are added never depends on
@@ -31,6 +31,11 @@ layout(constant_id = 1) const uint OUTS = 1;
 layout(constant_id = 2) const bool ONE_SUBGROUP = false;
 layout(constant_id = 3) const bool GLU = false;  // OUTS even
 layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup size; 0: none
+// The activation rows, 1..MATVEC_MAX_ROWS: a constant rather than a push constant so that every
+// per-row loop has a known trip count. A CPU implementation (llvmpipe) runs a loop that stops at
+// a run-time row count for all MATVEC_MAX_ROWS rows under an execution mask, with the
+// accumulators in memory: a one-row product took 3.3x as long (docs/perf.md, 2026-11-28).
+layout(constant_id = 5) const uint ROWS = 1;
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 // The folded norm's weight (f32 [K]); a dummy binding without NORM_WG.
@@ -45,7 +50,7 @@ vec4 nload4(uint i) { return vec4(norm_w[i], norm_w[i + 1u], norm_w[i + 2u], nor
 layout(push_constant) uniform Push {
   uint K;            // input width
   uint N;            // output features in this weight chunk
-  uint rows;         // activation rows, 1..MATVEC_MAX_ROWS
+  uint rows;         // ROWS (the GEMM's push layout)
   uint x_offset;
   uint x_stride;
   uint y_offset;     // element offset of y[0, 0] for this chunk
@@ -56,7 +61,7 @@ layout(push_constant) uniform Push {
 } p;
 
 #define MAX_OUTS MATVEC_MAX_OUTS
-shared float partial[MATVEC_MAX_ROWS * OUTS][ONE_SUBGROUP ? 1 : 64];
+shared float partial[ROWS * OUTS][ONE_SUBGROUP ? 1 : 64];
 // NORM_WG: each row's sums of the norm's subgroups (at most 64, ops::norm_workgroup_for).
 shared float norm_partial[NORM_WG > 0u && !ONE_SUBGROUP ? MATVEC_MAX_ROWS * 64 : 1];
 float norm_scale[MATVEC_MAX_ROWS];
@@ -69,8 +74,7 @@ float norm_scale[MATVEC_MAX_ROWS];
 // divides NORM_WG, so that invocation t's lane is t's lane here too.
 void form_norm_scales() {
   uint wg = gl_WorkGroupSize.x, played = NORM_WG / wg, sg_per_wg = wg / gl_SubgroupSize;
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-    if (r >= p.rows) break;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     uint src = p.x_offset + r * p.x_stride;
     float total = 0.0;
     for (uint j = 0; j < played; ++j) {
@@ -87,15 +91,13 @@ void form_norm_scales() {
   }
   if (!ONE_SUBGROUP) {
     barrier();
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-      if (r >= p.rows) break;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       float total = 0.0;
       for (uint s = 0; s < NORM_WG / gl_SubgroupSize; ++s) total += norm_partial[r * 64u + s];
       norm_scale[r] = total;
     }
   }
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-    if (r >= p.rows) break;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     norm_scale[r] = inversesqrt(norm_scale[r] / float(p.K) + p.eps);
   }
 }
@@ -106,8 +108,7 @@ void form_norm_scales() {
 // Item it of the OUTS rows (quant.glsl): each row's activations loaded once for all OUTS.
 void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   uint e0 = (it / KQ_ITEMS) * QK, t = it % KQ_ITEMS;
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-    if (r >= p.rows) break;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     vec4 xv[4];
     float xsum[4];
     kq_load_x(p.x_offset + r * p.x_stride + e0, t, xv, xsum);
@@ -120,8 +121,7 @@ void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX
   [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
     float w[MAX_OUTS][8];
     [[unroll]] for (uint o = 0; o < OUTS; ++o) q_decode8(q[o], c, w[o]);
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-      if (r >= p.rows) break;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
       vec4 lo = xload4(xi), hi = xload4(xi + 4u);
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
@@ -135,16 +135,14 @@ void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX
 // Elements [k, k + 8) of the OUTS rows, whose weights are w.
 void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   vec4 xlo[MATVEC_MAX_ROWS], xhi[MATVEC_MAX_ROWS];
-  [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-    if (r >= p.rows) break;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     uint xi = p.x_offset + r * p.x_stride + k;
     xlo[r] = xload4(xi);
     xhi[r] = xload4(xi + 4u);
   }
   if (NORM_WG > 0u) {  // norm.comp's y = w * (x * scale), element by element
     vec4 nlo = nload4(k), nhi = nload4(k + 4u);
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-      if (r >= p.rows) break;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       xlo[r] = nlo * (xlo[r] * norm_scale[r]);
       xhi[r] = nhi * (xhi[r] * norm_scale[r]);
     }
@@ -152,8 +150,7 @@ void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     float wf[8];
     wdecode8(w[o], wf);
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-      if (r >= p.rows) break;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       float a = acc[o][r];
       [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xlo[r][i], wf[i], a);
       [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xhi[r][i], wf[i + 4], a);
@@ -185,7 +182,7 @@ void main() {
   if (n0 >= p.N) return;
   float acc[MAX_OUTS][MATVEC_MAX_ROWS];
   [[unroll]] for (uint o = 0; o < OUTS; ++o)
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) acc[o][r] = 0.0;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[o][r] = 0.0;
   outs = min(WRITES, p.N - n0);
   if (NORM_WG > 0u) form_norm_scales();
 #if defined(KQ_ITEMS)
@@ -219,16 +216,14 @@ void main() {
   } else if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {
       vec2 xv[MATVEC_MAX_ROWS];
-      [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-        if (r >= p.rows) break;
+      [[unroll]] for (uint r = 0; r < ROWS; ++r) {
         uint xi = p.x_offset + r * p.x_stride + k;
         xv[r] = vec2(xload(xi), xload(xi + 1u));
       }
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         if (!GLU && o >= outs) break;
         vec2 w = wload2(wrow(o) * p.K + k);
-        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-          if (r >= p.rows) break;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           acc[o][r] = fma(xv[r].y, w.y, fma(xv[r].x, w.x, acc[o][r]));
         }
       }
@@ -238,8 +233,7 @@ void main() {
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         if (!GLU && o >= outs) break;
         float w = wload(wrow(o) * p.K + k);
-        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-          if (r >= p.rows) break;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           acc[o][r] = fma(xload(p.x_offset + r * p.x_stride + k), w, acc[o][r]);
         }
       }
@@ -247,31 +241,29 @@ void main() {
   }
 #endif
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
-    [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-      if (r >= p.rows) break;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       acc[o][r] = subgroupAdd(acc[o][r]);
-      if (!ONE_SUBGROUP && subgroupElect()) partial[o * MATVEC_MAX_ROWS + r][gl_SubgroupID] = acc[o][r];
+      if (!ONE_SUBGROUP && subgroupElect()) partial[o * ROWS + r][gl_SubgroupID] = acc[o][r];
     }
   }
   if (ONE_SUBGROUP) {
     if (subgroupElect()) {
       [[unroll]] for (uint o = 0; o < WRITES; ++o) {
         if (o >= outs) break;
-        [[unroll]] for (uint r = 0; r < MATVEC_MAX_ROWS; ++r) {
-          if (r >= p.rows) break;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r) {
           store(r, o, acc[o][r], GLU ? acc[o + WRITES][r] : 0.0);
         }
       }
     }
   } else {
     barrier();
-    for (uint i = gl_LocalInvocationID.x; i < WRITES * MATVEC_MAX_ROWS; i += gl_WorkGroupSize.x) {
-      uint o = i / MATVEC_MAX_ROWS, r = i % MATVEC_MAX_ROWS;
-      if (r >= p.rows || o >= outs) continue;
+    for (uint i = gl_LocalInvocationID.x; i < WRITES * ROWS; i += gl_WorkGroupSize.x) {
+      uint o = i / ROWS, r = i % ROWS;
+      if (o >= outs) continue;
       float total = 0.0, up = 0.0;
       for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[i][s];
       if (GLU)
-        for (uint s = 0; s < gl_NumSubgroups; ++s) up += partial[i + WRITES * MATVEC_MAX_ROWS][s];
+        for (uint s = 0; s < gl_NumSubgroups; ++s) up += partial[i + WRITES * ROWS][s];
       store(r, o, total, up);
     }
   }

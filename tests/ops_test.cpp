@@ -451,35 +451,7 @@ TEST_P(AttentionTest, MatchesReference) {
   ops::kv_write(oc, rows_act.cols(q_dim), rows_act.cols(q_dim + kv_dim), c.rows, ops::IntVec{pbuf}, kv);
   ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
   rec.submit_and_wait();
-  // Every vendor's configuration: the caches through texel buffers (CPU devices) or as storage
-  // buffers (GPUs) give the same bits. Attention's kernel depends on the configuration only
-  // through its loads, so one configuration of each kind runs.
   const auto device_choice = read_back<float>(out, size_t(c.rows) * q_dim);
-  std::vector<VendorMatvecShape> configs;
-  for (const VendorMatvecShape& config : vendor_matvec_shapes())
-    if (std::none_of(configs.begin(), configs.end(),
-                     [&](const VendorMatvecShape& seen) { return seen.shape.texel_loads == config.shape.texel_loads; }))
-      configs.push_back(config);
-  ASSERT_EQ(configs.size(), gpu().ctx.info.features.storage_texel_buffers ? 2u : 1u);
-  for (const VendorMatvecShape& config : configs) {
-    MatvecShapeScope scope(config.shape);
-    rec.begin();
-    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
-    rec.submit_and_wait();
-    EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), device_choice)) << config.name;
-  }
-  // The query heads of a KV head share a workgroup (GQA); one head per workgroup gives the same bits.
-  {
-    struct OneHead {
-      uint32_t saved = gpu().attention_max_group;
-      OneHead() { gpu().attention_max_group = 1; }
-      ~OneHead() { gpu().attention_max_group = saved; }
-    } one_head;
-    rec.begin();
-    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
-    rec.submit_and_wait();
-    EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), device_choice)) << "one head per workgroup";
-  }
 
   // Reference cache: old rows, then the new rows rounded to f16.
   std::vector<float> kc(size_t(kv_len) * kv_dim), vc(size_t(kv_len) * kv_dim), q(size_t(c.rows) * q_dim);
@@ -494,7 +466,37 @@ TEST_P(AttentionTest, MatchesReference) {
   RefAttention ra{c.heads, c.kv_heads, c.head_dim, kv_len, c.chunk, params.scale, nullptr, 0,
                   c.qscale ? &qscale : nullptr};
   auto want = ref_attention(q, kc, vc, pos, c.rows, ra);
-  EXPECT_TRUE(all_close(read_back<float>(out, want.size()), want, 1e-5, 1e-4));
+  EXPECT_TRUE(all_close(device_choice, want, 1e-5, 1e-4));
+
+  // Every attention kernel and load path: the caches through texel buffers (CPU devices) or as
+  // storage buffers (GPUs) give the same bits; the other kernel (another block of keys) agrees
+  // with the reference. The query heads of a KV head share a workgroup (GQA); one head per
+  // workgroup gives the same bits.
+  // The long contexts check llvmpipe's loop limit (attention.comp) on the kernel it runs; the
+  // other kernel runs the short ones (on lavapipe it is several times slower).
+  const uint32_t device_workgroup = ops::matvec_shape(gpu()).attention_workgroup;
+  for (const VendorMatvecShape& config : attention_configs()) {
+    if (config.shape.attention_workgroup != device_workgroup && kv_len > 4096) continue;
+    MatvecShapeScope scope(config.shape);
+    rec.begin();
+    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+    rec.submit_and_wait();
+    const auto grouped = read_back<float>(out, device_choice.size());
+    if (config.shape.attention_workgroup == device_workgroup)
+      EXPECT_TRUE(bitwise_equal(grouped, device_choice)) << config.name;
+    else
+      EXPECT_TRUE(all_close(grouped, want, 1e-5, 1e-4)) << config.name;
+    struct OneHead {
+      uint32_t saved = gpu().attention_max_group;
+      OneHead() { gpu().attention_max_group = 1; }
+      ~OneHead() { gpu().attention_max_group = saved; }
+    } one_head;
+    rec.begin();
+    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+    rec.submit_and_wait();
+    EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), grouped))
+        << config.name << ": one head per workgroup";
+  }
   // The written cache rows equal the f16 rounding of the new k and v.
   auto kgot = read_back<uint16_t>(kbuf, size_t(capacity) * kv_dim);
   for (uint32_t r = 0; r < c.rows; ++r)
@@ -522,8 +524,18 @@ INSTANTIATE_TEST_SUITE_P(
                          c.qscale ? "_qscale" : "");
     });
 
+// Both attention kernels: this device's (lavapipe: one subgroup, texel loads) and the
+// 64-invocation workgroup of GPUs.
+std::vector<VendorMatvecShape> both_attention_kernels() {
+  const std::vector<VendorMatvecShape> configs = attention_configs();
+  return {configs[0], configs[2]};
+}
+
 // Attention of a row must not depend on how many rows share the dispatch.
 TEST_F(OpsTest, AttentionIsBatchInvariant) {
+  for (const VendorMatvecShape& config : both_attention_kernels()) {
+  MatvecShapeScope scope(config.shape);
+  SCOPED_TRACE(config.name);
   const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, rows = 5, first = 130, cap = 160;
   auto k = to_f16(random_floats(size_t(cap) * kv_dim, 61)), v = to_f16(random_floats(size_t(cap) * kv_dim, 62));
   auto q = random_floats(size_t(rows) * heads * hd, 63);
@@ -544,6 +556,7 @@ TEST_F(OpsTest, AttentionIsBatchInvariant) {
   }
   rec.submit_and_wait();
   EXPECT_TRUE(bitwise_equal(read_back<float>(batch, q.size()), read_back<float>(single, q.size())));
+  }
 }
 
 // Tree rows (verification of a speculation tree): every node attends to the committed rows and
@@ -556,7 +569,10 @@ TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
     bool temperature;
   };
   const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, nodes = 14;
+  for (const VendorMatvecShape& config : both_attention_kernels())
   for (const Case& c : {Case{47, 0, false}, Case{61, 64, false}, Case{125, 64, true}, Case{0, 0, true}}) {
+    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(config.name);
     // A random tree: node j > 0 hangs from a random earlier node.
     std::mt19937 rng(c.base + 7);
     std::vector<int32_t> parent(nodes, -1), depth(nodes, 0);
@@ -624,7 +640,10 @@ TEST_F(OpsTest, AttentionRegionsEqualEachSequenceAlone) {
     uint32_t first, rows;  // positions first .. first + rows - 1
   };
   const std::vector<Seq> seqs = {{130, 4}, {7, 1}, {70, 3}};
+  for (const VendorMatvecShape& config : both_attention_kernels())
   for (uint32_t chunk : {0u, 64u}) {
+    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(config.name);
     const uint32_t cap = region * uint32_t(seqs.size());
     auto k = to_f16(random_floats(size_t(cap) * kv_dim, 91)), v = to_f16(random_floats(size_t(cap) * kv_dim, 92));
     std::vector<int32_t> pos, slots;

@@ -29,7 +29,9 @@ uint32_t attention_max_keys(const vk::Context& ctx, uint32_t head_dim) {
   if (ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU) return UINT32_MAX;
   // Loop turns per block of 64 keys (attention.comp, 8 subgroups of 8): the key loop, the
   // q.k loop (head_dim / 8), the v loop per output dim of the thread (8 full turns and up to 7
-  // more in the last block), two block reductions over the subgroups; with a margin.
+  // more in the last block), two block reductions over the subgroups; with a margin. The
+  // one-subgroup kernel of CPU devices takes one turn per block of 8 keys (its inner loops have
+  // constant bounds and unroll), far fewer.
   const uint32_t dims_per_thread = (head_dim + 63) / 64;
   const uint32_t turns = 2 + head_dim / 8 + dims_per_thread * 9 + 16;
   return 65535 / turns * 64;
@@ -48,9 +50,17 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   if (a.kv_heads == 0 || a.heads % a.kv_heads) fail("attention: {} heads not a multiple of {} KV heads", a.heads, a.kv_heads);
   if (a.kv_len > kv.capacity) fail("attention: kv_len {} beyond the cache capacity {}", a.kv_len, kv.capacity);
   if (a.tree && a.regions) fail("attention: tree rows and sequence regions together");
-  // CPU devices read the caches through texel buffers (the same words, the same bits).
-  const bool texel = matvec_shape(oc.gpu).texel_loads && vk::texel_view_possible(kv.k, VK_FORMAT_R32G32B32A32_UINT) &&
+  // CPU devices read q and the caches through texel buffers (the same words, the same bits).
+  const MatvecShape shape = matvec_shape(oc.gpu);
+  const bool texel = shape.texel_loads && q.texel_aligned() &&
+                     vk::texel_view_possible(kv.k, VK_FORMAT_R32G32B32A32_UINT) &&
                      vk::texel_view_possible(kv.v, VK_FORMAT_R32_UINT);
+  // One subgroup where the shape asks for it and it is the device's fixed subgroup size.
+  const auto& f = oc.gpu.ctx.info.features;
+  const bool one_subgroup = shape.attention_workgroup == f.subgroup_size &&
+                            f.min_subgroup_size == f.max_subgroup_size && f.subgroup_shuffle &&
+                            a.head_dim % shape.attention_workgroup == 0;
+  const uint32_t workgroup = one_subgroup ? shape.attention_workgroup : 64;
   const uint32_t qscale_mode = a.qscale ? 1u : a.temperature_tuning ? 2u : 0u;
   // The query heads of one KV head share a workgroup (their keys and values loaded once, the
   // block reductions' barriers paid once); more than fit are served one head per workgroup.
@@ -58,8 +68,9 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   const uint32_t group = per_kv_head <= std::min(oc.gpu.attention_max_group, 8u) ? per_kv_head : 1;
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
-                           {/*WG=*/64, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
-                            /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group});
+                           {/*WG=*/workgroup, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
+                            /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group, /*HEAD_DIM=*/a.head_dim,
+                            /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,

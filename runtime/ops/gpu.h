@@ -23,6 +23,11 @@ struct MatvecShape {
   // row (docs/perf.md, 2026-11-27). EAGLEVK_MATVEC_SHAPE sets both to its OUTPUTS.
   uint32_t block_outs = 4;
   uint32_t outs_for(bool quantized) const { return quantized ? block_outs : outs; }
+  // The attention kernel's workgroup: 64 invocations exchanging through shared memory, or, on
+  // devices with a fixed subgroup of 8 (CPU implementations), one subgroup that exchanges by
+  // shuffles, with no barrier (shaders/attention.comp). It sets the block of keys the online
+  // softmax takes at a time, so it changes the bits, as a device's choice does.
+  uint32_t attention_workgroup = 64;
 };
 
 // EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS (e.g. 64,2) replaces the device's matrix-vector

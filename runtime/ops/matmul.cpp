@@ -37,7 +37,9 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   // reduction runs.
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
-  return MatvecShape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
+  MatvecShape shape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
+  if (fixed && sg == 8) shape.attention_workgroup = 8;
+  return shape;
 }
 
 namespace {
@@ -140,11 +142,6 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
                        vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
     const std::string variant = texel ? "_texel" : "";
     const uint32_t outs = shape.outs_for(weight_type_quantized(w.type));
-    const vk::Kernel& kernel =
-        vector ? oc.gpu.pipelines.get(shader_name("matvec", w.type) + variant,
-                                      {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup,
-                                       /*GLU=*/0, /*NORM_WG=*/norm_wg(oc.gpu, norm)})
-               : oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
     const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += step) {
@@ -153,11 +150,16 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       GemmPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
       if (vector) {
+        const vk::Kernel& kernel = oc.gpu.pipelines.get(
+            shader_name("matvec", w.type) + variant, {/*WG=*/shape.workgroup, /*OUTS=*/outs,
+                                                      /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/0,
+                                                      /*NORM_WG=*/norm_wg(oc.gpu, norm), /*ROWS=*/r});
         uint32_t groups = (n + outs - 1) / outs;
         const Grid g = linear_grid(ctx, groups, 1, name);  // a 202,048-token lm_head needs y
         dispatch_matvec(oc, kernel, w.type, xr.reads(r, w.cols), vk::reads(wchunk), out, norm,
                         MatvecPush{push, 0, norm ? norm->eps : 0.0f}, g, name);
       } else {
+        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,
                         (r + gemm_tile - 1) / gemm_tile, 1, name);
       }
@@ -190,12 +192,12 @@ void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Ac
   const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange) &&
                      vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
   const uint32_t outs = shape.outs_for(weight_type_quantized(gate_up.type));
-  const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("matvec", gate_up.type) + (texel ? "_texel" : ""),
-                                                  {/*WG=*/shape.workgroup, /*OUTS=*/outs,
-                                                   /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1,
-                                                   /*NORM_WG=*/norm_wg(oc.gpu, norm)});
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("matvec", gate_up.type) + (texel ? "_texel" : ""),
+                                                    {/*WG=*/shape.workgroup, /*OUTS=*/outs,
+                                                     /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1,
+                                                     /*NORM_WG=*/norm_wg(oc.gpu, norm), /*ROWS=*/r});
     Act xr = x.row(r0), yr = out.row(r0);
     MatvecPush push{{gate_up.cols, width, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, width,
                     norm ? norm->eps : 0.0f};

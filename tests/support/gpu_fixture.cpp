@@ -25,12 +25,18 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
   auto runnable = [&](ops::MatvecShape s) {
     if (s.one_subgroup && !(fixed && s.workgroup == f.subgroup_size)) s.one_subgroup = 0;
     if (!f.storage_texel_buffers) s.texel_loads = 0;
+    if (!(fixed && s.attention_workgroup == f.subgroup_size && f.subgroup_shuffle)) s.attention_workgroup = 64;
     return s;
   };
   return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8, true))},
           {"lavapipe_storage_buffers", runnable(ops::matvec_shape_for(8, 8, 8, false))},
           {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false))},
           {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false))}};
+}
+
+std::vector<VendorMatvecShape> attention_configs() {
+  const std::vector<VendorMatvecShape> all = vendor_matvec_shapes();
+  return {all[0], all[1], all[2]};
 }
 
 MatvecShapeScope::MatvecShapeScope(ops::MatvecShape shape) : saved(gpu().matvec_shape_override) {

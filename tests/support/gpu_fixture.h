@@ -31,6 +31,10 @@ struct VendorMatvecShape {
   ops::MatvecShape shape;
 };
 std::vector<VendorMatvecShape> vendor_matvec_shapes();
+// One configuration per attention kernel this device can run and per load path: lavapipe's
+// (texel loads), lavapipe's with storage buffers, and NVIDIA's (a 64-invocation workgroup);
+// where the device cannot run the one-subgroup kernel the first two are its workgroup kernel.
+std::vector<VendorMatvecShape> attention_configs();
 
 // Runs the ops with `shape` until destroyed (gpu().matvec_shape_override).
 struct MatvecShapeScope {
