@@ -202,7 +202,7 @@ TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
       uint32_t norm_wg;
     };
     const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
-    const std::vector<Config> configs = {{vendors[0], 64}, {vendors[1], 64}, {vendors[2], 64}, {vendors[3], 512}};
+    const std::vector<Config> configs = {{vendors[0], 8}, {vendors[1], 8}, {vendors[2], 64}, {vendors[3], 512}};
     for (const auto& [config, norm_wg] : configs)
       for (uint32_t rows : {1u, 3u, 8u}) {
         SCOPED_TRACE(fmt::format("{} {}, norm workgroup {}, {} rows", ops::weight_type_name(type), config.name,
@@ -306,7 +306,7 @@ TEST_F(OpsTest, EmbeddingGathersRowsEachPrecision) {
 }
 
 TEST(NormWorkgroup, PerDevice) {
-  EXPECT_EQ(ops::norm_workgroup_for(true, 1024, 8), 64u);    // lavapipe
+  EXPECT_EQ(ops::norm_workgroup_for(true, 1024, 8), 8u);     // lavapipe
   EXPECT_EQ(ops::norm_workgroup_for(false, 1024, 32), 512u);  // NVIDIA
   EXPECT_EQ(ops::norm_workgroup_for(false, 1024, 8), 512u);   // Intel (SIMD8 .. 32)
   EXPECT_EQ(ops::norm_workgroup_for(false, 256, 64), 256u);   // a device that allows 256
@@ -317,7 +317,7 @@ TEST(NormWorkgroup, PerDevice) {
 // than the workgroup.
 TEST_F(OpsTest, RmsNormAndL2Norm) {
   const uint32_t device_wg = gpu().norm_workgroup;
-  for (uint32_t wg : {64u, 256u, 512u})
+  for (uint32_t wg : {8u, 64u, 256u, 512u})
   for (uint32_t dim : {257u, 4096u})
   for (uint32_t rows : {1u, 3u, 13u}) {
     SCOPED_TRACE(::testing::Message() << "workgroup " << wg << ", dim " << dim << ", rows " << rows);

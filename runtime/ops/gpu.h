@@ -35,8 +35,8 @@ struct MatvecShape {
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 
-// The workgroup size of norm.comp on a device: 64 on CPU devices, where each invocation runs
-// its share of the row as vector code anyway; 512 on GPUs, where one workgroup of 64 walks a
+// The workgroup size of norm.comp on a device: 8 on CPU devices (one llvmpipe subgroup, whose
+// lanes run as one vector, with no barrier to switch at); 512 on GPUs, where one workgroup of 64 walks a
 // 4096-wide row in 64 steps of dependent loads (36 us per call on an H100, docs/perf.md).
 // Never more than the device's invocation limit or 64 subgroups (norm.comp's shared array).
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size);
