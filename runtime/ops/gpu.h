@@ -24,8 +24,8 @@ struct MatvecShape {
   uint32_t block_outs = 4;
   uint32_t outs_for(bool quantized) const { return quantized ? block_outs : outs; }
   // The attention kernel's workgroup: 64 invocations exchanging through shared memory, or, on
-  // devices with a fixed subgroup of 8 (CPU implementations), one subgroup that exchanges by
-  // shuffles, with no barrier (shaders/attention.comp). It sets the block of keys the online
+  // CPU devices with a fixed subgroup of 8, one subgroup that exchanges by shuffles, with no
+  // barrier (shaders/attention.comp). It sets the block of keys the online
   // softmax takes at a time, so it changes the bits, as a device's choice does.
   uint32_t attention_workgroup = 64;
 };

@@ -38,7 +38,9 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   uint32_t sg = std::max(subgroup_size, 1u);
   bool fixed = min_subgroup_size == max_subgroup_size;
   MatvecShape shape{fixed ? sg : std::max(sg, 64u), sg <= 8 ? 8u : 2u, fixed ? 1u : 0u, cpu_device ? 1u : 0u};
-  if (fixed && sg == 8) shape.attention_workgroup = 8;
+  // CPU devices' attention: one subgroup of 8 (no barriers, which llvmpipe pays for by
+  // switching coroutines); a GPU with subgroups of 8 would get too few invocations per row.
+  if (cpu_device && fixed && sg == 8) shape.attention_workgroup = 8;
   return shape;
 }
 

@@ -28,8 +28,10 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
     if (!(fixed && s.attention_workgroup == f.subgroup_size && f.subgroup_shuffle)) s.attention_workgroup = 64;
     return s;
   };
+  ops::MatvecShape storage_buffers = ops::matvec_shape_for(8, 8, 8, true);
+  storage_buffers.texel_loads = 0;  // lavapipe's kernels, reading storage buffers as GPUs do
   return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8, true))},
-          {"lavapipe_storage_buffers", runnable(ops::matvec_shape_for(8, 8, 8, false))},
+          {"lavapipe_storage_buffers", runnable(storage_buffers)},
           {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false))},
           {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false))}};
 }
