@@ -21,12 +21,12 @@
 // share one KV head, so each key and value is loaded once for all of them and each block's
 // reductions wait at the same two barriers; every head's sums are formed in the order a
 // one-head workgroup forms them, so the bits are the same.
-// ONE_SUBGROUP (the workgroup is one subgroup; CPU devices): the block's probabilities and
-// cache rows pass between lanes by shuffles and each lane reads q where it needs it, so there is
-// no shared memory and no barrier (llvmpipe runs a workgroup's subgroups as coroutines that
-// switch at each barrier, and reads shared memory one lane at a time); q is spread over the
-// lanes' registers and each lane owns pairs of output dims, one cache word each. Every sum is formed in the order of the workgroup path with
-// the same block size, so the bits are those of that path.
+// ONE_SUBGROUP (the workgroup is one subgroup: CPU devices, blocks of 8 keys): q is spread over
+// the lanes' registers and reaches each key's lane by a shuffle, the block's probabilities and
+// tree cache rows pass by shuffles too, and each lane owns pairs of output dims, one cache word
+// each. No shared memory and no barrier: llvmpipe runs a workgroup's subgroups as coroutines
+// that switch at each barrier, and reads shared memory one lane at a time. Each block's sums are
+// taken in the workgroup path's order; its blocks are smaller, so its bits are its own.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
