@@ -67,6 +67,8 @@ struct Eagle3State {
   uint32_t feature = 0, embedded = 0, attn_in = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0,
            logits = 0;
   uint32_t proposing = 0;        // [logit_rows, H]: a batched catch-up's proposing rows
+  uint32_t split_keys = 0;       // flash-decoding (ops::AttentionSplit), 0 on CPU devices
+  vk::Buffer split_scratch;
   ops::KvLayer kv() const;
 };
 

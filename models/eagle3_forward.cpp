@@ -30,6 +30,11 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "draft rope_table");
   vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
   s.positions = vk::Buffer(ctx, (max_rows + max_steps) * 4, vk::MemoryKind::Device, "draft positions");
+  s.split_keys = ops::attention_split_keys(ctx);
+  if (s.split_keys)
+    s.split_scratch = vk::Buffer(ctx, ops::attention_split_scratch_bytes(c.num_attention_heads, c.head_dim, s.capacity,
+                                                                         max_rows, s.split_keys),
+                                 vk::MemoryKind::Device, "draft attention splits");
 
   // Lifetimes in steps of one pass. The feature buffer carries the pre-norm output from one
   // pass to the next, so it lives throughout.
@@ -91,6 +96,8 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   ops::AttentionParams attn{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
   attn.tree = pass.tree ? &pass.tree->path : nullptr;
   attn.regions = pass.slots;
+  const ops::AttentionSplit split = ops::attention_split(s.split_keys, s.split_scratch);
+  attn.split = &split;
   ops::attention(oc, qkv, kv, pass.positions, ops::Act(a[s.attn], q_dim), T, attn);
   // h = r + o, with r = g (default) or its normed copy (norm_before_residual).
   ops::Act h = m.config.norm_before_residual ? attn_in.cols(H) : g;

@@ -89,6 +89,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
   auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
 
   record_input_embeddings(oc, pass, s, m.embed.matrix(), x, H);
+  const ops::AttentionSplit split = ops::attention_split(s.split_keys, s.split_scratch);
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
     const Llama3Layer& L = m.layers[l];
     tap(l);
@@ -100,6 +101,7 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
+    params.split = &split;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     ops::Act gu(a[s.gate_up], 2 * I);

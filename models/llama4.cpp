@@ -211,6 +211,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
   auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
 
   record_input_embeddings(oc, pass, s, m.embed.matrix(), x, H);
+  const ops::AttentionSplit split = ops::attention_split(s.split_keys, s.split_scratch);
   for (uint32_t l = 0; l < m.layers.size(); ++l) {
     const Llama4Layer& L = m.layers[l];
     tap(l);
@@ -236,6 +237,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     }
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
+    params.split = &split;
     ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
     if (c.moe_layer[l]) {

@@ -33,6 +33,10 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   s.out_ids = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "out_ids");
   s.accept = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "accept");
   if (t.temperature_tuning) s.qscale = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "qscale");
+  s.split_keys = ops::attention_split_keys(ctx);
+  if (s.split_keys)
+    s.split_scratch = vk::Buffer(ctx, ops::attention_split_scratch_bytes(t.heads, t.head_dim, s.capacity, max_rows, s.split_keys),
+                                 vk::MemoryKind::Device, "attention splits");
 
   // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
   vk::ArenaPlan& plan = s.arena.plan;

@@ -36,6 +36,10 @@ struct TargetState {
   vk::Buffer accept;            // int32 [max_rows]: speculative acceptance flags
   vk::Buffer qscale;            // f32 [max_rows]: Llama-4 attention temperature (when tuned)
   vk::Buffer expert_ids;        // int32 [max_rows * experts_per_token] (MoE)
+  // Flash-decoding (ops::AttentionSplit): keys per split, 0 on CPU devices, and the partial
+  // states' scratch.
+  uint32_t split_keys = 0;
+  vk::Buffer split_scratch;
   vk::Arena arena;
   uint32_t x = 0, attn_norm = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0, logits = 0;
   uint32_t router = 0, expert_in = 0, expert_gate_up = 0, expert_act = 0;  // MoE only

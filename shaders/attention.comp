@@ -27,6 +27,12 @@
 // each. No shared memory and no barrier: llvmpipe runs a workgroup's subgroups as coroutines
 // that switch at each barrier, and reads shared memory one lane at a time. Each block's sums are
 // taken in the workgroup path's order; its blocks are smaller, so its bits are its own.
+// SPLIT > 0 (flash-decoding, GPUs): workgroup z takes only the keys at positions
+// [z SPLIT, (z + 1) SPLIT) of its row's range, in the same blocks from there, and writes its
+// unnormalised state (m, l, then acc[head_dim]) for attention_combine.comp to merge in split
+// order. The boundaries depend only on positions, never on the dispatch, so a row's bits still
+// do not depend on the rows beside it or the bound it was recorded with; a row whose keys all
+// lie in one split gets exactly the bits of the unsplit kernel (the merge multiplies by 1).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
@@ -42,6 +48,7 @@ layout(constant_id = 4) const uint GROUP = 1;  // 1..MAX_GROUP
 // constants: llvmpipe keeps an array indexed at run time in memory and reads it lane by lane.
 layout(constant_id = 5) const uint HEAD_DIM = 64;
 layout(constant_id = 6) const bool ONE_SUBGROUP = false;
+layout(constant_id = 7) const uint SPLIT = 0;
 
 // K and V hold f16 pairs in 32-bit words. TEXEL_LOADS (CPU devices, as for the matrix
 // kernels: common.glsl says why) reads them through texel buffers, K as 16-byte quads of 8
@@ -84,6 +91,8 @@ layout(push_constant) uniform Push {
   float attn_scale;
   uint path_base;    // TREE: first position of the tree
   uint path_offset;  // TREE: element offset of row 0's path
+  uint row0;         // the dispatch's first row (SPLIT dispatches take rows a chunk at a time)
+  uint splits;       // SPLIT: workgroups along z, the partial states per (row, head)
 } p;
 
 // llvmpipe (lavapipe) stops an invocation's loops once they have run 65,535 iterations in
@@ -124,6 +133,18 @@ float qs;
 uint key_slot(uint j) {
   if (TREE && j >= p.path_base) return p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
   return region + j;
+}
+
+// SPLIT: where the partial state of (this dispatch's row, head, split) starts in the output
+// buffer: m, l, then acc[head_dim].
+uint partial_base(uint head) {
+  return p.out_offset + ((gl_WorkGroupID.x * p.heads + head) * p.splits + gl_WorkGroupID.z) * (hd + 2u);
+}
+void write_split_state(float m[MAX_GROUP], float l[MAX_GROUP]) {
+  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+    outv[partial_base(head0 + g)] = m[g];
+    outv[partial_base(head0 + g) + 1u] = l[g];  // 0: no key of the split was visible
+  }
 }
 
 // ONE_SUBGROUP: lane tid scores key kb + tid of each block; the block's probabilities reach the
@@ -207,12 +228,19 @@ void one_subgroup_attention() {
     uint d = 2u * (tid + i * wg);
     if (d < hd) {
       [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-        uint o = p.out_offset + row * p.out_stride + (head0 + g) * hd + d;
-        outv[o] = l[g] > 0.0 ? acc_lo[g][i] / l[g] : 0.0;
-        outv[o + 1u] = l[g] > 0.0 ? acc_hi[g][i] / l[g] : 0.0;
+        if (SPLIT > 0u) {
+          uint o = partial_base(head0 + g) + 2u + d;
+          outv[o] = acc_lo[g][i];
+          outv[o + 1u] = acc_hi[g][i];
+        } else {
+          uint o = p.out_offset + row * p.out_stride + (head0 + g) * hd + d;
+          outv[o] = l[g] > 0.0 ? acc_lo[g][i] / l[g] : 0.0;
+          outv[o + 1u] = l[g] > 0.0 ? acc_hi[g][i] / l[g] : 0.0;
+        }
       }
     }
   }
+  if (SPLIT > 0u && tid == 0u) write_split_state(m, l);
 }
 
 // Several subgroups: q, the block's probabilities and its cache rows in shared memory.
@@ -292,13 +320,16 @@ void workgroup_attention() {
   [[unroll]] for (uint i = 0; i < DIMS; ++i) {
     uint d = tid + i * wg;
     if (d >= hd) break;
-    [[unroll]] for (uint g = 0; g < GROUP; ++g)
-      outv[p.out_offset + row * p.out_stride + (head0 + g) * hd + d] = l[g] > 0.0 ? acc[g][i] / l[g] : 0.0;
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      if (SPLIT > 0u) outv[partial_base(head0 + g) + 2u + d] = acc[g][i];
+      else outv[p.out_offset + row * p.out_stride + (head0 + g) * hd + d] = l[g] > 0.0 ? acc[g][i] / l[g] : 0.0;
+    }
   }
+  if (SPLIT > 0u && tid == 0u) write_split_state(m, l);
 }
 
 void main() {
-  row = gl_WorkGroupID.x;
+  row = p.row0 + gl_WorkGroupID.x;
   head0 = gl_WorkGroupID.y * GROUP;
   tid = gl_LocalInvocationID.x;
   wg = gl_WorkGroupSize.x;
@@ -312,6 +343,10 @@ void main() {
   qs = p.scale * temperature;
   end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
   start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
+  if (SPLIT > 0u) {
+    start = max(start, gl_WorkGroupID.z * SPLIT);
+    end = min(end, (gl_WorkGroupID.z + 1u) * SPLIT);  // at or below start: nothing visible
+  }
   // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
   region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
   if (ONE_SUBGROUP) one_subgroup_attention();

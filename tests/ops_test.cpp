@@ -418,6 +418,23 @@ TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
 
 // ---- KV cache and attention -----------------------------------------------------------
 
+// Both attention kernels: this device's (lavapipe: one subgroup, texel loads) and the
+// 64-invocation workgroup of GPUs.
+std::vector<VendorMatvecShape> both_attention_kernels() {
+  const std::vector<VendorMatvecShape> configs = attention_configs();
+  return {configs[0], configs[2]};
+}
+
+// A flash-decoding split of `keys` keys with a scratch for `rows` rows at kv_len.
+struct SplitScratch {
+  vk::Buffer buffer;
+  ops::AttentionSplit split;
+  SplitScratch(uint32_t keys, uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t rows)
+      : buffer(gpu().ctx, ops::attention_split_row_bytes(heads, head_dim, kv_len, keys) * rows, vk::MemoryKind::Device,
+               "split scratch"),
+        split{keys, vk::BufferRange(buffer)} {}
+};
+
 struct AttentionCase {
   uint32_t rows, heads, kv_heads, head_dim, first_pos, chunk;
   bool qscale;
@@ -497,6 +514,38 @@ TEST_P(AttentionTest, MatchesReference) {
     EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), grouped))
         << config.name << ": one head per workgroup";
   }
+  // Split along the context (flash-decoding), on both kernels: close to the reference; a row
+  // whose keys all lie in one split has the unsplit kernel's bits (the merge scales it by 1);
+  // a scratch of two rows, which takes the rows a chunk at a time, changes no bit.
+  for (const VendorMatvecShape& config : both_attention_kernels()) {
+    if (config.shape.attention_workgroup != device_workgroup && kv_len > 4096) continue;
+    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(config.name);
+    rec.begin();
+    ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
+    rec.submit_and_wait();
+    const auto unsplit = read_back<float>(out, device_choice.size());
+    const uint32_t keys = kv_len > 4096 ? 1024 : 64;
+    std::vector<float> split_out[2];
+    for (bool chunked : {false, true}) {
+      SplitScratch scratch(keys, c.heads, c.head_dim, kv_len, chunked ? 2u : c.rows);
+      ops::AttentionParams split_params = params;
+      split_params.split = &scratch.split;
+      rec.begin();
+      ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, split_params);
+      rec.submit_and_wait();
+      split_out[chunked] = read_back<float>(out, device_choice.size());
+    }
+    EXPECT_TRUE(all_close(split_out[0], want, 1e-5, 1e-4));
+    EXPECT_TRUE(bitwise_equal(split_out[1], split_out[0])) << "rows in chunks of 2";
+    for (uint32_t r = 0; r < c.rows; ++r) {
+      const uint32_t p = uint32_t(pos[r]), start = c.chunk ? p / c.chunk * c.chunk : 0;
+      if (start / keys != p / keys) continue;
+      std::vector<float> a(split_out[0].begin() + size_t(r) * q_dim, split_out[0].begin() + size_t(r + 1) * q_dim),
+          b(unsplit.begin() + size_t(r) * q_dim, unsplit.begin() + size_t(r + 1) * q_dim);
+      EXPECT_TRUE(bitwise_equal(a, b)) << "row " << r << " at " << p << ", its keys in one split";
+    }
+  }
   // The written cache rows equal the f16 rounding of the new k and v.
   auto kgot = read_back<uint16_t>(kbuf, size_t(capacity) * kv_dim);
   for (uint32_t r = 0; r < c.rows; ++r)
@@ -524,18 +573,28 @@ INSTANTIATE_TEST_SUITE_P(
                          c.qscale ? "_qscale" : "");
     });
 
-// Both attention kernels: this device's (lavapipe: one subgroup, texel loads) and the
-// 64-invocation workgroup of GPUs.
-std::vector<VendorMatvecShape> both_attention_kernels() {
-  const std::vector<VendorMatvecShape> configs = attention_configs();
-  return {configs[0], configs[2]};
+// Keys per split: the device's default (none on a CPU device), or EAGLEVK_ATTENTION_SPLIT, which
+// must be 0 or a multiple of 64.
+TEST_F(OpsTest, AttentionSplitKeysComeFromTheDeviceOrTheEnvironment) {
+  ASSERT_EQ(std::getenv("EAGLEVK_ATTENTION_SPLIT"), nullptr);
+  EXPECT_EQ(ops::attention_split_keys(gpu().ctx), gpu().ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0u : 256u);
+  for (const char* good : {"0", "128"}) {
+    setenv("EAGLEVK_ATTENTION_SPLIT", good, 1);
+    EXPECT_EQ(ops::attention_split_keys(gpu().ctx), uint32_t(std::atoi(good)));
+  }
+  for (const char* bad : {"100", "", "64k", "-64"}) {
+    setenv("EAGLEVK_ATTENTION_SPLIT", bad, 1);
+    EXPECT_THROW(ops::attention_split_keys(gpu().ctx), eaglevk::Error) << bad;
+  }
+  unsetenv("EAGLEVK_ATTENTION_SPLIT");
 }
 
 // Attention of a row must not depend on how many rows share the dispatch.
 TEST_F(OpsTest, AttentionIsBatchInvariant) {
-  for (const VendorMatvecShape& config : both_attention_kernels()) {
+  for (const VendorMatvecShape& config : both_attention_kernels())
+  for (uint32_t split_keys : {0u, 64u}) {
   MatvecShapeScope scope(config.shape);
-  SCOPED_TRACE(config.name);
+  SCOPED_TRACE(fmt::format("{}, split {}", config.name, split_keys));
   const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, rows = 5, first = 130, cap = 160;
   auto k = to_f16(random_floats(size_t(cap) * kv_dim, 61)), v = to_f16(random_floats(size_t(cap) * kv_dim, 62));
   auto q = random_floats(size_t(rows) * heads * hd, 63);
@@ -546,6 +605,9 @@ TEST_F(OpsTest, AttentionIsBatchInvariant) {
              single(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "single");
   ops::KvLayer kv{kb, vb, cap, kv_dim};
   ops::AttentionParams params{heads, kv_heads, hd, first + rows, 0, 0.125f};
+  SplitScratch scratch(64, heads, hd, cap, rows);
+  scratch.split.keys = split_keys;
+  params.split = &scratch.split;
   rec.begin();
   ops::attention(oc, ops::Act(qb, heads * hd), kv, ops::IntVec{pb}, ops::Act(batch, heads * hd), rows, params);
   for (uint32_t r = 0; r < rows; ++r) {
@@ -570,9 +632,10 @@ TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
   };
   const uint32_t heads = 8, kv_heads = 2, hd = 64, kv_dim = kv_heads * hd, nodes = 14;
   for (const VendorMatvecShape& config : both_attention_kernels())
+  for (uint32_t split_keys : {0u, 64u})
   for (const Case& c : {Case{47, 0, false}, Case{61, 64, false}, Case{125, 64, true}, Case{0, 0, true}}) {
     MatvecShapeScope scope(config.shape);
-    SCOPED_TRACE(config.name);
+    SCOPED_TRACE(fmt::format("{}, split {}", config.name, split_keys));
     // A random tree: node j > 0 hangs from a random earlier node.
     std::mt19937 rng(c.base + 7);
     std::vector<int32_t> parent(nodes, -1), depth(nodes, 0);
@@ -590,6 +653,9 @@ TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
     auto k = to_f16(random_floats(size_t(cap) * kv_dim, 81)), v = to_f16(random_floats(size_t(cap) * kv_dim, 82));
     auto q = random_floats(size_t(nodes) * heads * hd, 83, -2, 2);
     ops::AttentionParams params{heads, kv_heads, hd, c.base + nodes, c.chunk, 0.125f};
+    SplitScratch scratch(64, heads, hd, cap, nodes);
+    scratch.split.keys = split_keys;
+    params.split = &scratch.split;
     params.temperature_tuning = c.temperature;
     params.floor_scale = 4;
     params.attn_scale = 0.25f;
@@ -641,9 +707,10 @@ TEST_F(OpsTest, AttentionRegionsEqualEachSequenceAlone) {
   };
   const std::vector<Seq> seqs = {{130, 4}, {7, 1}, {70, 3}};
   for (const VendorMatvecShape& config : both_attention_kernels())
+  for (uint32_t split_keys : {0u, 64u})
   for (uint32_t chunk : {0u, 64u}) {
     MatvecShapeScope scope(config.shape);
-    SCOPED_TRACE(config.name);
+    SCOPED_TRACE(fmt::format("{}, split {}", config.name, split_keys));
     const uint32_t cap = region * uint32_t(seqs.size());
     auto k = to_f16(random_floats(size_t(cap) * kv_dim, 91)), v = to_f16(random_floats(size_t(cap) * kv_dim, 92));
     std::vector<int32_t> pos, slots;
@@ -655,6 +722,9 @@ TEST_F(OpsTest, AttentionRegionsEqualEachSequenceAlone) {
     const uint32_t rows = uint32_t(pos.size());
     auto q = random_floats(size_t(rows) * heads * hd, 93, -2, 2);
     ops::AttentionParams params{heads, kv_heads, hd, 134, chunk, 0.125f};  // the largest position + 1
+    SplitScratch scratch(64, heads, hd, 134, 8);
+    scratch.split.keys = split_keys;
+    params.split = &scratch.split;
     params.temperature_tuning = chunk > 0;
     params.floor_scale = 4;
     params.attn_scale = 0.25f;

@@ -3,10 +3,13 @@
 // against recording every pass (replay off, the reference): the same tokens, and the same
 // logits bits, for greedy and sampled decoding on both tiny targets, across several
 // re-recordings (a span of 8 positions per recording instead of 512), and after something
-// else was recorded into the runner's recorder in between.
+// else was recorded into the runner's recorder in between. Replayed chain rounds
+// (SpeculativeDecoder::replay) are checked the same way: tokens, acceptance, logprob bits and
+// taps of recording every round, greedy, sampled and with sampled drafts.
 #include <fmt/format.h>
 
 #include "runtime/engine/generate.h"
+#include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -140,6 +143,72 @@ TEST_P(Replay, SampledStepsDrawAtTheirOwnPosition) {
     tokens.push_back(out.argmax[0]);
   }
   EXPECT_GE(runner.replayed_passes(), 14u);
+}
+
+struct Speculated {
+  engine::GenerationResult result;
+  engine::SpecStats stats;
+  std::vector<float> taps;
+  uint64_t replayed = 0;
+};
+
+// Two generations on one decoder, the second continuing the first's caches (a round's shape
+// depends on how many drafts the round before accepted, so this meets every catch-up row count).
+Speculated speculate(Pair& p, const std::vector<int32_t>& prompt, bool replay, uint32_t span, bool draft_sampling,
+                     bool taps, const engine::GenerationOptions& o) {
+  engine::SpeculativeDecoder decoder(gpu(), p.target, p.draft, kContext, 3, 16);
+  decoder.replay = replay;
+  decoder.replay_span = span;
+  decoder.set_draft_sampling(draft_sampling);
+  Speculated s;
+  if (taps) decoder.set_tap_sink([&](const engine::TapRows& t) { s.taps.insert(s.taps.end(), t.hidden.begin(), t.hidden.end()); });
+  s.result = decoder.generate(prompt, o, s.stats);
+  std::vector<int32_t> next = prompt;
+  next.insert(next.end(), s.result.tokens.begin(), s.result.tokens.end());
+  engine::GenerationOptions more = o;
+  more.reuse_prefix = true;
+  const engine::GenerationResult second = decoder.generate(next, more, s.stats);
+  s.result.tokens.insert(s.result.tokens.end(), second.tokens.begin(), second.tokens.end());
+  s.result.logprobs.insert(s.result.logprobs.end(), second.logprobs.begin(), second.logprobs.end());
+  s.replayed = decoder.replayed_rounds();
+  return s;
+}
+
+TEST_P(Replay, ChainRoundsGiveWhatRecordingEveryRoundGives) {
+  Pair& p = pair(GetParam());
+  const std::vector<int32_t>& prompt = p.golden.prompts[3].prompt_ids;
+  struct Case {
+    const char* what;
+    engine::GenerationOptions o;
+    bool draft_sampling = false, taps = false;
+    uint32_t span = 512;
+  } cases[] = {{"greedy", options(0, 0)},
+               {"greedy, a recording per 8 positions", options(0, 0), false, false, 8},
+               {"sampled", options(0.9f, 0)},
+               {"sampled drafts", options(0.9f, 0), true},
+               {"greedy, logprobs and taps", options(0, 3), false, true}};
+  for (const Case& c : cases) {
+    const Speculated replayed = speculate(p, prompt, true, c.span, c.draft_sampling, c.taps, c.o);
+    const Speculated recorded = speculate(p, prompt, false, c.span, c.draft_sampling, c.taps, c.o);
+    ASSERT_EQ(recorded.result.tokens.size(), 2 * kTokens) << c.what;
+    EXPECT_EQ(replayed.result.tokens, recorded.result.tokens) << c.what;
+    EXPECT_EQ(replayed.stats.accepted_at, recorded.stats.accepted_at) << c.what;
+    EXPECT_EQ(replayed.stats.num_drafts, recorded.stats.num_drafts) << c.what;
+    EXPECT_EQ(recorded.replayed, 0u) << c.what;
+    // Each catch-up row count (1..k + 1) is recorded once per span, the first round of each
+    // generation is recorded (its taps sit where the prefill left them); the rest replay.
+    const uint64_t rounds = recorded.stats.num_drafts;
+    if (c.span == 512)
+      EXPECT_GE(replayed.replayed, rounds - 4 - 2) << c.what << ", " << rounds << " rounds";
+    else
+      EXPECT_GT(replayed.replayed, 0u) << c.what;
+    EXPECT_LT(replayed.replayed, rounds) << c.what;
+    ASSERT_EQ(replayed.result.logprobs.size(), recorded.result.logprobs.size()) << c.what;
+    for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
+      EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << c.what << ", token " << i;
+    ASSERT_EQ(replayed.taps.size(), recorded.taps.size()) << c.what;
+    EXPECT_TRUE(replayed.taps == recorded.taps) << c.what;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, Replay, ::testing::Values("A", "B"));

@@ -16,6 +16,7 @@ struct SamplingParams {
   float top_p = 1;        // 1: off
   uint64_t seed = 0;
   bool greedy() const { return temperature <= 0; }
+  bool operator==(const SamplingParams&) const = default;
 };
 
 // Fails unless the temperature is finite and >= 0, top-k >= 0 and top-p in (0, 1]: an

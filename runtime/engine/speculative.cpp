@@ -125,12 +125,12 @@ double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t re
     ops::OpContext oc{gpu_, rec_};
     rec_.begin();
     if (!draft_pass) {
-      record_inputs_copy(up.target_ids(), tstate_.ids, rows);
-      record_inputs_copy(up.target_positions(), tstate_.positions, rows);
+      record_inputs_copy(rec_, up.target_ids(), tstate_.ids, rows);
+      record_inputs_copy(rec_, up.target_positions(), tstate_.positions, rows);
       models::record_target_forward(oc, target_, tstate_,
                                     {rows, rows, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/true});
     } else {
-      record_inputs_copy(up.draft_positions(), dstate_.positions, rows);
+      record_inputs_copy(rec_, up.draft_positions(), dstate_.positions, rows);
       const models::DraftPass pass = catch_up_pass(rows, tap_request_.out, rows);
       models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
@@ -154,8 +154,8 @@ models::DraftPass SpeculativeDecoder::catch_up_pass(uint32_t rows, ops::Act taps
   return pass;
 }
 
-void SpeculativeDecoder::record_inputs_copy(uint64_t slot, vk::BufferRange dst, uint32_t count) {
-  rec_.copy(vk::BufferRange(upload_, slot * 4, count * 4), dst.sub(0, count * 4), "inputs");
+void SpeculativeDecoder::record_inputs_copy(vk::Recorder& rec, uint64_t slot, vk::BufferRange dst, uint32_t count) {
+  rec.copy(vk::BufferRange(upload_, slot * 4, count * 4), dst.sub(0, count * 4), "inputs");
 }
 
 void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t from, const GenerationOptions& o,
@@ -175,8 +175,8 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
     inputs.draft_positions = slots + up.draft_positions();
     write_prefill_inputs(chunk, prompt, inputs);
     rec_.begin();
-    record_inputs_copy(up.target_ids(), tstate_.ids, rows);
-    record_inputs_copy(up.target_positions(), tstate_.positions, rows);
+    record_inputs_copy(rec_, up.target_ids(), tstate_.ids, rows);
+    record_inputs_copy(rec_, up.target_positions(), tstate_.positions, rows);
     const uint32_t logits_from = chunk.logits_from;
     models::ForwardPass target_pass{rows, begin + rows, logits_from, false, &tap_request_};
     models::EmbeddingOverride image_rows;
@@ -188,7 +188,7 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
     if (draft_rows) {
       // The draft reads its token ids straight from the upload buffer: they are host-written
       // before submission, so no copy is needed.
-      record_inputs_copy(up.draft_positions(), dstate_.positions, draft_rows);
+      record_inputs_copy(rec_, up.draft_positions(), dstate_.positions, draft_rows);
       const models::DraftPass pass = catch_up_pass(draft_rows, tap_request_.out, begin + draft_rows);
       models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
     }
@@ -315,99 +315,6 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
   if (!o.images) reusable_.assign(history.begin(), history.begin() + c + 1);
   result.decode_seconds = seconds_since(start);
   return result;
-}
-
-SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y,
-                                                                 const std::vector<int32_t>& history,
-                                                                 const GenerationOptions& o) {
-  const UploadLayout up = upload_layout(max_rows_, k_, tree_);
-  auto* slots = static_cast<int32_t*>(upload_.mapped);
-  const uint32_t H = target_.config().hidden_size, V = target_.config().vocab_size;
-  ops::OpContext oc{gpu_, rec_};
-  const uint32_t k = std::min(k_, context_ - 1 - P);
-  const uint32_t catch_rows = P - c;
-  // Inputs: draft catch-up tokens x_{c+1..P} (x_P = y) at positions c..P-1, the draft
-  // steps' positions, and the verify pass's first token y at P..P+k.
-  for (uint32_t i = 0; i < catch_rows; ++i) {
-    slots[up.draft_ids() + i] = history[c + 1 + i];
-    slots[up.draft_positions() + i] = int32_t(c + i);
-  }
-  for (uint32_t i = 1; i < k; ++i) slots[up.draft_positions() + catch_rows + i - 1] = int32_t(P - 1 + i);
-  slots[up.target_ids()] = y;
-  for (uint32_t i = 0; i <= k; ++i) slots[up.target_positions() + i] = int32_t(P + i);
-
-  // With draft sampling, draft token i (placed at position P + 1 + i) is drawn from q on the
-  // device, over the argmax the draft pass wrote; random stream 8 keeps it independent of
-  // the target's draws at that position.
-  const bool sampled_drafts = draft_sampling_ && !o.sampling.greedy();
-  const uint32_t Vd = draft_.config.draft_vocab_size;
-  vk::BufferRange d2t(draft_.d2t);
-  auto draw_draft = [&](uint32_t i) {
-    if (!sampled_drafts) return;
-    const ops::DraftDistribution dist = draft_draw(draft_, draft_q_, d2t, i);
-    ops::sample(oc, ops::Act(dstate_.arena[dstate_.logits], Vd), 1, Vd, nullptr, ops::IntVec{draft_tokens_, i},
-                ops::IntVec{draft_accept_, i}, device_params(o.sampling, P + 1 + i), ops::AcceptRule::Correct, &dist,
-                /*stream=*/8);
-  };
-  rec_.begin();
-  record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows + (k > 0 ? k - 1 : 0));
-  record_inputs_copy(up.target_ids(), tstate_.ids, 1);
-  record_inputs_copy(up.target_positions(), tstate_.positions, k + 1);
-  if (k > 0) {
-    const models::DraftPass pass = catch_up_pass(catch_rows, tap_request_.out.row(tap_row0), P);
-    uint32_t feature_row = models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
-    draw_draft(0);
-    for (uint32_t i = 1; i < k; ++i) {
-      models::DraftPass step;
-      step.rows = 1;
-      step.ids = ops::IntVec{draft_tokens_, i - 1};
-      step.positions = ops::IntVec{dstate_.positions, catch_rows + i - 1};
-      step.feature_row = feature_row;
-      step.kv_len = P + i;
-      step.out_token = ops::IntVec{draft_tokens_, i};
-      models::record_eagle3_forward(oc, draft_, dstate_, {target_.embed(), target_.lm_head()}, step);
-      draw_draft(i);
-    }
-    rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(tstate_.ids, 4, k * 4), "drafts");
-    rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(verify_drafts_, 0, k * 4), "drafts");
-  }
-  rec_.fill(vk::BufferRange(verify_drafts_, k * 4, 4), 0xffffffffu, "no draft");  // the bonus row
-  // No argmax dispatch: the sampling op below decides every row (greedily at temperature 0).
-  models::record_target_forward(oc, target_, tstate_,
-                                {k + 1, P + k + 1, 0, /*batch_invariant=*/true, &tap_request_, /*argmax=*/false});
-  if (o.logprobs)
-    rec_.copy(tstate_.arena[tstate_.logits].sub(0, uint64_t(k + 1) * V * 4),
-              vk::BufferRange(logits_readback_, 0, uint64_t(k + 1) * V * 4), "logits");
-  // Acceptance and the replacement/bonus draws, on the device (greedy at temperature 0).
-  ops::IntVec drafts{verify_drafts_};
-  const ops::DraftDistribution verify = draft_verify(draft_, draft_q_, t2d_);
-  ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), k + 1, V, &drafts, ops::IntVec{tstate_.out_ids},
-              ops::IntVec{tstate_.accept}, device_params(o.sampling, P + 1), rule_, sampled_drafts ? &verify : nullptr);
-  rec_.copy(vk::BufferRange(tstate_.out_ids, 0, (k + 1) * 4), vk::BufferRange(readback_, 0, (k + 1) * 4), "tokens");
-  rec_.copy(vk::BufferRange(tstate_.accept, 0, (k + 1) * 4),
-            vk::BufferRange(readback_, (uint64_t(max_rows_) + k_) * 4, (k + 1) * 4), "accepted");
-  if (k > 0) rec_.copy(vk::BufferRange(draft_tokens_, 0, k * 4), vk::BufferRange(readback_, uint64_t(max_rows_) * 4, k * 4), "drafts");
-  if (tap_sink_)
-    rec_.copy(vk::BufferRange(taps_, 0, uint64_t(k + 1) * 3 * H * 4),
-              vk::BufferRange(readback_, readback_.bytes - uint64_t(max_rows_) * 3 * H * 4, uint64_t(k + 1) * 3 * H * 4));
-  rec_.submit_and_wait();
-
-  const auto* back = static_cast<const int32_t*>(readback_.mapped);
-  const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k
-  const int32_t* drafted = back + max_rows_;         // d_1..d_k
-  const int32_t* accept = back + max_rows_ + k_;     // d_{j+1} accepted at row j
-  RoundOutcome out;
-  out.proposed = k;
-  while (out.accepted < k && accept[out.accepted]) ++out.accepted;
-  const auto* logits = static_cast<const float*>(logits_readback_ ? logits_readback_.mapped : nullptr);
-  for (uint32_t i = 0; i <= out.accepted; ++i) {
-    out.tokens.push_back(i < out.accepted ? drafted[i] : verified[out.accepted]);
-    out.tap_rows.push_back(i);
-    // Row i of the verify pass decided the token after position P + i.
-    if (o.logprobs)
-      out.logprobs.push_back(token_logprobs(std::span<const float>(logits + uint64_t(i) * V, V), out.tokens.back(), o.logprobs));
-  }
-  return out;
 }
 
 }  // namespace eaglevk::engine

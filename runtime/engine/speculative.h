@@ -8,6 +8,7 @@
 // d is the argmax", and the output equals plain greedy decoding token for token.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "models/eagle3.h"
@@ -114,6 +115,13 @@ class SpeculativeDecoder {
   // max(0, p - q). Off: the draft proposes greedily (vLLM's default with EAGLE).
   void set_draft_sampling(bool on) { draft_sampling_ = on; }
   vk::Recorder& recorder() { return rec_; }
+  // Resubmit a chain round recorded before when the round's shape matches it
+  // (vk::replay_from_env; tests set it): see ChainRecording.
+  bool replay = vk::replay_from_env();
+  // Positions one chain recording serves past its own round (TargetRunner::replay_span).
+  uint32_t replay_span = 512;
+  // How many chain rounds were resubmitted rather than recorded.
+  uint64_t replayed_rounds() const { return replayed_rounds_; }
   // Wall time of one target verify pass of `rows` rows, or of one draft pass of `rows` rows
   // (recording, submission and the wait included): the median of `repeats` after a warm-up.
   // For --spec-draft-tokens auto; overwrites the caches' first rows, so it comes before any
@@ -125,7 +133,7 @@ class SpeculativeDecoder {
   // (rows below `from` are already in both caches).
   void prefill(const std::vector<int32_t>& prompt, uint32_t from, const GenerationOptions& o, GenerationResult& result,
                std::vector<float>& last_logits);
-  void record_inputs_copy(uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
+  void record_inputs_copy(vk::Recorder& rec, uint64_t upload_offset, vk::BufferRange dst, uint32_t count);
   // A draft pass over `rows` rows whose features come from `taps` and whose token ids and
   // positions the host wrote to the upload buffer (prefill and the rounds' catch-up).
   models::DraftPass catch_up_pass(uint32_t rows, ops::Act taps, uint32_t kv_len) const;
@@ -141,6 +149,30 @@ class SpeculativeDecoder {
   // Both kinds of round take the pending token y at position P with the draft caught up to c.
   RoundOutcome chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
                            const GenerationOptions& o);
+  // What a chain round's commands depend on besides the upload buffer: the host decides these,
+  // everything else (tokens, positions, the draws' positions) is read from device buffers.
+  struct ChainShape {
+    uint32_t catch_rows = 0, k = 0;
+    uint32_t tap_row0 = 0;
+    bool logprobs = false, taps_out = false, sampled_drafts = false;
+    SamplingParams sampling;
+    ops::AcceptRule rule = ops::AcceptRule::Correct;
+    bool operator==(const ChainShape&) const = default;
+  };
+  // Records a chain round into `rec`: its attention reads keys below `kv_bound` (the round's
+  // own P + k + 1, or more for a recording that later rounds replay: a row never reads past its
+  // own position, so a larger bound gives the same bits). The draft's passes take P and P + i
+  // when kv_bound is exact.
+  void record_chain_round(vk::Recorder& rec, const ChainShape& shape, uint32_t P, uint32_t kv_bound, bool exact);
+  // One recorder per catch-up row count (1..k + 1, the accepted drafts of the last round plus
+  // one): a round's shape is decided by it, so after a few rounds every shape has been
+  // recorded and each round is resubmitted as recorded, until its positions pass kv_bound.
+  struct ChainRecording {
+    std::unique_ptr<vk::Recorder> rec;
+    uint64_t recording = 0;  // rec->recordings() once recorded; 0: nothing replayable
+    ChainShape shape;
+    uint32_t kv_bound = 0;
+  };
   RoundOutcome tree_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
                           const GenerationOptions& o);
   // Moves the accepted path of the last tree (KV rows and taps) to consecutive rows; recorded
@@ -180,6 +212,8 @@ class SpeculativeDecoder {
   // anything else that writes the caches.
   std::vector<int32_t> reusable_;
   vk::Buffer logits_readback_;   // [k + 1 or M, vocab]: a round's verify logits, for logprobs
+  std::vector<ChainRecording> chain_recordings_;  // by catch-up rows - 1
+  uint64_t replayed_rounds_ = 0;
 };
 
 }  // namespace eaglevk::engine

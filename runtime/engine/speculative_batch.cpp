@@ -23,10 +23,6 @@ vk::BufferRange rows_of(const vk::Buffer& b, uint64_t first, uint64_t rows, uint
   return vk::BufferRange(b, first * width * 4, rows * width * 4);
 }
 
-bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
-  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
-}
-
 }  // namespace
 
 BatchDecoder::BatchDecoder(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
@@ -136,7 +132,7 @@ void BatchDecoder::start(uint32_t slot, std::vector<int32_t> prompt, const Gener
     fail("batched decoding takes text prompts without prompt reports (images, the prompt argmax and top logits "
          "need --batch 1)");
   for (const Slot& other : slots_)
-    if (other.state == State::Running && !same_sampling(other.options.sampling, o.sampling))
+    if (other.state == State::Running && other.options.sampling != o.sampling)
       fail("sequences decoded together must share their sampling parameters");
   if (o.logprobs && !logits_readback_)
     logits_readback_ = vk::Buffer(gpu_.ctx, uint64_t(round_rows_) * target_.config().vocab_size * 4,

@@ -81,7 +81,7 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
 
   rec_.begin();
   record_tree_compaction();
-  record_inputs_copy(up.draft_positions(), dstate_.positions, catch_rows);
+  record_inputs_copy(rec_, up.draft_positions(), dstate_.positions, catch_rows);
   const models::TargetWeights shared{target_.embed(), target_.lm_head()};
   if (M > 1) {
     // 1. Catch-up; its last row's u and top-K make level 1.
@@ -123,8 +123,8 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     rec_.copy(tb.i.sub(uint64_t(layout.i_pos()) * 4, M * 4), vk::BufferRange(tstate_.positions, 0, M * 4),
               "tree positions");
   } else {
-    record_inputs_copy(up.target_ids(), tstate_.ids, 1);
-    record_inputs_copy(up.target_positions(), tstate_.positions, 1);
+    record_inputs_copy(rec_, up.target_ids(), tstate_.ids, 1);
+    record_inputs_copy(rec_, up.target_positions(), tstate_.positions, 1);
   }
   // 4. Verification: every node at position P + depth over the committed rows and its ancestors.
   const ops::TreePath verify_path{tb.i, layout.i_path(), S + 1, P};

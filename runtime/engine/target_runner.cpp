@@ -24,20 +24,12 @@ uint64_t TargetRunner::readback_bytes(uint32_t max_rows, uint32_t vocab, uint32_
   return uint64_t(max_rows) * 4 + uint64_t(logits_rows) * vocab * 4;
 }
 
-namespace {
-
-bool same_sampling(const SamplingParams& a, const SamplingParams& b) {
-  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
-}
-
-}  // namespace
-
 bool TargetRunner::replays(const PassRequest& req, bool sampled) const {
   const RecordedPass& r = recorded_;
   return replay && r.recording != 0 && r.recording == rec_.recordings() && !req.taps && !req.embeddings &&
          r.rows == req.ids.size() && r.logits_from == req.logits_from && r.batch_invariant == req.batch_invariant &&
          r.read_logits == req.read_logits && r.sampled == sampled &&
-         (!sampled || same_sampling(r.sampling, *req.sampling)) && req.start + r.rows <= r.kv_bound;
+         (!sampled || r.sampling == *req.sampling) && req.start + r.rows <= r.kv_bound;
 }
 
 void TargetRunner::run(const PassRequest& req, PassOutput& out) {

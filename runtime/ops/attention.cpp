@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdlib>
 
 #include <eaglevk/error.h>
 
@@ -37,6 +38,30 @@ uint32_t attention_max_keys(const vk::Context& ctx, uint32_t head_dim) {
   return 65535 / turns * 64;
 }
 
+uint32_t attention_split_keys(const vk::Context& ctx) {
+  if (const char* env = std::getenv("EAGLEVK_ATTENTION_SPLIT")) {
+    char* end = nullptr;
+    const unsigned long keys = std::strtoul(env, &end, 10);
+    if (end == env || *end || keys % 64 || keys > (1u << 20))
+      fail("EAGLEVK_ATTENTION_SPLIT={}: keys per split must be 0 (off) or a multiple of 64 up to 1048576", env);
+    return uint32_t(keys);
+  }
+  return ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 256;
+}
+
+uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys) {
+  const uint64_t splits = (uint64_t(kv_len) + keys - 1) / keys;
+  return uint64_t(heads) * splits * (head_dim + 2) * 4;
+}
+
+uint64_t attention_split_scratch_bytes(uint32_t heads, uint32_t head_dim, uint32_t capacity, uint32_t max_rows,
+                                       uint32_t keys) {
+  if (keys == 0) return 0;
+  const uint64_t row = attention_split_row_bytes(heads, head_dim, capacity, keys);
+  const uint64_t rows = std::clamp<uint64_t>((16ull << 20) / row, 1, max_rows);
+  return rows * row;
+}
+
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
                const AttentionParams& a) {
   if (rows == 0) return;
@@ -66,17 +91,24 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   // block reductions' barriers paid once); more than fit are served one head per workgroup.
   const uint32_t per_kv_head = a.heads / a.kv_heads;
   const uint32_t group = per_kv_head <= std::min(oc.gpu.attention_max_group, 8u) ? per_kv_head : 1;
+  // Split where the keys span more than one split; one split gives the unsplit kernel's bits.
+  const uint32_t split_keys = a.split ? a.split->keys : 0;
+  const uint32_t splits = split_keys ? (a.kv_len + split_keys - 1) / split_keys : 1;
+  const bool split = splits > 1;
+  if (split && (split_keys % workgroup || splits > oc.gpu.ctx.max_workgroups[2]))
+    fail("attention: {} keys per split over {} keys (a multiple of {}, at most {} splits)", split_keys, a.kv_len,
+         workgroup, oc.gpu.ctx.max_workgroups[2]);
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
                            {/*WG=*/workgroup, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
                             /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group, /*HEAD_DIM=*/a.head_dim,
-                            /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u});
+                            /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u, /*SPLIT=*/split ? split_keys : 0u});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
         path_stride;
     float scale, floor_scale, attn_scale;
-    uint32_t path_base, path_offset;
+    uint32_t path_base, path_offset, row0, splits;
   } push{rows,
          a.heads,
          a.kv_heads,
@@ -93,14 +125,40 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
          a.floor_scale,
          a.attn_scale,
          a.tree ? a.tree->base : 0,
-         a.tree ? a.tree->offset : a.regions ? a.regions->offset : 0};
+         a.tree ? a.tree->offset : a.regions ? a.regions->offset : 0,
+         0,
+         split ? splits : 0};
   vk::BufferRange path = a.tree ? a.tree->table : a.regions ? a.regions->range : vk::BufferRange(oc.gpu.dummy);
   vk::BufferRange qscale = a.qscale ? *a.qscale : vk::BufferRange(oc.gpu.dummy);
   uint32_t width = a.heads * a.head_dim;
-  oc.rec.dispatch(kernel,
-                  {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
-                   vk::reads(path), vk::reads(qscale), out.writes(rows, width)},
-                  push, rows, a.heads / group, 1, "attention");
+  if (!split) {
+    oc.rec.dispatch(kernel,
+                    {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
+                     vk::reads(path), vk::reads(qscale), out.writes(rows, width)},
+                    push, rows, a.heads / group, 1, "attention");
+    return;
+  }
+  // Split: the partial states of as many rows as the scratch holds, then their merge.
+  const uint64_t row_bytes = attention_split_row_bytes(a.heads, a.head_dim, a.kv_len, split_keys);
+  const uint32_t chunk = uint32_t(std::min<uint64_t>(a.split->scratch.bytes / row_bytes, rows));
+  if (chunk == 0)
+    fail("attention: a split scratch of {} bytes holds no row of {} bytes", a.split->scratch.bytes, row_bytes);
+  const vk::Kernel& combine = oc.gpu.pipelines.get("attention_combine", {64u});
+  for (uint32_t r0 = 0; r0 < rows; r0 += chunk) {
+    const uint32_t n = std::min(chunk, rows - r0);
+    const vk::BufferRange partials = a.split->scratch.sub(0, n * row_bytes);
+    push.row0 = r0;
+    push.out_offset = 0;
+    oc.rec.dispatch(kernel,
+                    {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
+                     vk::reads(path), vk::reads(qscale), vk::writes(partials)},
+                    push, n, a.heads / group, splits, "attention_split");
+    struct {
+      uint32_t heads, head_dim, splits, part_offset, out_offset, out_stride, row0;
+    } merge{a.heads, a.head_dim, splits, 0, out.offset, out.stride, r0};
+    oc.rec.dispatch(combine, {vk::reads(partials), out.row(r0).writes(n, width)}, merge, n, a.heads, 1,
+                    "attention_combine");
+  }
 }
 
 void vision_attention(OpContext& oc, Act qkv, Act out, uint32_t rows, uint32_t seq, uint32_t heads, uint32_t head_dim,

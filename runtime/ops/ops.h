@@ -148,6 +148,30 @@ struct TreePath {
   uint32_t base = 0;
 };
 
+// Flash-decoding: attention split along the context into workgroups of `keys` keys each, whose
+// partial states a second pass merges (shaders/attention_combine.comp). A GPU runs one decode
+// row's (KV head) in one workgroup otherwise: 8 of an H100's 132 multiprocessors for an 8B model,
+// however long the context. The splits' boundaries are fixed multiples of `keys`, so the bits
+// depend on `keys`, never on the dispatch: every pass of a session must use the same value.
+struct AttentionSplit {
+  uint32_t keys = 0;        // keys per split; 0: unsplit
+  vk::BufferRange scratch;  // f32 partial states, a chunk of rows at a time (attention_split_row_bytes each)
+};
+// Keys per split on this device: EAGLEVK_ATTENTION_SPLIT (0 turns splitting off; otherwise a
+// multiple of 64), else 256 on GPUs and 0 on CPU devices (lavapipe runs a few workgroups per
+// thread already, and the merge would cost it a dispatch a layer).
+uint32_t attention_split_keys(const vk::Context& ctx);
+// Bytes of one row's partial states when attention reads keys below kv_len.
+uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys);
+// The scratch a model state allocates for `keys` (0 bytes when 0): max_rows rows at `capacity`,
+// or fewer rows, at least one, where that passes 16 MiB (attention then takes its rows in
+// chunks, which changes nothing in the result).
+inline AttentionSplit attention_split(uint32_t keys, const vk::Buffer& scratch) {
+  return {keys, keys ? vk::BufferRange(scratch) : vk::BufferRange()};
+}
+uint64_t attention_split_scratch_bytes(uint32_t heads, uint32_t head_dim, uint32_t capacity, uint32_t max_rows,
+                                       uint32_t keys);
+
 struct AttentionParams {
   uint32_t heads = 0;
   uint32_t kv_heads = 0;
@@ -167,6 +191,8 @@ struct AttentionParams {
   // cache row the row itself was written to (kv_write's slot), and its sequence's position j
   // lies at regions[row] - position + j. Not with `tree`.
   const IntVec* regions = nullptr;
+  // Optional: split the context (flash-decoding) when kv_len spans more than one split.
+  const AttentionSplit* split = nullptr;
 };
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,

@@ -49,7 +49,10 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
   out_accept.bind = accept.range;
   vk::BufferRange dummy(oc.gpu.dummy);
   // Draw writes q rows from q_row on (the kernel's row 0 lands there); Verify reads them all.
-  vk::Arg q_arg = vk::reads(dummy);
+  // Without a distribution the binding holds the dummy buffer, declared written: the shader's
+  // q binding is writable, so the validation layer counts it a write and wants it ordered
+  // after the reads of the dummy before it (the optional bindings of other ops).
+  vk::Arg q_arg = vk::writes(dummy);
   if (dist && dist->mode == DraftDistribution::Mode::Draw) {
     q_arg = vk::writes(dist->q.sub(uint64_t(dist->q_row) * dist->width * 4, uint64_t(rows) * dist->width * 4));
   } else if (dist) {
