@@ -1,6 +1,7 @@
 // Matrix-vector throughput (weight bytes read per second) at Llama-3-8B shapes for every
 // weight type (the float types and ggml's block formats, decoded in the kernel), next to the
 // device's buffer-copy bandwidth measured the same way. Run: build/tests/eaglevk_bench_ops
+#include <algorithm>
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -139,7 +140,8 @@ BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMill
 // 2x2 test image's 5 tiles): wall time of encode_image_tiles (patch unfold and upload, the
 // tower, one submission), with the time per tile as a counter.
 // Attention of `rows` new rows (a decode step: 1, a verify pass: 4) at context depth DEPTH,
-// at the tiny pairs' shape (8 heads over 4 KV heads of 32) and Llama-3-8B's (32 over 8 of 128).
+// at the tiny pairs' shape (8 heads over 4 KV heads of 32) and Llama-3-8B's (32 over 8 of 128),
+// unsplit or split along the context in SPLIT keys (flash-decoding, the GPUs' default 256).
 // Bytes: the K and V rows each KV head's group reads.
 void BM_Attention(benchmark::State& state) {
   auto& gpu = bench_gpu();
@@ -160,14 +162,19 @@ void BM_Attention(benchmark::State& state) {
   vk::upload(gpu.ctx, pos, positions.data(), rows * 4);
   const ops::KvLayer kv{vk::BufferRange(k), vk::BufferRange(v), capacity, kv_dim};
   ops::AttentionParams params{heads, kv_heads, hd, capacity, 0, 0.1f};
+  const uint32_t split_keys = uint32_t(state.range(3));
+  vk::Buffer scratch(gpu.ctx, std::max<uint64_t>(4, ops::attention_split_scratch_bytes(heads, hd, capacity, rows, split_keys)),
+                     vk::MemoryKind::Device, "split scratch");
+  const ops::AttentionSplit split = ops::attention_split(split_keys, scratch);
+  params.split = &split;
   time_submissions(state, gpu, 8, 2.0 * double(capacity) * kv_dim * 2, [&](vk::Recorder& rec) {
     ops::OpContext oc{gpu, rec};
     ops::attention(oc, ops::Act(q, q_dim), kv, ops::IntVec{pos}, ops::Act(out, q_dim), rows, params);
   });
 }
 BENCHMARK(BM_Attention)
-    ->ArgsProduct({{0}, {1, 4}, {0, 512, 2048}})
-    ->ArgsProduct({{1}, {1, 4}, {0, 512, 2048}})
+    ->ArgsProduct({{0}, {1, 4}, {0, 512, 2048}, {0, 256}})
+    ->ArgsProduct({{1}, {1, 4}, {0, 512, 2048}, {0, 256}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.3);

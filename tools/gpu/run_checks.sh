@@ -86,4 +86,16 @@ if [ -f $M/8b-f16.gguf ]; then
     echo "-- $v"; timeout 90 env $v $B/eaglevk bench -m $M/8b-f16.gguf -p 0 -n 128 -r 3 2>&1 | grep -E '^\| [^m-]'
   done | tee "$OUT/choices.txt"
 fi
+# Attention split along the context (flash-decoding; GPUs split at 256 keys by default, chosen
+# on lavapipe without a GPU's verdict): the 8B-shaped kernel both ways at each depth, then Q4_K_M
+# decode both ways at depth 0, 512 and 2048.
+if [ -f $M/8b-q4_k_m.gguf ]; then
+  stamp "attention split or not"
+  timeout 60 $B/eaglevk_bench_ops --benchmark_filter='BM_Attention/1/' 2>&1 | grep -E '^BM_'
+  for v in EAGLEVK_ATTENTION_SPLIT=0 EAGLEVK_ATTENTION_SPLIT=256 EAGLEVK_ATTENTION_SPLIT=512; do
+    for d in 0 512 2048; do
+      echo "-- $v depth $d"; timeout 60 env $v $B/eaglevk bench -m $M/8b-q4_k_m.gguf -p 0 -n 64 -r 2 --depth $d 2>&1 | grep -E '^\| [^m-]'
+    done
+  done | tee "$OUT/split.txt"
+fi
 stamp end
