@@ -91,6 +91,7 @@ layout(push_constant) uniform Push {
   float attn_scale;
   uint path_base;    // TREE: first position of the tree
   uint path_offset;  // TREE: element offset of row 0's path
+  int path_base_slot;  // TREE: >= 0: path_base is path[path_base_slot] (a replayed round's root position)
   uint row0;         // the dispatch's first row (SPLIT dispatches take rows a chunk at a time)
   uint splits;       // SPLIT: workgroups along z, the partial states per (row, head)
 } p;
@@ -126,12 +127,12 @@ void block_reduce(inout float v[MAX_GROUP], bool is_max) {
 
 // The workgroup's row and heads, and what both paths derive from them.
 const uint hd = HEAD_DIM;  // = p.head_dim
-uint row, head0, tid, wg, kvh, kv_dim, qrow, start, end, region;
+uint row, head0, tid, wg, kvh, kv_dim, qrow, start, end, region, path_base;
 float qs;
 
 // The row's cache row for the key at position j < end.
 uint key_slot(uint j) {
-  if (TREE && j >= p.path_base) return p.path_base + uint(path[p.path_offset + row * p.path_stride + (j - p.path_base)]);
+  if (TREE && j >= path_base) return path_base + uint(path[p.path_offset + row * p.path_stride + (j - path_base)]);
   return region + j;
 }
 
@@ -334,6 +335,7 @@ void main() {
   tid = gl_LocalInvocationID.x;
   wg = gl_WorkGroupSize.x;
   int position = pos[p.pos_offset + row];
+  path_base = TREE && p.path_base_slot >= 0 ? uint(path[p.path_base_slot]) : p.path_base;
   kvh = head0 / (p.heads / p.kv_heads);  // the host keeps a group within one KV head
   kv_dim = p.kv_heads * hd;
   qrow = p.q_offset + row * p.q_stride + head0 * hd;

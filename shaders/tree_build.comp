@@ -27,8 +27,8 @@ layout(push_constant) uniform Push {
   uint nodes;       // M: verified nodes including the root
   uint pool;        // candidates in the pool (select)
   uint step;        // expansion index (MODE 1)
-  uint base;        // P: the root's position
-  int root;         // the root token
+  uint i_base;      // MODE 2: iv[i_base] = P, the root's position
+  uint i_root;      // MODE 2: iv[i_root] = the root token
   // float offsets
   uint f_topk, f_pool, f_front, f_node;
   // int offsets
@@ -131,8 +131,8 @@ void select_nodes() {
       iv[row + d - 1u] = m;
       m = m > 0 ? parent_node[m] : 0;
     }
-    iv[p.i_tok + t] = t == 0u ? p.root : iv[p.i_pool_tok + sorted_ids[t]];
-    iv[p.i_pos + t] = int(p.base + depth);
+    iv[p.i_tok + t] = t == 0u ? iv[p.i_root] : iv[p.i_pool_tok + sorted_ids[t]];
+    iv[p.i_pos + t] = iv[p.i_base] + int(depth);
     iv[p.i_parent + t] = parent_node[t];
     iv[p.i_depth + t] = int(depth);
     f[p.f_node + t] = t == 0u ? 0.0 : f[p.f_pool + sorted_ids[t]];

@@ -624,7 +624,7 @@ TEST_F(OpsTest, AttentionIsBatchInvariant) {
 // Tree rows (verification of a speculation tree): every node attends to the committed rows and
 // its own ancestors and computes, bit for bit, what a one-row pass computes along its own branch
 // stored at consecutive positions; also across a Llama-4 chunk boundary inside the tree and with
-// the NoPE temperature taken from each node's own position.
+// the NoPE temperature taken from each node's own position; unsplit and split along the context.
 TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
   struct Case {
     uint32_t base, chunk;
@@ -659,10 +659,14 @@ TEST_F(OpsTest, TreeAttentionEqualsEachBranchDecodedAlone) {
     params.temperature_tuning = c.temperature;
     params.floor_scale = 4;
     params.attn_scale = 0.25f;
+    // The split runs read the tree's base from the table (a replayed round's), with a wrong
+    // number where the base would be given.
+    path.push_back(int32_t(c.base));
     vk::Buffer kb = device_buffer(k, "k"), vb = device_buffer(v, "v"), qb = device_buffer(q, "q"),
                pb = device_buffer(pos, "pos"), tb = device_buffer(path, "path"),
                out(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "tree out");
     ops::TreePath tree{tb, 0, stride, c.base};
+    if (split_keys) tree = ops::TreePath{tb, 0, stride, c.base + 1000, int32_t(path.size() - 1)};
     ops::AttentionParams tree_params = params;
     tree_params.tree = &tree;
     rec.begin();

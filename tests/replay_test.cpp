@@ -3,9 +3,9 @@
 // against recording every pass (replay off, the reference): the same tokens, and the same
 // logits bits, for greedy and sampled decoding on both tiny targets, across several
 // re-recordings (a span of 8 positions per recording instead of 512), and after something
-// else was recorded into the runner's recorder in between. Replayed chain rounds
+// else was recorded into the runner's recorder in between. Replayed chain and tree rounds
 // (SpeculativeDecoder::replay) are checked the same way: tokens, acceptance, logprob bits and
-// taps of recording every round, greedy, sampled and with sampled drafts.
+// taps of recording every round, greedy, sampled (chains also with sampled drafts).
 #include <fmt/format.h>
 
 #include "runtime/engine/generate.h"
@@ -155,8 +155,10 @@ struct Speculated {
 // Two generations on one decoder, the second continuing the first's caches (a round's shape
 // depends on how many drafts the round before accepted, so this meets every catch-up row count).
 Speculated speculate(Pair& p, const std::vector<int32_t>& prompt, bool replay, uint32_t span, bool draft_sampling,
-                     bool taps, const engine::GenerationOptions& o) {
-  engine::SpeculativeDecoder decoder(gpu(), p.target, p.draft, kContext, 3, 16);
+                     bool taps, const engine::GenerationOptions& o, const engine::TreeParams& tree = {}) {
+  engine::SpeculativeDecoder decoder = tree.enabled()
+                                           ? engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, tree, 16)
+                                           : engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, 3, 16);
   decoder.replay = replay;
   decoder.replay_span = span;
   decoder.set_draft_sampling(draft_sampling);
@@ -207,6 +209,44 @@ TEST_P(Replay, ChainRoundsGiveWhatRecordingEveryRoundGives) {
     for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
       EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << c.what << ", token " << i;
     ASSERT_EQ(replayed.taps.size(), recorded.taps.size()) << c.what;
+    EXPECT_TRUE(replayed.taps == recorded.taps) << c.what;
+  }
+}
+
+// Tree rounds: the last tree's accepted path is moved on the device and the root's position and
+// token are read there, so a recorded round serves later ones; the same checks as for chains.
+TEST_P(Replay, TreeRoundsGiveWhatRecordingEveryRoundGives) {
+  Pair& p = pair(GetParam());
+  const std::vector<int32_t>& prompt = p.golden.prompts[4].prompt_ids;
+  engine::TreeParams tree;
+  tree.steps = 3;
+  tree.topk = 2;
+  tree.draft_tokens = 6;
+  struct Case {
+    const char* what;
+    engine::GenerationOptions o;
+    bool taps = false;
+    uint32_t span = 512;
+  } cases[] = {{"greedy", options(0, 0)},
+               {"greedy, a recording per 8 positions", options(0, 0), false, 8},
+               {"sampled", options(0.9f, 0)},
+               {"greedy, logprobs and taps", options(0, 3), true}};
+  for (const Case& c : cases) {
+    const Speculated replayed = speculate(p, prompt, true, c.span, false, c.taps, c.o, tree);
+    const Speculated recorded = speculate(p, prompt, false, c.span, false, c.taps, c.o, tree);
+    ASSERT_EQ(recorded.result.tokens.size(), 2 * kTokens) << c.what;
+    EXPECT_EQ(replayed.result.tokens, recorded.result.tokens) << c.what;
+    EXPECT_EQ(replayed.stats.accepted_at, recorded.stats.accepted_at) << c.what;
+    EXPECT_EQ(recorded.replayed, 0u) << c.what;
+    // One recording per catch-up row count (1..S + 1) and span, and each generation's first round.
+    const uint64_t rounds = recorded.stats.num_drafts;
+    if (c.span == 512)
+      EXPECT_GE(replayed.replayed, rounds - 4 - 2) << c.what << ", " << rounds << " rounds";
+    else
+      EXPECT_GT(replayed.replayed, 0u) << c.what;
+    ASSERT_EQ(replayed.result.logprobs.size(), recorded.result.logprobs.size()) << c.what;
+    for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
+      EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << c.what << ", token " << i;
     EXPECT_TRUE(replayed.taps == recorded.taps) << c.what;
   }
 }

@@ -178,7 +178,7 @@ int bench_command(const BenchArgs& a) {
     }
   }
   // --profile: after the timed runs, one decode of n_gen tokens (and one speculative, with a
-  // draft) on fresh runners whose recorders write a timestamp after every command, so the
+  // draft, and one with trees, with tree flags) on fresh runners whose recorders write a timestamp after every command, so the
   // timestamps cost nothing above.
   std::vector<ProfiledRun> profiled;
   if (a.profile && a.n_gen) {
@@ -199,14 +199,21 @@ int bench_command(const BenchArgs& a) {
       auto r = engine::generate(profiled_runner, context_tokens, o);
       profiled.push_back({tg.test, r.tokens.size(), 0, vk::profile_summary()});
     }
-    if (draft) {
-      engine::SpeculativeDecoder profiled_decoder(*gpu, target, *draft, context, a.spec.k);
+    auto profile_rounds = [&](engine::SpeculativeDecoder& decoder, const std::string& test) {
       engine::SpecStats stats;
-      profiled_decoder.generate(context_tokens, prefill, stats);
+      decoder.generate(context_tokens, prefill, stats);
       stats = {};
       vk::profile_reset();
-      auto r = profiled_decoder.generate(context_tokens, o, stats);
-      profiled.push_back({spec.test, r.tokens.size(), stats.num_drafts, vk::profile_summary()});
+      auto r = decoder.generate(context_tokens, o, stats);
+      profiled.push_back({test, r.tokens.size(), stats.num_drafts, vk::profile_summary()});
+    };
+    if (draft) {
+      engine::SpeculativeDecoder chain(*gpu, target, *draft, context, a.spec.k);
+      profile_rounds(chain, spec.test);
+    }
+    if (tree_decoder) {
+      engine::SpeculativeDecoder tree_rounds(*gpu, target, *draft, context, tree);
+      profile_rounds(tree_rounds, spec_tree.test);
     }
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();

@@ -52,7 +52,7 @@ ops::DraftDistribution draft_verify(const models::Eagle3Model& draft, const vk::
   return dist;
 }
 
-uint64_t UploadLayout::slots() const { return target_slots() + tree_nodes; }
+uint64_t UploadLayout::slots() const { return compact_path() + 2 + tree_nodes; }
 
 SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel& target,
                                        const models::Eagle3Model& draft, uint32_t context, uint32_t k,
@@ -139,6 +139,46 @@ double SpeculativeDecoder::time_pass(bool draft_pass, uint32_t rows, uint32_t re
   }
   std::sort(times.begin(), times.end());
   return times.empty() ? 0.0 : times[times.size() / 2];
+}
+
+SpeculativeDecoder::RoundRecording& SpeculativeDecoder::round_recording(uint32_t catch_rows) {
+  if (round_recordings_.size() < catch_rows) round_recordings_.resize(catch_rows);
+  RoundRecording& slot = round_recordings_[catch_rows - 1];
+  if (!slot.rec) slot.rec = std::make_unique<vk::Recorder>(gpu_.ctx);
+  return slot;
+}
+
+uint32_t SpeculativeDecoder::replay_bound(uint32_t exact_bound) const {
+  return std::max(exact_bound, std::min({context_, exact_bound + replay_span,
+                                         ops::attention_max_keys(gpu_.ctx, uint32_t(target_.config().head_dim)),
+                                         ops::attention_max_keys(gpu_.ctx, draft_.config.layer.head_dim)}));
+}
+
+void SpeculativeDecoder::submit_round(uint32_t catch_rows, uint32_t tap_row0, const ChainShape& chain,
+                                      const TreeShape& tree, uint32_t exact_bound, const RoundRecorder& record) {
+  // The first round of a generation reads its taps from the row where the prefill left them
+  // (tap_row0), later ones from row 0: only those are kept for replay, each in the recorder of
+  // its catch-up row count. The rest are recorded into the decoder's own recorder, exactly.
+  if (!replay || tap_row0 != 0) {
+    record(rec_, exact_bound, /*exact=*/true);
+    rec_.submit_and_wait();
+    return;
+  }
+  RoundRecording& slot = round_recording(catch_rows);
+  vk::Recorder& rec = *slot.rec;
+  if (slot.serves(chain, tree, exact_bound)) {
+    rec.resubmit();
+    rec.wait();
+    ++replayed_rounds_;
+    return;
+  }
+  const uint32_t kv_bound = replay_bound(exact_bound);
+  record(rec, kv_bound, /*exact=*/false);
+  rec.submit_and_wait();
+  slot.recording = rec.recordings();
+  slot.chain_shape = chain;
+  slot.tree_shape = tree;
+  slot.kv_bound = kv_bound;
 }
 
 models::DraftPass SpeculativeDecoder::catch_up_pass(uint32_t rows, ops::Act taps, uint32_t kv_len) const {

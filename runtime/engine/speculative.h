@@ -65,6 +65,9 @@ struct UploadLayout {
   uint64_t tree_positions() const { return 4ull * max_rows + k; }  // the tree steps' rows
   uint64_t tree_slots() const { return tree_positions() + tree_rows; }  // their draft KV rows
   uint64_t target_slots() const { return tree_slots() + tree_rows; }    // the verified nodes' KV rows
+  // The last tree's accepted path, moved to consecutive rows at the round's start:
+  // [len, base, node ids...] (ops::row_compact).
+  uint64_t compact_path() const { return target_slots() + tree_nodes; }
   uint64_t slots() const;
 };
 inline UploadLayout upload_layout(uint32_t max_rows, uint32_t k, const TreeParams& tree) {
@@ -115,12 +118,12 @@ class SpeculativeDecoder {
   // max(0, p - q). Off: the draft proposes greedily (vLLM's default with EAGLE).
   void set_draft_sampling(bool on) { draft_sampling_ = on; }
   vk::Recorder& recorder() { return rec_; }
-  // Resubmit a chain round recorded before when the round's shape matches it
-  // (vk::replay_from_env; tests set it): see ChainRecording.
+  // Resubmit a round recorded before when the round's shape matches it
+  // (vk::replay_from_env; tests set it): see RoundRecording.
   bool replay = vk::replay_from_env();
-  // Positions one chain recording serves past its own round (TargetRunner::replay_span).
+  // Positions one round's recording serves past its own round (TargetRunner::replay_span).
   uint32_t replay_span = 512;
-  // How many chain rounds were resubmitted rather than recorded.
+  // How many rounds were resubmitted rather than recorded.
   uint64_t replayed_rounds() const { return replayed_rounds_; }
   // Wall time of one target verify pass of `rows` rows, or of one draft pass of `rows` rows
   // (recording, submission and the wait included): the median of `repeats` after a warm-up.
@@ -149,8 +152,12 @@ class SpeculativeDecoder {
   // Both kinds of round take the pending token y at position P with the draft caught up to c.
   RoundOutcome chain_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
                            const GenerationOptions& o);
-  // What a chain round's commands depend on besides the upload buffer: the host decides these,
-  // everything else (tokens, positions, the draws' positions) is read from device buffers.
+  RoundOutcome tree_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
+                          const GenerationOptions& o);
+
+  // What a round's commands depend on besides device buffers: the host decides these, and
+  // everything else (tokens, positions, the draws' positions, a tree's root and the last tree's
+  // accepted path) is read from the upload buffer or written on the device.
   struct ChainShape {
     uint32_t catch_rows = 0, k = 0;
     uint32_t tap_row0 = 0;
@@ -159,25 +166,49 @@ class SpeculativeDecoder {
     ops::AcceptRule rule = ops::AcceptRule::Correct;
     bool operator==(const ChainShape&) const = default;
   };
-  // Records a chain round into `rec`: its attention reads keys below `kv_bound` (the round's
-  // own P + k + 1, or more for a recording that later rounds replay: a row never reads past its
-  // own position, so a larger bound gives the same bits). The draft's passes take P and P + i
-  // when kv_bound is exact.
+  struct TreeShape {
+    uint32_t catch_rows = 0, k = 0, steps = 0, nodes = 0;
+    uint32_t tap_row0 = 0;
+    bool logprobs = false, taps_out = false, sampled = false;
+    SamplingParams sampling;
+    bool operator==(const TreeShape&) const = default;
+  };
+  // Record a round into `rec`: its attention reads keys below `kv_bound` (the round's own
+  // P + k + 1 or P + M, or more for a recording that later rounds replay: a row never reads past
+  // its own position, so a larger bound gives the same bits). The draft's passes take their own
+  // bounds when `exact`.
   void record_chain_round(vk::Recorder& rec, const ChainShape& shape, uint32_t P, uint32_t kv_bound, bool exact);
-  // One recorder per catch-up row count (1..k + 1, the accepted drafts of the last round plus
-  // one): a round's shape is decided by it, so after a few rounds every shape has been
-  // recorded and each round is resubmitted as recorded, until its positions pass kv_bound.
-  struct ChainRecording {
+  void record_tree_round(vk::Recorder& rec, const TreeShape& shape, uint32_t P, uint32_t kv_bound, bool exact);
+  // Moves the accepted path of the last tree (KV rows and taps) to consecutive rows at the start
+  // of a tree round, on the device, from the path the host wrote to the upload buffer.
+  void record_tree_compaction(vk::Recorder& rec);
+
+  // One recorder per catch-up row count (1..k + 1 for chains, 1..S + 1 for trees: the drafts the
+  // last round accepted, plus one), which decides a round's shape; so after a few rounds every
+  // shape has been recorded and each round is resubmitted as recorded, until its positions pass
+  // kv_bound.
+  struct RoundRecording {
     std::unique_ptr<vk::Recorder> rec;
     uint64_t recording = 0;  // rec->recordings() once recorded; 0: nothing replayable
-    ChainShape shape;
+    ChainShape chain_shape;
+    TreeShape tree_shape;
     uint32_t kv_bound = 0;
+    // Whether the commands in rec are a round of this shape that serves exact_bound.
+    bool serves(const ChainShape& c, const TreeShape& t, uint32_t exact_bound) const {
+      return recording != 0 && recording == rec->recordings() && chain_shape == c && tree_shape == t &&
+             exact_bound <= kv_bound;
+    }
   };
-  RoundOutcome tree_round(uint32_t P, uint32_t c, uint32_t tap_row0, int32_t y, const std::vector<int32_t>& history,
-                          const GenerationOptions& o);
-  // Moves the accepted path of the last tree (KV rows and taps) to consecutive rows; recorded
-  // at the start of the next round.
-  void record_tree_compaction();
+  RoundRecording& round_recording(uint32_t catch_rows);  // made on first use
+  // The bound a replayable round's attention is recorded with: exact_bound, or up to
+  // replay_span positions more.
+  uint32_t replay_bound(uint32_t exact_bound) const;
+  // Records a round into `rec` with attention bounded by kv_bound (exact: the round's own).
+  using RoundRecorder = std::function<void(vk::Recorder& rec, uint32_t kv_bound, bool exact)>;
+  // Runs a round and waits for it: resubmits the recording of its shape when one serves
+  // exact_bound, else records it (in its shape's recorder when it may be replayed) and submits.
+  void submit_round(uint32_t catch_rows, uint32_t tap_row0, const ChainShape& chain, const TreeShape& tree,
+                    uint32_t exact_bound, const RoundRecorder& record);
 
   ops::Gpu& gpu_;
   const models::TargetModel& target_;
@@ -212,7 +243,7 @@ class SpeculativeDecoder {
   // anything else that writes the caches.
   std::vector<int32_t> reusable_;
   vk::Buffer logits_readback_;   // [k + 1 or M, vocab]: a round's verify logits, for logprobs
-  std::vector<ChainRecording> chain_recordings_;  // by catch-up rows - 1
+  std::vector<RoundRecording> round_recordings_;  // by catch-up rows - 1
   uint64_t replayed_rounds_ = 0;
 };
 

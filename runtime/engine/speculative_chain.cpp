@@ -31,35 +31,9 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
 
   const ChainShape shape{catch_rows,    k, tap_row0, o.logprobs > 0, bool(tap_sink_), draft_sampling_ && !o.sampling.greedy(),
                          o.sampling, rule_};
-  // The first round reads its taps from the row where the prefill left them (tap_row0), later
-  // ones from row 0: only those are kept for replay, each in the recorder of its catch-up row
-  // count. The rest are recorded into the decoder's own recorder, with exact bounds.
-  const uint32_t exact_bound = P + k + 1;
-  if (!replay || tap_row0 != 0) {
-    record_chain_round(rec_, shape, P, exact_bound, /*exact=*/true);
-    rec_.submit_and_wait();
-  } else {
-    if (chain_recordings_.size() < catch_rows) chain_recordings_.resize(std::max(catch_rows, k_ + 1));
-    ChainRecording& slot = chain_recordings_[catch_rows - 1];
-    if (!slot.rec) slot.rec = std::make_unique<vk::Recorder>(gpu_.ctx);
-    vk::Recorder& rec = *slot.rec;
-    if (slot.recording != 0 && slot.recording == rec.recordings() && slot.shape == shape &&
-        exact_bound <= slot.kv_bound) {
-      rec.resubmit();
-      rec.wait();
-      ++replayed_rounds_;
-    } else {
-      const uint32_t kv_bound = std::max(
-          exact_bound, std::min({context_, exact_bound + replay_span,
-                                 ops::attention_max_keys(gpu_.ctx, uint32_t(target_.config().head_dim)),
-                                 ops::attention_max_keys(gpu_.ctx, draft_.config.layer.head_dim)}));
-      record_chain_round(rec, shape, P, kv_bound, /*exact=*/false);
-      rec.submit_and_wait();
-      slot.recording = rec.recordings();
-      slot.shape = shape;
-      slot.kv_bound = kv_bound;
-    }
-  }
+  submit_round(catch_rows, tap_row0, shape, TreeShape{}, P + k + 1, [&](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
+    record_chain_round(rec, shape, P, kv_bound, exact);
+  });
 
   const auto* back = static_cast<const int32_t*>(readback_.mapped);
   const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k

@@ -108,7 +108,9 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
         path_stride;
     float scale, floor_scale, attn_scale;
-    uint32_t path_base, path_offset, row0, splits;
+    uint32_t path_base, path_offset;
+    int32_t path_base_slot;
+    uint32_t row0, splits;
   } push{rows,
          a.heads,
          a.kv_heads,
@@ -126,6 +128,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
          a.attn_scale,
          a.tree ? a.tree->base : 0,
          a.tree ? a.tree->offset : a.regions ? a.regions->offset : 0,
+         a.tree ? a.tree->base_slot : -1,
          0,
          split ? splits : 0};
   vk::BufferRange path = a.tree ? a.tree->table : a.regions ? a.regions->range : vk::BufferRange(oc.gpu.dummy);

@@ -146,6 +146,9 @@ struct TreePath {
   uint32_t offset = 0;    // elements
   uint32_t stride = 0;    // entries per row (the deepest row's depth + 1, or more)
   uint32_t base = 0;
+  // >= 0: the base is table[base_slot], written on the device (a replayed round's commands
+  // serve rounds at other positions); `base` is then unused.
+  int32_t base_slot = -1;
 };
 
 // Flash-decoding: attention split along the context into workgroups of `keys` keys each, whose

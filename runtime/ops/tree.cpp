@@ -6,8 +6,7 @@ namespace eaglevk::ops {
 namespace {
 
 struct TreePush {
-  uint32_t k, levels, nodes, pool, step, base;
-  int32_t root;
+  uint32_t k, levels, nodes, pool, step, i_base, i_root;
   uint32_t f_topk, f_pool, f_front, f_node;
   uint32_t i_topk, i_pool_tok, i_pool_parent, i_front_gid, i_step_ids, i_step_gather, i_step_path;
   uint32_t i_tok, i_pos, i_path, i_parent, i_depth;
@@ -15,7 +14,7 @@ struct TreePush {
 
 TreePush make_push(const TreeLayout& l) {
   return TreePush{l.k,          l.levels,          l.nodes,           l.pool(),      0,
-                  0,            0,                 l.f_topk(),        l.f_pool(),    l.f_front(),
+                  l.i_base(),   l.i_root(),        l.f_topk(),        l.f_pool(),    l.f_front(),
                   l.f_node(),   l.i_topk(),   l.i_pool_tok(),    l.i_pool_parent(), l.i_front_gid(), l.i_step_ids(),
                   l.i_step_gather(), l.i_step_path(), l.i_tok(),     l.i_pos(),     l.i_path(),
                   l.i_parent(), l.i_depth()};
@@ -70,13 +69,22 @@ void tree_expand(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, 
   build(oc, 1, b, push, "tree_expand");
 }
 
-void tree_select(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t pool, uint32_t base,
-                 int32_t root) {
+void tree_select(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t pool) {
   TreePush push = make_push(layout);
   push.pool = pool;
-  push.base = base;
-  push.root = root;
   build(oc, 2, b, push, "tree_select");
+}
+
+void row_compact(OpContext& oc, IntVec path, uint32_t max_len, vk::BufferRange a, const vk::BufferRange* b,
+                 uint32_t row_words, const char* name) {
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("row_compact", {/*WG=*/64, /*BOTH=*/b ? 1u : 0u, /*USE_BASE=*/b ? 1u : 0u});
+  struct {
+    uint32_t offset, words;
+  } push{path.offset, row_words};
+  vk::Arg path_arg = vk::reads(path.range.sub(uint64_t(path.offset) * 4, uint64_t(max_len + 2) * 4));
+  path_arg.bind = path.range;
+  // Without b, binding 2 is `a` again and never touched.
+  oc.rec.dispatch(kernel, {path_arg, vk::updates(a), b ? vk::updates(*b) : vk::unused(a)}, push, 1, 1, 1, name);
 }
 
 }  // namespace eaglevk::ops

@@ -41,7 +41,9 @@ struct TreeLayout {
   uint32_t i_path() const { return i_pos() + nodes; }           // [M][S + 1] ancestor nodes
   uint32_t i_parent() const { return i_path() + nodes * (levels + 1); }
   uint32_t i_depth() const { return i_parent() + nodes; }
-  uint32_t i_size() const { return i_depth() + nodes; }
+  uint32_t i_base() const { return i_depth() + nodes; }         // P, the root's position
+  uint32_t i_root() const { return i_base() + 1; }              // the root token
+  uint32_t i_size() const { return i_root() + 1; }
 };
 
 // Fails with a message naming the limit unless the tree is within the kernels' limits.
@@ -61,8 +63,15 @@ void tree_level_one(OpContext& oc, const TreeLayout& layout, const TreeBuffers& 
 // Expansion `step` (0-based) from the frontier rows' top-K.
 void tree_expand(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t step);
 // The best `layout.nodes - 1` candidates of the first `pool` into verified nodes 1.., the root
-// token `root` at position `base` as node 0.
-void tree_select(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t pool, uint32_t base,
-                 int32_t root);
+// token (the int array's i_root) at its position (i_base) as node 0. Both are read on the
+// device, so that a recorded round serves rounds at other positions.
+void tree_select(OpContext& oc, const TreeLayout& layout, const TreeBuffers& b, uint32_t pool);
+
+// The accepted path of the last tree to consecutive rows (shaders/row_compact.comp), read on the
+// device from `path` = [len, base, path[0..len)]: row base + path[i] -> base + i of both caches
+// (rows of `row_words` 32-bit words), or, without `b`, node row path[i] -> i of `a` alone (the
+// taps, base ignored).
+void row_compact(OpContext& oc, IntVec path, uint32_t max_len, vk::BufferRange a, const vk::BufferRange* b,
+                 uint32_t row_words, const char* name);
 
 }  // namespace eaglevk::ops
