@@ -176,6 +176,29 @@ Speculated speculate(Pair& p, const std::vector<int32_t>& prompt, bool replay, u
   return s;
 }
 
+// Replayed rounds give what recording every round gives: tokens, acceptance, logprob bits and
+// taps. Each of the `shapes` catch-up row counts is recorded once per span, and the first round
+// of each of the two generations (its taps sit where the prefill left them); the rest replay.
+void expect_replayed_like_recorded(const Speculated& replayed, const Speculated& recorded, const char* what,
+                                   uint32_t span, uint64_t shapes) {
+  ASSERT_EQ(recorded.result.tokens.size(), 2 * kTokens) << what;
+  EXPECT_EQ(replayed.result.tokens, recorded.result.tokens) << what;
+  EXPECT_EQ(replayed.stats.accepted_at, recorded.stats.accepted_at) << what;
+  EXPECT_EQ(replayed.stats.num_drafts, recorded.stats.num_drafts) << what;
+  EXPECT_EQ(recorded.replayed, 0u) << what;
+  const uint64_t rounds = recorded.stats.num_drafts;
+  if (span == 512)
+    EXPECT_GE(replayed.replayed, rounds - shapes - 2) << what << ", " << rounds << " rounds";
+  else
+    EXPECT_GT(replayed.replayed, 0u) << what;
+  EXPECT_LT(replayed.replayed, rounds) << what;
+  ASSERT_EQ(replayed.result.logprobs.size(), recorded.result.logprobs.size()) << what;
+  for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
+    EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << what << ", token " << i;
+  ASSERT_EQ(replayed.taps.size(), recorded.taps.size()) << what;
+  EXPECT_TRUE(replayed.taps == recorded.taps) << what;
+}
+
 TEST_P(Replay, ChainRoundsGiveWhatRecordingEveryRoundGives) {
   Pair& p = pair(GetParam());
   const std::vector<int32_t>& prompt = p.golden.prompts[3].prompt_ids;
@@ -192,24 +215,7 @@ TEST_P(Replay, ChainRoundsGiveWhatRecordingEveryRoundGives) {
   for (const Case& c : cases) {
     const Speculated replayed = speculate(p, prompt, true, c.span, c.draft_sampling, c.taps, c.o);
     const Speculated recorded = speculate(p, prompt, false, c.span, c.draft_sampling, c.taps, c.o);
-    ASSERT_EQ(recorded.result.tokens.size(), 2 * kTokens) << c.what;
-    EXPECT_EQ(replayed.result.tokens, recorded.result.tokens) << c.what;
-    EXPECT_EQ(replayed.stats.accepted_at, recorded.stats.accepted_at) << c.what;
-    EXPECT_EQ(replayed.stats.num_drafts, recorded.stats.num_drafts) << c.what;
-    EXPECT_EQ(recorded.replayed, 0u) << c.what;
-    // Each catch-up row count (1..k + 1) is recorded once per span, the first round of each
-    // generation is recorded (its taps sit where the prefill left them); the rest replay.
-    const uint64_t rounds = recorded.stats.num_drafts;
-    if (c.span == 512)
-      EXPECT_GE(replayed.replayed, rounds - 4 - 2) << c.what << ", " << rounds << " rounds";
-    else
-      EXPECT_GT(replayed.replayed, 0u) << c.what;
-    EXPECT_LT(replayed.replayed, rounds) << c.what;
-    ASSERT_EQ(replayed.result.logprobs.size(), recorded.result.logprobs.size()) << c.what;
-    for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
-      EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << c.what << ", token " << i;
-    ASSERT_EQ(replayed.taps.size(), recorded.taps.size()) << c.what;
-    EXPECT_TRUE(replayed.taps == recorded.taps) << c.what;
+    expect_replayed_like_recorded(replayed, recorded, c.what, c.span, /*shapes=*/3 + 1);
   }
 }
 
@@ -234,20 +240,7 @@ TEST_P(Replay, TreeRoundsGiveWhatRecordingEveryRoundGives) {
   for (const Case& c : cases) {
     const Speculated replayed = speculate(p, prompt, true, c.span, false, c.taps, c.o, tree);
     const Speculated recorded = speculate(p, prompt, false, c.span, false, c.taps, c.o, tree);
-    ASSERT_EQ(recorded.result.tokens.size(), 2 * kTokens) << c.what;
-    EXPECT_EQ(replayed.result.tokens, recorded.result.tokens) << c.what;
-    EXPECT_EQ(replayed.stats.accepted_at, recorded.stats.accepted_at) << c.what;
-    EXPECT_EQ(recorded.replayed, 0u) << c.what;
-    // One recording per catch-up row count (1..S + 1) and span, and each generation's first round.
-    const uint64_t rounds = recorded.stats.num_drafts;
-    if (c.span == 512)
-      EXPECT_GE(replayed.replayed, rounds - 4 - 2) << c.what << ", " << rounds << " rounds";
-    else
-      EXPECT_GT(replayed.replayed, 0u) << c.what;
-    ASSERT_EQ(replayed.result.logprobs.size(), recorded.result.logprobs.size()) << c.what;
-    for (size_t i = 0; i < recorded.result.logprobs.size(); ++i)
-      EXPECT_EQ(replayed.result.logprobs[i].logprob, recorded.result.logprobs[i].logprob) << c.what << ", token " << i;
-    EXPECT_TRUE(replayed.taps == recorded.taps) << c.what;
+    expect_replayed_like_recorded(replayed, recorded, c.what, c.span, /*shapes=*/tree.steps + 1);
   }
 }
 
