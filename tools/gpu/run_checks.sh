@@ -71,7 +71,7 @@ tail -26 "$OUT/profile.txt"
 stamp tests
 # The tests find the assets where they were built (/work/main).
 [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-for t in ops_test ops_quant_test moe_ops_test model_golden_test speculative_test; do
+for t in ops_test ops_quant_test moe_ops_test model_golden_test speculative_test replay_test split_attention_test; do
   [ -x $B/$t ] || continue
   timeout 90 $B/$t --gtest_brief=1 > /tmp/test_$t.txt 2>&1
   echo "$t: exit $?, $(grep -c '^\[  FAILED' /tmp/test_$t.txt) failed"
