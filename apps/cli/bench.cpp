@@ -275,8 +275,9 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("--depth", args->depth,
                   "start the decode tests after this many tokens of context (llama-bench's -d; -d here is the draft)");
   sub->add_flag("--profile", args->profile,
-                "after the timed runs, profile one decode (and one speculative decode with -d): GPU time, commands "
-                "and GB/s per command family and token, host recording and waiting time");
+                "after the timed runs, profile one decode (and one speculative decode with -d, one with trees with "
+                "the tree flags): GPU time, commands and GB/s per command family and token, host recording and "
+                "waiting time");
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
   add_spec_flags(sub, args->spec);
