@@ -31,10 +31,8 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
   s.positions = vk::Buffer(ctx, (max_rows + max_steps) * 4, vk::MemoryKind::Device, "draft positions");
   s.split_keys = ops::attention_split_keys(ctx);
-  if (s.split_keys)
-    s.split_scratch = vk::Buffer(ctx, ops::attention_split_scratch_bytes(c.num_attention_heads, c.head_dim, s.capacity,
-                                                                         max_rows, s.split_keys),
-                                 vk::MemoryKind::Device, "draft attention splits");
+  s.split_scratch = ops::make_attention_split_scratch(ctx, c.num_attention_heads, c.head_dim, s.capacity, max_rows,
+                                                      s.split_keys, "draft attention splits");
 
   // Lifetimes in steps of one pass. The feature buffer carries the pre-norm output from one
   // pass to the next, so it lives throughout.

@@ -34,9 +34,8 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   s.accept = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "accept");
   if (t.temperature_tuning) s.qscale = vk::Buffer(ctx, R * 4, vk::MemoryKind::Device, "qscale");
   s.split_keys = ops::attention_split_keys(ctx);
-  if (s.split_keys)
-    s.split_scratch = vk::Buffer(ctx, ops::attention_split_scratch_bytes(t.heads, t.head_dim, s.capacity, max_rows, s.split_keys),
-                                 vk::MemoryKind::Device, "attention splits");
+  s.split_scratch =
+      ops::make_attention_split_scratch(ctx, t.heads, t.head_dim, s.capacity, max_rows, s.split_keys, "attention splits");
 
   // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
   vk::ArenaPlan& plan = s.arena.plan;

@@ -93,7 +93,8 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
                                         12ull * c.hidden_size) +
                   uint64_t(c.vocab_size) * 4 * 2;
   }
-  // Flash-decoding's partial states: at most 16 MiB a state (ops::attention_split_scratch_bytes).
+  // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
+  // where one row of a very long context needs more).
   if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * (16ull << 20);
   return p;
 }

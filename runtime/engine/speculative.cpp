@@ -9,6 +9,7 @@
 
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/prefill.h"
+#include "runtime/engine/replay_bound.h"
 #include "runtime/ops/tree.h"
 
 namespace eaglevk::engine {
@@ -148,12 +149,6 @@ SpeculativeDecoder::RoundRecording& SpeculativeDecoder::round_recording(uint32_t
   return slot;
 }
 
-uint32_t SpeculativeDecoder::replay_bound(uint32_t exact_bound) const {
-  return std::max(exact_bound, std::min({context_, exact_bound + replay_span,
-                                         ops::attention_max_keys(gpu_.ctx, uint32_t(target_.config().head_dim)),
-                                         ops::attention_max_keys(gpu_.ctx, draft_.config.layer.head_dim)}));
-}
-
 void SpeculativeDecoder::submit_round(uint32_t catch_rows, uint32_t tap_row0, const ChainShape& chain,
                                       const TreeShape& tree, uint32_t exact_bound, const RoundRecorder& record) {
   // The first round of a generation reads its taps from the row where the prefill left them
@@ -172,7 +167,10 @@ void SpeculativeDecoder::submit_round(uint32_t catch_rows, uint32_t tap_row0, co
     ++replayed_rounds_;
     return;
   }
-  const uint32_t kv_bound = replay_bound(exact_bound);
+  const uint32_t kv_bound =
+      replay_kv_bound(exact_bound, replay_span, context_,
+                      std::min(ops::attention_max_keys(gpu_.ctx, uint32_t(target_.config().head_dim)),
+                               ops::attention_max_keys(gpu_.ctx, draft_.config.layer.head_dim)));
   record(rec, kv_bound, /*exact=*/false);
   rec.submit_and_wait();
   slot.recording = rec.recordings();

@@ -200,9 +200,6 @@ class SpeculativeDecoder {
     }
   };
   RoundRecording& round_recording(uint32_t catch_rows);  // made on first use
-  // The bound a replayable round's attention is recorded with: exact_bound, or up to
-  // replay_span positions more.
-  uint32_t replay_bound(uint32_t exact_bound) const;
   // Records a round into `rec` with attention bounded by kv_bound (exact: the round's own).
   using RoundRecorder = std::function<void(vk::Recorder& rec, uint32_t kv_bound, bool exact)>;
   // Runs a round and waits for it: resubmits the recording of its shape when one serves

@@ -5,6 +5,8 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/engine/replay_bound.h"
+
 namespace eaglevk::engine {
 
 TargetRunner::TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
@@ -78,8 +80,8 @@ void TargetRunner::record(const PassRequest& req, bool sampled) {
   const bool replayable = !req.taps && !req.embeddings;
   uint32_t kv_bound = req.start + rows;
   if (replayable)
-    kv_bound = std::max(kv_bound, std::min({context_, kv_bound + replay_span,
-                                            ops::attention_max_keys(gpu_.ctx, uint32_t(model_.config().head_dim))}));
+    kv_bound = replay_kv_bound(kv_bound, replay_span, context_,
+                               ops::attention_max_keys(gpu_.ctx, uint32_t(model_.config().head_dim)));
 
   rec_.begin();
   rec_.copy(vk::BufferRange(upload_, 0, rows * 4), vk::BufferRange(state_.ids, 0, rows * 4), "ids");

@@ -54,12 +54,12 @@ uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t k
   return uint64_t(heads) * splits * (head_dim + 2) * 4;
 }
 
-uint64_t attention_split_scratch_bytes(uint32_t heads, uint32_t head_dim, uint32_t capacity, uint32_t max_rows,
-                                       uint32_t keys) {
-  if (keys == 0) return 0;
+vk::Buffer make_attention_split_scratch(const vk::Context& ctx, uint32_t heads, uint32_t head_dim, uint32_t capacity,
+                                        uint32_t max_rows, uint32_t keys, const char* name) {
+  if (keys == 0) return {};
   const uint64_t row = attention_split_row_bytes(heads, head_dim, capacity, keys);
   const uint64_t rows = std::clamp<uint64_t>((16ull << 20) / row, 1, max_rows);
-  return rows * row;
+  return vk::Buffer(ctx, rows * row, vk::MemoryKind::Device, name);
 }
 
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
@@ -144,8 +144,10 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   // Split: the partial states of as many rows as the scratch holds, then their merge.
   const uint64_t row_bytes = attention_split_row_bytes(a.heads, a.head_dim, a.kv_len, split_keys);
   const uint32_t chunk = uint32_t(std::min<uint64_t>(a.split->scratch.bytes / row_bytes, rows));
-  if (chunk == 0)
-    fail("attention: a split scratch of {} bytes holds no row of {} bytes", a.split->scratch.bytes, row_bytes);
+  if (chunk == 0 || row_bytes > oc.gpu.ctx.max_binding_range)
+    fail("attention: one row's split states take {} bytes, more than the scratch ({} bytes) or one binding ({}) holds; "
+         "use a shorter context or larger splits (EAGLEVK_ATTENTION_SPLIT)",
+         row_bytes, a.split->scratch.bytes, oc.gpu.ctx.max_binding_range);
   const vk::Kernel& combine = oc.gpu.pipelines.get("attention_combine", {64u});
   for (uint32_t r0 = 0; r0 < rows; r0 += chunk) {
     const uint32_t n = std::min(chunk, rows - r0);

@@ -166,14 +166,15 @@ struct AttentionSplit {
 uint32_t attention_split_keys(const vk::Context& ctx);
 // Bytes of one row's partial states when attention reads keys below kv_len.
 uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys);
-// The scratch a model state allocates for `keys` (0 bytes when 0): max_rows rows at `capacity`,
-// or fewer rows, at least one, where that passes 16 MiB (attention then takes its rows in
-// chunks, which changes nothing in the result).
+// The scratch a model state allocates for `keys` (no buffer when 0): max_rows rows at
+// `capacity`, or fewer rows, at least one, where that passes 16 MiB (attention then takes its
+// rows in chunks, which changes nothing in the result).
+vk::Buffer make_attention_split_scratch(const vk::Context& ctx, uint32_t heads, uint32_t head_dim, uint32_t capacity,
+                                        uint32_t max_rows, uint32_t keys, const char* name);
+// A model state's split: its keys and its scratch (none when keys is 0).
 inline AttentionSplit attention_split(uint32_t keys, const vk::Buffer& scratch) {
   return {keys, keys ? vk::BufferRange(scratch) : vk::BufferRange()};
 }
-uint64_t attention_split_scratch_bytes(uint32_t heads, uint32_t head_dim, uint32_t capacity, uint32_t max_rows,
-                                       uint32_t keys);
 
 struct AttentionParams {
   uint32_t heads = 0;

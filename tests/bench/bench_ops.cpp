@@ -1,7 +1,6 @@
 // Matrix-vector throughput (weight bytes read per second) at Llama-3-8B shapes for every
 // weight type (the float types and ggml's block formats, decoded in the kernel), next to the
 // device's buffer-copy bandwidth measured the same way. Run: build/tests/eaglevk_bench_ops
-#include <algorithm>
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -163,8 +162,7 @@ void BM_Attention(benchmark::State& state) {
   const ops::KvLayer kv{vk::BufferRange(k), vk::BufferRange(v), capacity, kv_dim};
   ops::AttentionParams params{heads, kv_heads, hd, capacity, 0, 0.1f};
   const uint32_t split_keys = uint32_t(state.range(3));
-  vk::Buffer scratch(gpu.ctx, std::max<uint64_t>(4, ops::attention_split_scratch_bytes(heads, hd, capacity, rows, split_keys)),
-                     vk::MemoryKind::Device, "split scratch");
+  const vk::Buffer scratch = ops::make_attention_split_scratch(gpu.ctx, heads, hd, capacity, rows, split_keys, "split scratch");
   const ops::AttentionSplit split = ops::attention_split(split_keys, scratch);
   params.split = &split;
   time_submissions(state, gpu, 8, 2.0 * double(capacity) * kv_dim * 2, [&](vk::Recorder& rec) {
