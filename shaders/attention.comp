@@ -27,6 +27,15 @@
 // each. No shared memory and no barrier: llvmpipe runs a workgroup's subgroups as coroutines
 // that switch at each barrier, and reads shared memory one lane at a time. Each block's sums are
 // taken in the workgroup path's order; its blocks are smaller, so its bits are its own.
+// ROWS > 1 (the workgroup kernel: verify passes and prefills): a workgroup serves ROWS
+// consecutive rows as well as GROUP heads, so each block of keys and values is loaded once for
+// all of them. The rows' ranges start on one grid of blocks (the host allows ROWS > 1 only where
+// chunks and splits are multiples of the block, and never for TREE or REGIONS); the workgroup
+// walks the union of the ranges, and a row takes only its own blocks and, in its last one, its
+// own keys, in the order a one-row workgroup takes them: the same bits.
+// K_TILE (the workgroup kernel): each block's keys reach shared memory K_TILE quads of every key
+// at a time, the invocations reading consecutive quads of one key's row (coalesced), before each
+// invocation takes the dot product of its own key; the sums keep their order, so the bits.
 // SPLIT > 0 (flash-decoding, GPUs): workgroup z takes only the keys at positions
 // [z SPLIT, (z + 1) SPLIT) of its row's range, in the same blocks from there, and writes its
 // unnormalised state (m, l, then acc[head_dim]) for attention_combine.comp to merge in split
@@ -49,6 +58,14 @@ layout(constant_id = 4) const uint GROUP = 1;  // 1..MAX_GROUP
 layout(constant_id = 5) const uint HEAD_DIM = 64;
 layout(constant_id = 6) const bool ONE_SUBGROUP = false;
 layout(constant_id = 7) const uint SPLIT = 0;
+layout(constant_id = 8) const uint ROWS = 1;    // 1..MAX_ROWS, ROWS * GROUP <= MAX_PAIRS
+layout(constant_id = 9) const uint K_TILE = 1;  // quads of each key's row staged per step
+#define MAX_ROWS ATTENTION_MAX_ROWS
+#define MAX_PAIRS ATTENTION_MAX_PAIRS
+// The (row, head) pairs a workgroup serves: pair r * GROUP + g is head head0 + g of row r.
+const uint PAIRS = ROWS * GROUP;
+// The workgroup kernel's block of keys: 64 invocations, one key each (the host's choice).
+#define BLOCK 64
 
 // K and V hold f16 pairs in 32-bit words. TEXEL_LOADS (CPU devices, as for the matrix
 // kernels: common.glsl says why) reads them through texel buffers, K as 16-byte quads of 8
@@ -93,6 +110,7 @@ layout(push_constant) uniform Push {
   uint path_offset;  // TREE: element offset of row 0's path
   int path_base_slot;  // TREE: >= 0: path_base is path[path_base_slot] (a replayed round's root position)
   uint row0;         // the dispatch's first row (SPLIT dispatches take rows a chunk at a time)
+  uint row_limit;    // and its last + 1
   uint splits;       // SPLIT: workgroups along z, the partial states per (row, head)
 } p;
 
@@ -101,50 +119,58 @@ layout(push_constant) uniform Push {
 // loops unroll to straight code): with one a turn a 128-wide head reached the limit near
 // 20,000 keys and silently ignored the rest; now a block of 64 keys costs about 50 turns,
 // which the host checks against the context (ops::attention_max_keys).
-// Sized by GROUP, so that a one-head kernel keeps its 2 KiB of shared memory per head.
+// Sized by the pairs, so that a one-head one-row kernel keeps its 2 KiB of shared memory per
+// head; the host keeps the whole within the device's limit (ops::attention_shared_bytes).
 // ONE_SUBGROUP uses none of it.
-shared float sq[ONE_SUBGROUP ? 1 : GROUP * HEAD_DIM];
-shared float sp[GROUP][ONE_SUBGROUP ? 1 : 256];
-shared uint sslot[ONE_SUBGROUP ? 1 : 256];  // TREE: cache row of each key of the block
-shared float red[GROUP][ONE_SUBGROUP ? 1 : 64];
+shared float sq[ONE_SUBGROUP ? 1 : PAIRS * HEAD_DIM];
+shared float sp[PAIRS][ONE_SUBGROUP ? 1 : BLOCK];
+shared uint sslot[ONE_SUBGROUP ? 1 : BLOCK];  // TREE: cache row of each key of the block
+shared float red[PAIRS][ONE_SUBGROUP ? 1 : 64];
+// K_TILE quads of each key of the block; a padding quad per key keeps the invocations'
+// reads of their own keys on different banks.
+shared uvec4 ktile[ONE_SUBGROUP ? 1 : BLOCK * (K_TILE + 1u)];
 // Output dims per thread: tid, tid + WG, ... below HEAD_DIM; ONE_SUBGROUP: the pairs
 // (2 tid, 2 tid + 1), (2 (tid + WG), ...), ... below HEAD_DIM.
 const uint DIMS = (HEAD_DIM + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
-const uint PAIRS = (HEAD_DIM / 2u + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+const uint DIM_PAIRS = (HEAD_DIM / 2u + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
 
-// Each head's v over the workgroup (its maximum or its sum), for the GROUP heads at once. The
-// loop over subgroups holds the heads inside it: llvmpipe counts loop turns, not heads.
-void block_reduce(inout float v[MAX_GROUP], bool is_max) {
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = is_max ? subgroupMax(v[g]) : subgroupAdd(v[g]);
+// Each pair's v over the workgroup (its maximum or its sum), for all pairs at once. The loop
+// over subgroups holds the pairs inside it: llvmpipe counts loop turns, not pairs.
+void block_reduce(inout float v[MAX_PAIRS], bool is_max) {
+  [[unroll]] for (uint i = 0; i < PAIRS; ++i) v[i] = is_max ? subgroupMax(v[i]) : subgroupAdd(v[i]);
   barrier();  // red[] may still be read from the previous reduction
   if (subgroupElect())
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) red[g][gl_SubgroupID] = v[g];
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) red[i][gl_SubgroupID] = v[i];
   barrier();
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = red[g][0];
+  [[unroll]] for (uint i = 0; i < PAIRS; ++i) v[i] = red[i][0];
   for (uint s = 1; s < gl_NumSubgroups; ++s)
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) v[g] = is_max ? max(v[g], red[g][s]) : v[g] + red[g][s];
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) v[i] = is_max ? max(v[i], red[i][s]) : v[i] + red[i][s];
 }
 
-// The workgroup's row and heads, and what both paths derive from them.
+// The workgroup's rows and heads, and what both paths derive from them. row, start, end, qrow
+// and qs are those of its first row; the workgroup kernel keeps every row's in the arrays.
 const uint hd = HEAD_DIM;  // = p.head_dim
-uint row, head0, tid, wg, kvh, kv_dim, qrow, start, end, region, path_base;
+uint row, head0, tid, wg, kvh, kv_dim, qrow, start, end, region, path_base, rows_here;
 float qs;
+uint row_start[MAX_ROWS], row_end[MAX_ROWS], row_q[MAX_ROWS];
+float row_qs[MAX_ROWS];
 
-// The row's cache row for the key at position j < end.
+// The first row's cache row for the key at position j < end (TREE and REGIONS have one row per
+// workgroup; other rows' keys lie at their positions).
 uint key_slot(uint j) {
   if (TREE && j >= path_base) return path_base + uint(path[p.path_offset + row * p.path_stride + (j - path_base)]);
   return region + j;
 }
 
-// SPLIT: where the partial state of (this dispatch's row, head, split) starts in the output
-// buffer: m, l, then acc[head_dim].
-uint partial_base(uint head) {
-  return p.out_offset + ((gl_WorkGroupID.x * p.heads + head) * p.splits + gl_WorkGroupID.z) * (hd + 2u);
+// SPLIT: where the partial state of (row, head, split) starts in the output buffer: m, l, then
+// acc[head_dim]; rows count from the dispatch's first.
+uint partial_base(uint r, uint head) {
+  return p.out_offset + (((r - p.row0) * p.heads + head) * p.splits + gl_WorkGroupID.z) * (hd + 2u);
 }
 void write_split_state(float m[MAX_GROUP], float l[MAX_GROUP]) {
   [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-    outv[partial_base(head0 + g)] = m[g];
-    outv[partial_base(head0 + g) + 1u] = l[g];  // 0: no key of the split was visible
+    outv[partial_base(row, head0 + g)] = m[g];
+    outv[partial_base(row, head0 + g) + 1u] = l[g];  // 0: no key of the split was visible
   }
 }
 
@@ -161,7 +187,7 @@ void one_subgroup_attention() {
   [[unroll]] for (uint g = 0; g < GROUP; ++g) {
     m[g] = -1.0 / 0.0;
     l[g] = 0.0;
-    [[unroll]] for (uint i = 0; i < PAIRS; ++i) acc_lo[g][i] = acc_hi[g][i] = 0.0;
+    [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) acc_lo[g][i] = acc_hi[g][i] = 0.0;
   }
   for (uint kb = start; kb < end; kb += wg) {
     uint j = kb + tid;
@@ -199,7 +225,7 @@ void one_subgroup_attention() {
       l[g] = l[g] * alpha[g] + total[g];
     }
     uint count = min(wg, end - kb);
-    [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+    [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) {
       uint d = 2u * (tid + i * wg);
       bool owns = d < hd;  // else reads a valid word and stores nothing
       float lo[MAX_GROUP], hi[MAX_GROUP];
@@ -225,12 +251,12 @@ void one_subgroup_attention() {
     }
     [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
   }
-  [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+  [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) {
     uint d = 2u * (tid + i * wg);
     if (d < hd) {
       [[unroll]] for (uint g = 0; g < GROUP; ++g) {
         if (SPLIT > 0u) {
-          uint o = partial_base(head0 + g) + 2u + d;
+          uint o = partial_base(row, head0 + g) + 2u + d;
           outv[o] = acc_lo[g][i];
           outv[o + 1u] = acc_hi[g][i];
         } else {
@@ -244,113 +270,177 @@ void one_subgroup_attention() {
   if (SPLIT > 0u && tid == 0u) write_split_state(m, l);
 }
 
-// Several subgroups: q, the block's probabilities and its cache rows in shared memory.
+// Several subgroups: q, the block's probabilities, its cache rows and its keys in shared
+// memory; each pair's sums in the order of a one-pair workgroup.
 void workgroup_attention() {
   for (uint d = tid; d < hd; d += wg)
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) sq[g * hd + d] = qload(qrow + g * hd + d) * qs;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      [[unroll]] for (uint g = 0; g < GROUP; ++g)
+        sq[(r * GROUP + g) * hd + d] = r < rows_here ? qload(row_q[r] + g * hd + d) * row_qs[r] : 0.0;
   barrier();
-  float m[MAX_GROUP], l[MAX_GROUP];
-  float acc[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-    m[g] = -1.0 / 0.0;
-    l[g] = 0.0;
-    [[unroll]] for (uint i = 0; i < ATTENTION_MAX_HEAD_DIM / 32; ++i) acc[g][i] = 0.0;
+  float m[MAX_PAIRS], l[MAX_PAIRS];
+  float acc[MAX_PAIRS][ATTENTION_MAX_HEAD_DIM / 32];  // dims tid, tid + wg, ... (wg >= 32)
+  [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+    m[i] = -1.0 / 0.0;
+    l[i] = 0.0;
+    [[unroll]] for (uint c = 0; c < ATTENTION_MAX_HEAD_DIM / 32; ++c) acc[i][c] = 0.0;
   }
+  // The blocks of any row's range; the ranges start on one grid of blocks (the host).
+  uint first = 0xffffffffu, last = 0u;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r)
+    if (r < rows_here && row_start[r] < row_end[r]) {
+      first = min(first, row_start[r]);
+      last = max(last, row_end[r]);
+    }
 
-  for (uint kb = start; kb < end; kb += wg) {
+  for (uint kb = first; kb < last; kb += wg) {
     uint j = kb + tid;
-    float s[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = -1.0 / 0.0;
-    bool visible = j < end;
-    uint slot = visible ? key_slot(j) : region + j;
-    if (visible) {
-      uint base = (slot * kv_dim + kvh * hd) / 8u;  // in quads: kv_dim and hd are multiples of 8
-      float dot_qk[MAX_GROUP];
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) dot_qk[g] = 0.0;
-      for (uint d = 0; d < hd; d += 8u) {  // head_dim is a multiple of 8 (checked by the host)
-        uvec4 kq = kquad(base + d / 8u);
-        [[unroll]] for (uint u = 0; u < 4u; ++u) {
-          vec2 kk = unpackHalf2x16(kq[u]);
-          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-            dot_qk[g] = fma(sq[g * hd + d + 2u * u], kk.x, dot_qk[g]);
-            dot_qk[g] = fma(sq[g * hd + d + 2u * u + 1u], kk.y, dot_qk[g]);
+    // live: the block is one of row r's (a one-row workgroup visits it); visible: so is key j.
+    bool live[MAX_ROWS], visible[MAX_ROWS];
+    bool any_visible = false;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      live[r] = r < rows_here && kb >= row_start[r] && kb < row_end[r];
+      visible[r] = live[r] && j < row_end[r];
+      any_visible = any_visible || visible[r];
+    }
+    uint slot = j < last ? key_slot(j) : region + j;
+    float dot_qk[MAX_PAIRS];
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) dot_qk[i] = 0.0;
+    for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
+      barrier();  // the tile's last readers are done
+      [[unroll]] for (uint c = 0; c < K_TILE; ++c) {
+        uint key = (c * wg + tid) / K_TILE, quad = (c * wg + tid) % K_TILE;
+        if (kb + key < last && d0 + 8u * quad < hd)
+          ktile[key * (K_TILE + 1u) + quad] = kquad((key_slot(kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
+      }
+      barrier();
+      if (any_visible)
+        for (uint c = 0; c < K_TILE; ++c) {
+          uint d = d0 + 8u * c;
+          if (d < hd) {
+            uvec4 kq = ktile[tid * (K_TILE + 1u) + c];
+            [[unroll]] for (uint u = 0; u < 4u; ++u) {
+              vec2 kk = unpackHalf2x16(kq[u]);
+              [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+                dot_qk[i] = fma(sq[i * hd + d + 2u * u], kk.x, dot_qk[i]);
+                dot_qk[i] = fma(sq[i * hd + d + 2u * u + 1u], kk.y, dot_qk[i]);
+              }
+            }
           }
         }
-      }
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = dot_qk[g];
     }
-    float block_max[MAX_GROUP], prob[MAX_GROUP], new_m[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) block_max[g] = s[g];
+    float s[MAX_PAIRS], block_max[MAX_PAIRS], prob[MAX_PAIRS], new_m[MAX_PAIRS];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) s[r * GROUP + g] = visible[r] ? dot_qk[r * GROUP + g] : -1.0 / 0.0;
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) block_max[i] = s[i];
     block_reduce(block_max, true);
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-      new_m[g] = max(m[g], block_max[g]);
-      prob[g] = visible ? exp(s[g] - new_m[g]) : 0.0;
-      sp[g][tid] = prob[g];
-    }
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        uint i = r * GROUP + g;
+        new_m[i] = max(m[i], block_max[i]);
+        prob[i] = visible[r] ? exp(s[i] - new_m[i]) : 0.0;
+        sp[i][tid] = prob[i];
+      }
     if (TREE) sslot[tid] = slot;
-    block_reduce(prob, false);  // now each head's block sum; its barriers also publish sp[]
-    // A head with nothing visible yet keeps its state (visibility is the same for every head).
-    if (new_m[0] == -1.0 / 0.0) continue;
-    float alpha[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-      alpha[g] = exp(m[g] - new_m[g]);  // 0 when m is -inf
-      l[g] = l[g] * alpha[g] + prob[g];
+    block_reduce(prob, false);  // now each pair's block sum; its barriers also publish sp[]
+    // The keys each row takes from the block: none where the block is not the row's, or where
+    // nothing of the row is visible yet (a one-row workgroup keeps its state then; visibility
+    // is the same for every head of a row).
+    uint count[MAX_ROWS];
+    uint most = 0;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      count[r] = live[r] && new_m[r * GROUP] != -1.0 / 0.0 ? min(wg, row_end[r] - kb) : 0u;
+      most = max(most, count[r]);
     }
-    uint count = min(wg, end - kb);
-    [[unroll]] for (uint i = 0; i < DIMS; ++i) {
-      uint d = tid + i * wg;
+    if (most == 0u) continue;
+    float alpha[MAX_PAIRS];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        uint i = r * GROUP + g;
+        alpha[i] = count[r] > 0u ? exp(m[i] - new_m[i]) : 1.0;  // 0 when m is -inf
+        if (count[r] > 0u) l[i] = l[i] * alpha[i] + prob[i];
+      }
+    [[unroll]] for (uint c = 0; c < DIMS; ++c) {
+      uint d = tid + c * wg;
       if (d >= hd) break;
-      float a[MAX_GROUP];
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = acc[g][i] * alpha[g];
+      float a[MAX_PAIRS];
+      [[unroll]] for (uint r = 0; r < ROWS; ++r)
+        [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+          uint i = r * GROUP + g;
+          a[i] = count[r] > 0u ? acc[i][c] * alpha[i] : acc[i][c];
+        }
       uint jj = 0;
-      for (; jj + 8u <= count; jj += 8u)
+      for (; jj + 8u <= most; jj += 8u)
         [[unroll]] for (uint u = 0; u < 8u; ++u) {
           uint idx = (TREE ? sslot[jj + u] : region + kb + jj + u) * kv_dim + kvh * hd + d;
           float v = kv_load(vword(idx / 2u), idx);
-          [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = fma(sp[g][jj + u], v, a[g]);
+          [[unroll]] for (uint r = 0; r < ROWS; ++r)
+            if (jj + u < count[r])
+              [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj + u], v, a[r * GROUP + g]);
         }
-      for (; jj < count; ++jj) {
+      for (; jj < most; ++jj) {
         uint idx = (TREE ? sslot[jj] : region + kb + jj) * kv_dim + kvh * hd + d;
         float v = kv_load(vword(idx / 2u), idx);
-        [[unroll]] for (uint g = 0; g < GROUP; ++g) a[g] = fma(sp[g][jj], v, a[g]);
+        [[unroll]] for (uint r = 0; r < ROWS; ++r)
+          if (jj < count[r])
+            [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj], v, a[r * GROUP + g]);
       }
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) acc[g][i] = a[g];
+      [[unroll]] for (uint i = 0; i < PAIRS; ++i) acc[i][c] = a[i];
     }
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      if (count[r] > 0u)
+        [[unroll]] for (uint g = 0; g < GROUP; ++g) m[r * GROUP + g] = new_m[r * GROUP + g];
   }
-  [[unroll]] for (uint i = 0; i < DIMS; ++i) {
-    uint d = tid + i * wg;
-    if (d >= hd) break;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    if (r >= rows_here) break;
     [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-      if (SPLIT > 0u) outv[partial_base(head0 + g) + 2u + d] = acc[g][i];
-      else outv[p.out_offset + row * p.out_stride + (head0 + g) * hd + d] = l[g] > 0.0 ? acc[g][i] / l[g] : 0.0;
+      uint i = r * GROUP + g;
+      [[unroll]] for (uint c = 0; c < DIMS; ++c) {
+        uint d = tid + c * wg;
+        if (d >= hd) break;
+        if (SPLIT > 0u) outv[partial_base(row + r, head0 + g) + 2u + d] = acc[i][c];
+        else outv[p.out_offset + (row + r) * p.out_stride + (head0 + g) * hd + d] = l[i] > 0.0 ? acc[i][c] / l[i] : 0.0;
+      }
+      if (SPLIT > 0u && tid == 0u) {
+        outv[partial_base(row + r, head0 + g)] = m[i];
+        outv[partial_base(row + r, head0 + g) + 1u] = l[i];  // 0: no key of the split was visible
+      }
     }
   }
-  if (SPLIT > 0u && tid == 0u) write_split_state(m, l);
 }
 
 void main() {
-  row = p.row0 + gl_WorkGroupID.x;
+  row = p.row0 + gl_WorkGroupID.x * ROWS;
+  rows_here = min(ROWS, p.row_limit - row);
   head0 = gl_WorkGroupID.y * GROUP;
   tid = gl_LocalInvocationID.x;
   wg = gl_WorkGroupSize.x;
-  int position = pos[p.pos_offset + row];
   path_base = TREE && p.path_base_slot >= 0 ? uint(path[p.path_base_slot]) : p.path_base;
   kvh = head0 / (p.heads / p.kv_heads);  // the host keeps a group within one KV head
   kv_dim = p.kv_heads * hd;
-  qrow = p.q_offset + row * p.q_stride + head0 * hd;
-  float temperature = 1.0;
-  if (QSCALE == 1u) temperature = qscale[row];
-  if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
-  qs = p.scale * temperature;
-  end = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
-  start = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
-  if (SPLIT > 0u) {
-    start = max(start, gl_WorkGroupID.z * SPLIT);
-    end = min(end, (gl_WorkGroupID.z + 1u) * SPLIT);  // at or below start: nothing visible
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    row_start[r] = row_end[r] = row_q[r] = 0u;
+    row_qs[r] = 0.0;
+    if (r >= rows_here) continue;
+    int position = pos[p.pos_offset + row + r];
+    row_q[r] = p.q_offset + (row + r) * p.q_stride + head0 * hd;
+    float temperature = 1.0;
+    if (QSCALE == 1u) temperature = qscale[row + r];
+    if (QSCALE == 2u) temperature = log(floor((float(position) + 1.0) / p.floor_scale) + 1.0) * p.attn_scale + 1.0;
+    row_qs[r] = p.scale * temperature;
+    row_end[r] = TREE ? uint(position) + 1u : min(p.kv_len, uint(position) + 1u);
+    row_start[r] = p.chunk > 0u ? (uint(position) / p.chunk) * p.chunk : 0u;
+    if (SPLIT > 0u) {
+      row_start[r] = max(row_start[r], gl_WorkGroupID.z * SPLIT);
+      row_end[r] = min(row_end[r], (gl_WorkGroupID.z + 1u) * SPLIT);  // at or below start: nothing visible
+    }
   }
+  qrow = row_q[0];
+  qs = row_qs[0];
+  start = row_start[0];
+  end = row_end[0];
   // REGIONS: the cache row of position 0 of this row's sequence (the sum wraps in uint).
-  region = REGIONS ? uint(path[p.path_offset + row]) - uint(position) : 0u;
+  region = REGIONS ? uint(path[p.path_offset + row]) - uint(pos[p.pos_offset + row]) : 0u;
   if (ONE_SUBGROUP) one_subgroup_attention();
   else workgroup_attention();
 }

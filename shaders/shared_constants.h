@@ -8,6 +8,9 @@
 #define MATVEC_MAX_OUTS 8
 // Largest head_dim the attention kernel keeps in shared memory.
 #define ATTENTION_MAX_HEAD_DIM 256
+// The attention workgroup kernel serves up to this many rows, and this many (row, head) pairs.
+#define ATTENTION_MAX_ROWS 8
+#define ATTENTION_MAX_PAIRS 16
 // Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:
 // 24 x 24 patches + the class token = 577).
 #define VISION_MAX_SEQ 2048

@@ -435,6 +435,14 @@ struct SplitScratch {
         split{keys, vk::BufferRange(buffer)} {}
 };
 
+// Each attention workgroup serves one (row, head) pair: the reference for the bits of the
+// workgroups that serve the heads of a KV head and the rows of a batch.
+struct OneHeadOneRow {
+  uint32_t heads = gpu().attention_max_group, rows = gpu().attention_max_rows;
+  OneHeadOneRow() { gpu().attention_max_group = gpu().attention_max_rows = 1; }
+  ~OneHeadOneRow() { gpu().attention_max_group = heads, gpu().attention_max_rows = rows; }
+};
+
 struct AttentionCase {
   uint32_t rows, heads, kv_heads, head_dim, first_pos, chunk;
   bool qscale;
@@ -487,8 +495,8 @@ TEST_P(AttentionTest, MatchesReference) {
 
   // Every attention kernel and load path: the caches through texel buffers (CPU devices) or as
   // storage buffers (GPUs) give the same bits; the other kernel (another block of keys) agrees
-  // with the reference. The query heads of a KV head share a workgroup (GQA); one head per
-  // workgroup gives the same bits.
+  // with the reference. The query heads of a KV head share a workgroup (GQA), and on the
+  // workgroup kernel so do the rows; one head and one row per workgroup give the same bits.
   // The long contexts check llvmpipe's loop limit (attention.comp) on the kernel it runs; the
   // other kernel runs the short ones (on lavapipe it is several times slower).
   const uint32_t device_workgroup = ops::matvec_shape(gpu()).attention_workgroup;
@@ -503,16 +511,12 @@ TEST_P(AttentionTest, MatchesReference) {
       EXPECT_TRUE(bitwise_equal(grouped, device_choice)) << config.name;
     else
       EXPECT_TRUE(all_close(grouped, want, 1e-5, 1e-4)) << config.name;
-    struct OneHead {
-      uint32_t saved = gpu().attention_max_group;
-      OneHead() { gpu().attention_max_group = 1; }
-      ~OneHead() { gpu().attention_max_group = saved; }
-    } one_head;
+    OneHeadOneRow one_pair;
     rec.begin();
     ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, params);
     rec.submit_and_wait();
     EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), grouped))
-        << config.name << ": one head per workgroup";
+        << config.name << ": one head and one row per workgroup";
   }
   // Split along the context (flash-decoding), on both kernels: close to the reference; a row
   // whose keys all lie in one split has the unsplit kernel's bits (the merge scales it by 1);
@@ -538,6 +542,17 @@ TEST_P(AttentionTest, MatchesReference) {
     }
     EXPECT_TRUE(all_close(split_out[0], want, 1e-5, 1e-4));
     EXPECT_TRUE(bitwise_equal(split_out[1], split_out[0])) << "rows in chunks of 2";
+    {
+      OneHeadOneRow one_pair;
+      SplitScratch scratch(keys, c.heads, c.head_dim, kv_len, c.rows);
+      ops::AttentionParams split_params = params;
+      split_params.split = &scratch.split;
+      rec.begin();
+      ops::attention(oc, rows_act, kv, ops::IntVec{pbuf}, ops::Act(out, q_dim), c.rows, split_params);
+      rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(out, device_choice.size()), split_out[0]))
+          << "split, one head and one row per workgroup";
+    }
     for (uint32_t r = 0; r < c.rows; ++r) {
       const uint32_t p = uint32_t(pos[r]), start = c.chunk ? p / c.chunk * c.chunk : 0;
       if (start / keys != p / keys) continue;
@@ -560,6 +575,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{4, 10, 2, 128, 61, 0, false},   // verify of 4, ratio 5
                       AttentionCase{13, 4, 1, 128, 0, 0, false},    // prefill, ratio 4
                       AttentionCase{9, 8, 2, 64, 59, 64, false},    // crosses a 64-chunk boundary
+                      AttentionCase{5, 8, 8, 64, 126, 128, true},   // a verify across a chunk, ratio 1
+                      AttentionCase{20, 4, 4, 64, 30, 0, false},    // prefill, 8 rows a workgroup
+                      AttentionCase{6, 8, 2, 256, 100, 0, false},   // widest heads: narrower key tiles
                       AttentionCase{3, 8, 2, 64, 40, 32, true},     // chunked + query scale
                       // Long contexts: a 32k+ cache, and Llama-4's 8192 chunks many chunks in.
                       // (near 20,000 keys lavapipe once cut rolled loops short: see attention.comp)

@@ -62,6 +62,39 @@ vk::Buffer make_attention_split_scratch(const vk::Context& ctx, uint32_t heads, 
   return vk::Buffer(ctx, rows * row, vk::MemoryKind::Device, name);
 }
 
+namespace {
+
+// The workgroup kernel's rows per workgroup and the quads of each key it stages at a time
+// (attention.comp's ROWS and K_TILE).
+struct WorkgroupTiles {
+  uint32_t rows = 1, k_tile = 1;
+};
+
+// Bytes of the workgroup kernel's shared arrays (attention.comp: sq, sp, sslot, red, ktile).
+uint64_t workgroup_shared_bytes(uint32_t pairs, uint32_t head_dim, uint32_t k_tile, uint32_t block) {
+  return 4ull * pairs * head_dim + 4ull * pairs * block + 4ull * block + 4ull * pairs * 64 + 16ull * block * (k_tile + 1);
+}
+
+// As many rows per workgroup as the batch, the pairs' limit and the device's shared memory allow,
+// then the widest tile of keys that still fits. Rows share a workgroup only where their blocks
+// of keys lie on one grid (chunks a multiple of the block; splits are) and their keys at their
+// positions (no tree, no regions).
+WorkgroupTiles workgroup_tiles(const Gpu& gpu, const AttentionParams& a, uint32_t group, uint32_t rows,
+                               uint32_t block) {
+  const bool shared_rows = !a.tree && !a.regions && a.chunk % block == 0;
+  uint32_t most_rows = shared_rows ? std::min({gpu.attention_max_rows, uint32_t(ATTENTION_MAX_ROWS),
+                                               uint32_t(ATTENTION_MAX_PAIRS) / group, rows})
+                                   : 1u;
+  const uint64_t limit = gpu.ctx.info.features.max_compute_shared_memory;
+  for (uint32_t r = std::max(most_rows, 1u); r >= 1; --r)
+    for (uint32_t k_tile = a.head_dim / 8; k_tile >= 1; k_tile /= 2)
+      if (workgroup_shared_bytes(r * group, a.head_dim, k_tile, block) <= limit) return {r, k_tile};
+  fail("attention: {} query heads of width {} per workgroup need {} bytes of shared memory; the device has {}", group,
+       a.head_dim, workgroup_shared_bytes(group, a.head_dim, 1, block), limit);
+}
+
+}  // namespace
+
 void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act out, uint32_t rows,
                const AttentionParams& a) {
   if (rows == 0) return;
@@ -98,11 +131,13 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   if (split && (split_keys % workgroup || splits > oc.gpu.ctx.max_workgroups[2]))
     fail("attention: {} keys per split over {} keys (a multiple of {}, at most {} splits)", split_keys, a.kv_len,
          workgroup, oc.gpu.ctx.max_workgroups[2]);
+  const WorkgroupTiles tiles = one_subgroup ? WorkgroupTiles{} : workgroup_tiles(oc.gpu, a, group, rows, workgroup);
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
                            {/*WG=*/workgroup, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
                             /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group, /*HEAD_DIM=*/a.head_dim,
-                            /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u, /*SPLIT=*/split ? split_keys : 0u});
+                            /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u, /*SPLIT=*/split ? split_keys : 0u,
+                            /*ROWS=*/tiles.rows, /*K_TILE=*/tiles.k_tile});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,
@@ -110,7 +145,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
     float scale, floor_scale, attn_scale;
     uint32_t path_base, path_offset;
     int32_t path_base_slot;
-    uint32_t row0, splits;
+    uint32_t row0, row_limit, splits;
   } push{rows,
          a.heads,
          a.kv_heads,
@@ -130,6 +165,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
          a.tree ? a.tree->offset : a.regions ? a.regions->offset : 0,
          a.tree ? a.tree->base_slot : -1,
          0,
+         rows,
          split ? splits : 0};
   vk::BufferRange path = a.tree ? a.tree->table : a.regions ? a.regions->range : vk::BufferRange(oc.gpu.dummy);
   vk::BufferRange qscale = a.qscale ? *a.qscale : vk::BufferRange(oc.gpu.dummy);
@@ -138,7 +174,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
     oc.rec.dispatch(kernel,
                     {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
                      vk::reads(path), vk::reads(qscale), out.writes(rows, width)},
-                    push, rows, a.heads / group, 1, "attention");
+                    push, (rows + tiles.rows - 1) / tiles.rows, a.heads / group, 1, "attention");
     return;
   }
   // Split: the partial states of as many rows as the scratch holds, then their merge.
@@ -153,11 +189,12 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
     const uint32_t n = std::min(chunk, rows - r0);
     const vk::BufferRange partials = a.split->scratch.sub(0, n * row_bytes);
     push.row0 = r0;
+    push.row_limit = r0 + n;
     push.out_offset = 0;
     oc.rec.dispatch(kernel,
                     {q.reads(rows, width), vk::reads(kv.k), vk::reads(kv.v), vk::reads(positions.range),
                      vk::reads(path), vk::reads(qscale), vk::writes(partials)},
-                    push, n, a.heads / group, splits, "attention_split");
+                    push, (n + tiles.rows - 1) / tiles.rows, a.heads / group, splits, "attention_split");
     struct {
       uint32_t heads, head_dim, splits, part_offset, out_offset, out_stride, row0;
     } merge{a.heads, a.head_dim, splits, 0, out.offset, out.stride, r0};

@@ -6,6 +6,8 @@
 
 #include <eaglevk/error.h>
 
+#include "shaders/shared_constants.h"
+
 namespace eaglevk::ops {
 
 Gpu::Gpu(const vk::ContextOptions& options)
@@ -16,6 +18,13 @@ Gpu::Gpu(const vk::ContextOptions& options)
                                       f.min_subgroup_size);
   const char* fold = std::getenv("EAGLEVK_FOLD_NORMS");
   fold_norms = fold && std::strcmp(fold, "1") == 0;
+  if (const char* env = std::getenv("EAGLEVK_ATTENTION_ROWS")) {
+    char* end = nullptr;
+    const unsigned long rows = std::strtoul(env, &end, 10);
+    if (end == env || *end || rows < 1 || rows > ATTENTION_MAX_ROWS)
+      fail("EAGLEVK_ATTENTION_ROWS={}: rows per attention workgroup must be 1..{}", env, ATTENTION_MAX_ROWS);
+    attention_max_rows = uint32_t(rows);
+  }
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -53,6 +53,10 @@ struct Gpu {
   // Most query heads one attention workgroup serves (those of one KV head: attention.comp's
   // GROUP, at most 8); tests set 1, one head per workgroup, as the reference for the bits.
   uint32_t attention_max_group = 8;
+  // Most rows one attention workgroup serves (a verify pass's or a prefill's, sharing each
+  // block's keys and values; attention.comp's ROWS, at most ATTENTION_MAX_ROWS); tests set 1 as
+  // the reference for the bits, EAGLEVK_ATTENTION_ROWS for tuning.
+  uint32_t attention_max_rows = 8;
   // Fold RMSNorms into the products that consume them where ops::norm_folds allows
   // (EAGLEVK_FOLD_NORMS=1; tests set it). Off by default: on lavapipe it saves 17 of a tiny
   // model's 71 dispatches per token but not time (every product workgroup reads its x rows a

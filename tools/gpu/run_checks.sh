@@ -87,11 +87,14 @@ if [ -f $M/8b-f16.gguf ]; then
   done | tee "$OUT/choices.txt"
 fi
 # Attention split along the context (flash-decoding; GPUs split at 256 keys by default, chosen
-# on lavapipe without a GPU's verdict): the 8B-shaped kernel both ways at each depth, then Q4_K_M
-# decode both ways at depth 0, 512 and 2048.
+# on lavapipe without a GPU's verdict): the 8B-shaped kernel both ways at each depth, with the
+# rows of a batch sharing workgroups or not (EAGLEVK_ATTENTION_ROWS=1), then Q4_K_M decode both
+# ways at depth 0, 512 and 2048.
 if [ -f $M/8b-q4_k_m.gguf ]; then
-  stamp "attention split or not"
-  timeout 60 $B/eaglevk_bench_ops --benchmark_filter='BM_Attention/1/' 2>&1 | grep -E '^BM_'
+  stamp "attention split or not, rows shared or not"
+  for v in EAGLEVK_ATTENTION_ROWS=8 EAGLEVK_ATTENTION_ROWS=1; do
+    echo "-- $v"; timeout 60 env $v $B/eaglevk_bench_ops --benchmark_filter='BM_Attention/1/' 2>&1 | grep -E '^BM_'
+  done
   for v in EAGLEVK_ATTENTION_SPLIT=0 EAGLEVK_ATTENTION_SPLIT=256 EAGLEVK_ATTENTION_SPLIT=512; do
     for d in 0 512 2048; do
       echo "-- $v depth $d"; timeout 60 env $v $B/eaglevk bench -m $M/8b-q4_k_m.gguf -p 0 -n 64 -r 2 --depth $d 2>&1 | grep -E '^\| [^m-]'
