@@ -167,107 +167,136 @@ uint key_slot(uint j) {
 uint partial_base(uint r, uint head) {
   return p.out_offset + (((r - p.row0) * p.heads + head) * p.splits + gl_WorkGroupID.z) * (hd + 2u);
 }
-void write_split_state(float m[MAX_GROUP], float l[MAX_GROUP]) {
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-    outv[partial_base(row, head0 + g)] = m[g];
-    outv[partial_base(row, head0 + g) + 1u] = l[g];  // 0: no key of the split was visible
-  }
+void write_split_state(uint r, uint head, float m, float l) {
+  outv[partial_base(r, head)] = m;
+  outv[partial_base(r, head) + 1u] = l;  // 0: no key of the split was visible
 }
 
-// ONE_SUBGROUP: lane tid scores key kb + tid of each block; the block's probabilities reach the
-// lanes that own the output dims by shuffles.
+// ONE_SUBGROUP: lane tid scores key kb + tid of each block for every pair; the block's
+// probabilities reach the lanes that own the output dims by shuffles. Every lane computes its
+// score, visible or not (a shuffle reads only from lanes that run it), and keeps the visible ones.
 void one_subgroup_attention() {
-  // sq's values (q * qs) spread over the lanes: lane t holds dims t, t + WG, ... of each head;
+  // sq's values (q * qs) spread over the lanes: lane t holds dims t, t + WG, ... of each pair;
   // the key's lane takes each from its holder by a shuffle (HEAD_DIM % WG == 0: the host).
-  float qreg[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 8];
-  [[unroll]] for (uint g = 0; g < GROUP; ++g)
-    [[unroll]] for (uint c = 0; c < HEAD_DIM / gl_WorkGroupSize.x; ++c) qreg[g][c] = qload(qrow + g * hd + c * wg + tid) * qs;
-  float m[MAX_GROUP], l[MAX_GROUP];
-  float acc_lo[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 16], acc_hi[MAX_GROUP][ATTENTION_MAX_HEAD_DIM / 16];  // wg >= 8
-  [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-    m[g] = -1.0 / 0.0;
-    l[g] = 0.0;
-    [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) acc_lo[g][i] = acc_hi[g][i] = 0.0;
+  float qreg[MAX_PAIRS][ATTENTION_MAX_HEAD_DIM / 8];
+  [[unroll]] for (uint r = 0; r < ROWS; ++r)
+    [[unroll]] for (uint g = 0; g < GROUP; ++g)
+      [[unroll]] for (uint c = 0; c < HEAD_DIM / gl_WorkGroupSize.x; ++c)
+        qreg[r * GROUP + g][c] = r < rows_here ? qload(row_q[r] + g * hd + c * wg + tid) * row_qs[r] : 0.0;
+  float m[MAX_PAIRS], l[MAX_PAIRS];
+  float acc_lo[MAX_PAIRS][ATTENTION_MAX_HEAD_DIM / 16], acc_hi[MAX_PAIRS][ATTENTION_MAX_HEAD_DIM / 16];  // wg >= 8
+  [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+    m[i] = -1.0 / 0.0;
+    l[i] = 0.0;
+    [[unroll]] for (uint c = 0; c < DIM_PAIRS; ++c) acc_lo[i][c] = acc_hi[i][c] = 0.0;
   }
-  for (uint kb = start; kb < end; kb += wg) {
+  // The blocks of any row's range; the ranges start on one grid of blocks (the host).
+  uint first = 0xffffffffu, last = 0u;
+  [[unroll]] for (uint r = 0; r < ROWS; ++r)
+    if (r < rows_here && row_start[r] < row_end[r]) {
+      first = min(first, row_start[r]);
+      last = max(last, row_end[r]);
+    }
+  for (uint kb = first; kb < last; kb += wg) {
     uint j = kb + tid;
-    bool visible = j < end;
-    uint slot = visible ? key_slot(j) : 0u;
-    float s[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = -1.0 / 0.0;
-    if (visible) {
-      uint base = (slot * kv_dim + kvh * hd) / 8u;
-      float dot_qk[MAX_GROUP];
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) dot_qk[g] = 0.0;
-      [[unroll]] for (uint d = 0; d < hd; d += 8u) {
-        uvec4 kq = kquad(base + d / 8u);
-        [[unroll]] for (uint u = 0; u < 4u; ++u) {
-          vec2 kk = unpackHalf2x16(kq[u]);
-          uint e = d + 2u * u;  // the dims of kk
-          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-            dot_qk[g] = fma(subgroupShuffle(qreg[g][e / wg], e % wg), kk.x, dot_qk[g]);
-            dot_qk[g] = fma(subgroupShuffle(qreg[g][(e + 1u) / wg], (e + 1u) % wg), kk.y, dot_qk[g]);
-          }
+    bool live[MAX_ROWS], visible[MAX_ROWS];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      live[r] = r < rows_here && kb >= row_start[r] && kb < row_end[r];
+      visible[r] = live[r] && j < row_end[r];
+    }
+    uint slot = j < last ? key_slot(j) : 0u;  // cache row 0 always exists
+    uint base = (slot * kv_dim + kvh * hd) / 8u;
+    float dot_qk[MAX_PAIRS];
+    [[unroll]] for (uint i = 0; i < PAIRS; ++i) dot_qk[i] = 0.0;
+    [[unroll]] for (uint d = 0; d < hd; d += 8u) {
+      uvec4 kq = kquad(base + d / 8u);
+      [[unroll]] for (uint u = 0; u < 4u; ++u) {
+        vec2 kk = unpackHalf2x16(kq[u]);
+        uint e = d + 2u * u;  // the dims of kk
+        [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+          dot_qk[i] = fma(subgroupShuffle(qreg[i][e / wg], e % wg), kk.x, dot_qk[i]);
+          dot_qk[i] = fma(subgroupShuffle(qreg[i][(e + 1u) / wg], (e + 1u) % wg), kk.y, dot_qk[i]);
         }
       }
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) s[g] = dot_qk[g];
     }
-    float new_m[MAX_GROUP], prob[MAX_GROUP], total[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-      new_m[g] = max(m[g], subgroupMax(s[g]));
-      prob[g] = visible ? exp(s[g] - new_m[g]) : 0.0;
-      total[g] = subgroupAdd(prob[g]);
-    }
-    if (new_m[0] == -1.0 / 0.0) continue;
-    float alpha[MAX_GROUP];
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-      alpha[g] = exp(m[g] - new_m[g]);
-      l[g] = l[g] * alpha[g] + total[g];
-    }
-    uint count = min(wg, end - kb);
-    [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) {
-      uint d = 2u * (tid + i * wg);
-      bool owns = d < hd;  // else reads a valid word and stores nothing
-      float lo[MAX_GROUP], hi[MAX_GROUP];
+    float new_m[MAX_PAIRS], prob[MAX_PAIRS], total[MAX_PAIRS];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
       [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-        lo[g] = acc_lo[g][i] * alpha[g];
-        hi[g] = acc_hi[g][i] * alpha[g];
+        uint i = r * GROUP + g;
+        float s = visible[r] ? dot_qk[i] : -1.0 / 0.0;
+        new_m[i] = max(m[i], subgroupMax(s));
+        prob[i] = visible[r] ? exp(s - new_m[i]) : 0.0;
+        total[i] = subgroupAdd(prob[i]);
       }
+    // The keys each row takes from the block (attention.comp's workgroup kernel says why).
+    uint count[MAX_ROWS];
+    uint most = 0;
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      count[r] = live[r] && new_m[r * GROUP] != -1.0 / 0.0 ? min(wg, row_end[r] - kb) : 0u;
+      most = max(most, count[r]);
+    }
+    if (most == 0u) continue;
+    float alpha[MAX_PAIRS];
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+        uint i = r * GROUP + g;
+        alpha[i] = count[r] > 0u ? exp(m[i] - new_m[i]) : 1.0;
+        if (count[r] > 0u) l[i] = l[i] * alpha[i] + total[i];
+      }
+    [[unroll]] for (uint c = 0; c < DIM_PAIRS; ++c) {
+      uint d = 2u * (tid + c * wg);
+      bool owns = d < hd;  // else reads a valid word and stores nothing
+      float lo[MAX_PAIRS], hi[MAX_PAIRS];
+      [[unroll]] for (uint r = 0; r < ROWS; ++r)
+        [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+          uint i = r * GROUP + g;
+          lo[i] = count[r] > 0u ? acc_lo[i][c] * alpha[i] : acc_lo[i][c];
+          hi[i] = count[r] > 0u ? acc_hi[i][c] * alpha[i] : acc_hi[i][c];
+        }
       [[unroll]] for (uint jj = 0; jj < gl_WorkGroupSize.x; ++jj) {
-        if (jj < count) {
+        if (jj < most) {
           uint key = TREE ? subgroupShuffle(slot, jj) : region + kb + jj;
           vec2 v = unpackHalf2x16(vword(owns ? (key * kv_dim + kvh * hd + d) / 2u : 0u));
-          [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-            float pj = subgroupShuffle(prob[g], jj);
-            lo[g] = fma(pj, v.x, lo[g]);
-            hi[g] = fma(pj, v.y, hi[g]);
+          [[unroll]] for (uint r = 0; r < ROWS; ++r)
+            if (jj < count[r])
+              [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+                uint i = r * GROUP + g;
+                float pj = subgroupShuffle(prob[i], jj);
+                lo[i] = fma(pj, v.x, lo[i]);
+                hi[i] = fma(pj, v.y, hi[i]);
+              }
+        }
+      }
+      [[unroll]] for (uint i = 0; i < PAIRS; ++i) {
+        acc_lo[i][c] = lo[i];
+        acc_hi[i][c] = hi[i];
+      }
+    }
+    [[unroll]] for (uint r = 0; r < ROWS; ++r)
+      if (count[r] > 0u)
+        [[unroll]] for (uint g = 0; g < GROUP; ++g) m[r * GROUP + g] = new_m[r * GROUP + g];
+  }
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    if (r >= rows_here) break;
+    [[unroll]] for (uint g = 0; g < GROUP; ++g) {
+      uint i = r * GROUP + g;
+      [[unroll]] for (uint c = 0; c < DIM_PAIRS; ++c) {
+        uint d = 2u * (tid + c * wg);
+        if (d < hd) {
+          if (SPLIT > 0u) {
+            uint o = partial_base(row + r, head0 + g) + 2u + d;
+            outv[o] = acc_lo[i][c];
+            outv[o + 1u] = acc_hi[i][c];
+          } else {
+            uint o = p.out_offset + (row + r) * p.out_stride + (head0 + g) * hd + d;
+            outv[o] = l[i] > 0.0 ? acc_lo[i][c] / l[i] : 0.0;
+            outv[o + 1u] = l[i] > 0.0 ? acc_hi[i][c] / l[i] : 0.0;
           }
         }
       }
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-        acc_lo[g][i] = lo[g];
-        acc_hi[g][i] = hi[g];
-      }
-    }
-    [[unroll]] for (uint g = 0; g < GROUP; ++g) m[g] = new_m[g];
-  }
-  [[unroll]] for (uint i = 0; i < DIM_PAIRS; ++i) {
-    uint d = 2u * (tid + i * wg);
-    if (d < hd) {
-      [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-        if (SPLIT > 0u) {
-          uint o = partial_base(row, head0 + g) + 2u + d;
-          outv[o] = acc_lo[g][i];
-          outv[o + 1u] = acc_hi[g][i];
-        } else {
-          uint o = p.out_offset + row * p.out_stride + (head0 + g) * hd + d;
-          outv[o] = l[g] > 0.0 ? acc_lo[g][i] / l[g] : 0.0;
-          outv[o + 1u] = l[g] > 0.0 ? acc_hi[g][i] / l[g] : 0.0;
-        }
-      }
+      if (SPLIT > 0u && tid == 0u) write_split_state(row + r, head0 + g, m[i], l[i]);
     }
   }
-  if (SPLIT > 0u && tid == 0u) write_split_state(m, l);
 }
 
 // Several subgroups: q, the block's probabilities, its cache rows and its keys in shared
@@ -401,10 +430,7 @@ void workgroup_attention() {
         if (SPLIT > 0u) outv[partial_base(row + r, head0 + g) + 2u + d] = acc[i][c];
         else outv[p.out_offset + (row + r) * p.out_stride + (head0 + g) * hd + d] = l[i] > 0.0 ? acc[i][c] / l[i] : 0.0;
       }
-      if (SPLIT > 0u && tid == 0u) {
-        outv[partial_base(row + r, head0 + g)] = m[i];
-        outv[partial_base(row + r, head0 + g) + 1u] = l[i];  // 0: no key of the split was visible
-      }
+      if (SPLIT > 0u && tid == 0u) write_split_state(row + r, head0 + g, m[i], l[i]);
     }
   }
 }

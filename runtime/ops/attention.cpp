@@ -75,18 +75,24 @@ uint64_t workgroup_shared_bytes(uint32_t pairs, uint32_t head_dim, uint32_t k_ti
   return 4ull * pairs * head_dim + 4ull * pairs * block + 4ull * block + 4ull * pairs * 64 + 16ull * block * (k_tile + 1);
 }
 
-// As many rows per workgroup as the batch, the pairs' limit and the device's shared memory allow,
-// then the widest tile of keys that still fits. Rows share a workgroup only where their blocks
-// of keys lie on one grid (chunks a multiple of the block; splits are) and their keys at their
-// positions (no tree, no regions).
+// Rows per workgroup: one for a single row, else as many as the pairs' limit and the device
+// allow, whatever the batch (a smaller batch leaves pairs idle rather than compile a kernel per
+// batch size: llvmpipe takes seconds for each); then the widest tile of keys that fits the
+// shared memory. Rows share a workgroup only where their blocks of keys lie on one grid (chunks
+// a multiple of the block; splits are) and their keys at their positions (no tree, no regions).
 WorkgroupTiles workgroup_tiles(const Gpu& gpu, const AttentionParams& a, uint32_t group, uint32_t rows,
-                               uint32_t block) {
-  const bool shared_rows = !a.tree && !a.regions && a.chunk % block == 0;
+                               uint32_t block, bool one_subgroup) {
+  const bool shared_rows = rows > 1 && !a.tree && !a.regions && a.chunk % block == 0;
   uint32_t most_rows = shared_rows ? std::min({gpu.attention_max_rows, uint32_t(ATTENTION_MAX_ROWS),
-                                               uint32_t(ATTENTION_MAX_PAIRS) / group, rows})
+                                               uint32_t(ATTENTION_MAX_PAIRS) / group})
                                    : 1u;
+  // One subgroup (CPU devices) holds each pair's q in every lane's registers: past 8 pairs of
+  // 128 dims llvmpipe spills them (8B-shaped verify attention at depth 2048 took longer with
+  // 16 than with 8), and its compile time grows with the unrolled pairs x dims (docs/perf.md).
+  // No shared memory.
+  if (one_subgroup) return {std::clamp(std::min(8u, 1024u / a.head_dim) / group, 1u, most_rows), 1};
   const uint64_t limit = gpu.ctx.info.features.max_compute_shared_memory;
-  for (uint32_t r = std::max(most_rows, 1u); r >= 1; --r)
+  for (uint32_t r = most_rows; r >= 1; --r)
     for (uint32_t k_tile = a.head_dim / 8; k_tile >= 1; k_tile /= 2)
       if (workgroup_shared_bytes(r * group, a.head_dim, k_tile, block) <= limit) return {r, k_tile};
   fail("attention: {} query heads of width {} per workgroup need {} bytes of shared memory; the device has {}", group,
@@ -131,7 +137,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   if (split && (split_keys % workgroup || splits > oc.gpu.ctx.max_workgroups[2]))
     fail("attention: {} keys per split over {} keys (a multiple of {}, at most {} splits)", split_keys, a.kv_len,
          workgroup, oc.gpu.ctx.max_workgroups[2]);
-  const WorkgroupTiles tiles = one_subgroup ? WorkgroupTiles{} : workgroup_tiles(oc.gpu, a, group, rows, workgroup);
+  const WorkgroupTiles tiles = workgroup_tiles(oc.gpu, a, group, rows, workgroup, one_subgroup);
   const vk::Kernel& kernel =
       oc.gpu.pipelines.get(texel ? "attention_texel" : "attention",
                            {/*WG=*/workgroup, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
