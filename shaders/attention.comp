@@ -27,7 +27,7 @@
 // each. No shared memory and no barrier: llvmpipe runs a workgroup's subgroups as coroutines
 // that switch at each barrier, and reads shared memory one lane at a time. Each block's sums are
 // taken in the workgroup path's order; its blocks are smaller, so its bits are its own.
-// ROWS > 1 (the workgroup kernel: verify passes and prefills): a workgroup serves ROWS
+// ROWS > 1 (verify passes and prefills, both kernels): a workgroup serves ROWS
 // consecutive rows as well as GROUP heads, so each block of keys and values is loaded once for
 // all of them. The rows' ranges start on one grid of blocks (the host allows ROWS > 1 only where
 // chunks and splits are multiples of the block, and never for TREE or REGIONS); the workgroup
