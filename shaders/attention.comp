@@ -335,7 +335,7 @@ void workgroup_attention() {
     uint slot = j < last ? key_slot(j) : region + j;
     float dot_qk[MAX_PAIRS];
     [[unroll]] for (uint i = 0; i < PAIRS; ++i) dot_qk[i] = 0.0;
-    for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
+    [[unroll]] for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
       barrier();  // the tile's last readers are done
       [[unroll]] for (uint c = 0; c < K_TILE; ++c) {
         uint key = (c * wg + tid) / K_TILE, quad = (c * wg + tid) % K_TILE;
@@ -343,6 +343,8 @@ void workgroup_attention() {
           ktile[key * (K_TILE + 1u) + quad] = kquad((key_slot(kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
       }
       barrier();
+      // Rolled: unrolled over the pairs as well, llvmpipe took minutes to compile the kernel.
+      // With the tile loop unrolled its turns are head_dim / 8 a block, as the host counts.
       if (any_visible)
         for (uint c = 0; c < K_TILE; ++c) {
           uint d = d0 + 8u * c;
