@@ -7,7 +7,32 @@ file(GLOB EAGLEVK_SHADER_HEADERS CONFIGURE_DEPENDS ${EAGLEVK_SHADER_DIR}/*.glsl 
 
 set(EAGLEVK_SPV_FILES "")
 set(EAGLEVK_SPV_NAMES "")
+# Cooperative-matrix kernels need a glslc that knows GL_KHR_cooperative_matrix (Debian 12's
+# shaderc 2023.2 does not; Debian 13's does). EAGLEVK_COOPMAT: AUTO builds them where
+# EAGLEVK_GLSLC_COOPMAT (default: GLSLC) compiles cmake/coopmat_probe.comp, ON requires it, OFF
+# leaves them out. A build without them runs every prefill on gemm.comp.
+set(EAGLEVK_GLSLC_COOPMAT "${GLSLC}" CACHE FILEPATH "glslc for the cooperative-matrix kernels")
+set(EAGLEVK_HAVE_COOPMAT OFF)
+if(NOT EAGLEVK_COOPMAT STREQUAL "OFF")
+  execute_process(
+    COMMAND ${EAGLEVK_GLSLC_COOPMAT} --target-env=vulkan1.2 -o ${PROJECT_BINARY_DIR}/coopmat_probe.spv
+            ${PROJECT_SOURCE_DIR}/cmake/coopmat_probe.comp
+    RESULT_VARIABLE coopmat_probe_result OUTPUT_QUIET ERROR_QUIET)
+  if(coopmat_probe_result EQUAL 0)
+    set(EAGLEVK_HAVE_COOPMAT ON)
+  elseif(EAGLEVK_COOPMAT STREQUAL "ON")
+    message(FATAL_ERROR "EAGLEVK_COOPMAT=ON but ${EAGLEVK_GLSLC_COOPMAT} does not compile GL_KHR_cooperative_matrix")
+  endif()
+endif()
+message(STATUS "cooperative-matrix kernels: ${EAGLEVK_HAVE_COOPMAT} (${EAGLEVK_GLSLC_COOPMAT})")
+
+# eaglevk_shader(NAME FILE DEFINES...), compiled by GLSLC, or by EAGLEVK_GLSLC_COOPMAT where
+# EAGLEVK_SHADER_COMPILER says so.
 function(eaglevk_shader name source)
+  set(compiler ${GLSLC})
+  if(EAGLEVK_SHADER_COMPILER)
+    set(compiler ${EAGLEVK_SHADER_COMPILER})
+  endif()
   set(spv ${EAGLEVK_SPV_DIR}/${name}.spv)
   set(defines "")
   foreach(d ${ARGN})
@@ -15,7 +40,7 @@ function(eaglevk_shader name source)
   endforeach()
   add_custom_command(
     OUTPUT ${spv}
-    COMMAND ${GLSLC} --target-env=vulkan1.2 -O -I${EAGLEVK_SHADER_DIR} ${defines}
+    COMMAND ${compiler} --target-env=vulkan1.2 -O -I${EAGLEVK_SHADER_DIR} ${defines}
             -o ${spv} ${EAGLEVK_SHADER_DIR}/${source}
     DEPENDS ${EAGLEVK_SHADER_DIR}/${source} ${EAGLEVK_SHADER_HEADERS}
     COMMENT "glslc ${name}")

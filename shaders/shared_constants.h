@@ -11,6 +11,13 @@
 // The attention workgroup kernel serves up to this many rows, and this many (row, head) pairs.
 #define ATTENTION_MAX_ROWS 8
 #define ATTENTION_MAX_PAIRS 16
+// The GEMM's cooperative-matrix kernel: a 64 x 64 block of outputs a workgroup, k staged 32 at a
+// time as f16 rows of GEMM_COOPMAT_STRIDE (8 of padding), hi and lo halves of x and W, plus a
+// 16 x 16 f32 staging matrix for each of its four subgroups.
+#define GEMM_COOPMAT_TILE 64
+#define GEMM_COOPMAT_TILE_K 32
+#define GEMM_COOPMAT_STRIDE 40
+#define GEMM_COOPMAT_SHARED_BYTES (4 * GEMM_COOPMAT_TILE * GEMM_COOPMAT_STRIDE * 2 + 4 * 256 * 4)
 // Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:
 // 24 x 24 patches + the class token = 577).
 #define VISION_MAX_SEQ 2048

@@ -87,6 +87,37 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(matmul_cases())
   return fmt::format("r{}_n{}_k{}_{}_{}", c.rows, c.n, c.k, ops::weight_type_name(c.type), path);
 });
 
+// The prefill GEMM on cooperative matrices (where the build and device have them; the matmul
+// cases above run it too): several 64 x 64 blocks each way with ragged edges, K of 1,000 (its last
+// 32-wide step partial). The tolerance is one a product of f16-rounded inputs cannot meet (about
+// 1e-3 here), so it fails without the kernel's lo halves. A row's bits do not depend on the
+// other rows of its block.
+TEST_F(OpsTest, CoopmatGemm) {
+  const std::string missing = ops::coopmat_unavailable(gpu().ctx);
+  if (!missing.empty()) GTEST_SKIP() << "no cooperative-matrix GEMM here: " << missing;
+  CoopmatScope coopmat(true);
+  const uint32_t rows = 150, n = 200, k = 1000;
+  for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
+    SCOPED_TRACE(ops::weight_type_name(t));
+    auto x = random_floats(size_t(rows) * k, 31);
+    auto w = random_floats(size_t(n) * k, 32);
+    auto bias = random_floats(size_t(rows) * n, 33);
+    vk::Buffer wbuf;
+    auto weights = upload_weights(wbuf, w, t, n, k);
+    vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
+    expect_matmul_in_every_configuration(oc, xbuf, weights, ybuf, bias, ref_matmul(x, round_through(w, t), rows, n, k),
+                                         rows, n, k, ops::MatmulPath::Tiled, 1e-4, 1e-4);
+    // Row 70 alone gives the bits it gets among 150.
+    vk::Buffer one(gpu().ctx, size_t(n) * 4, vk::MemoryKind::Device, "one row");
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, false, ops::MatmulPath::Tiled);
+    ops::matmul(oc, ops::Act(xbuf, k).row(70), weights, ops::Act(one, n), 1, false, ops::MatmulPath::Tiled);
+    rec.submit_and_wait();
+    std::vector<float> all = read_back<float>(ybuf, size_t(rows) * n);
+    EXPECT_TRUE(bitwise_equal(std::vector<float>(all.begin() + 70 * n, all.begin() + 71 * n), read_back<float>(one, n)));
+  }
+}
+
 // A verify pass of k+1 rows must give each row the bits a one-row decode step gives it.
 TEST_F(OpsTest, MatvecIsBatchInvariant) {
   const uint32_t n = 300, k = 256;

@@ -330,7 +330,7 @@ TEST(SpirvReflect, WorkgroupSizeFromTheLayoutOrItsSpecializationConstant) {
 // workgroup's x is a multiple of the size, at most maxComputeWorkgroupSubgroups of them).
 TEST_F(GpuTest, EveryKernelRequiresTheDevicesSubgroupSizeWhereItCan) {
   const vk::Context& ctx = gpu().ctx;
-  const vk::DeviceInfo probed = vk::probe_device(ctx.physical, ctx.info.index);
+  const vk::DeviceInfo probed = vk::probe_device(ctx.instance, ctx.physical, ctx.info.index);
   const vk::DeviceFeatures& f = ctx.info.features;
   if (!probed.features.subgroup_size_control) {
     EXPECT_EQ(ctx.required_subgroup_size, 0u);

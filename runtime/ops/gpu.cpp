@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include <eaglevk/error.h>
 
 #include "shaders/shared_constants.h"
@@ -25,6 +27,33 @@ Gpu::Gpu(const vk::ContextOptions& options)
       fail("EAGLEVK_ATTENTION_ROWS={}: rows per attention workgroup must be 1..{}", env, ATTENTION_MAX_ROWS);
     attention_max_rows = uint32_t(rows);
   }
+  const std::string coopmat_missing = coopmat_unavailable(ctx);
+  const char* coopmat = std::getenv("EAGLEVK_COOPMAT");
+  if (!coopmat || !*coopmat) {
+    coopmat_gemm = coopmat_missing.empty() && ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+  } else if (std::strcmp(coopmat, "1") == 0) {
+    if (!coopmat_missing.empty()) fail("EAGLEVK_COOPMAT=1: {}", coopmat_missing);
+    coopmat_gemm = true;
+  } else if (std::strcmp(coopmat, "0") != 0) {
+    fail("EAGLEVK_COOPMAT={}: expected 1 (use cooperative matrices for prefill) or 0", coopmat);
+  }
+}
+
+std::string coopmat_unavailable(const vk::Context& ctx) {
+  const auto& f = ctx.info.features;
+  if (!vk::PipelineCache::has_shader("gemm_f16_coopmat"))
+    return "this build has no cooperative-matrix kernels (its glslc did not know GL_KHR_cooperative_matrix)";
+  if (!f.coopmat_m)
+    return fmt::format("device '{}' lacks VK_KHR_cooperative_matrix with f16 matrices of 8 or 16 and f32 sums at "
+                       "subgroup scope (or f16 arithmetic, or the Vulkan memory model)",
+                       ctx.info.name);
+  // Four subgroups of one known size a workgroup, each taking a quadrant of the block.
+  if (f.min_subgroup_size != f.max_subgroup_size)
+    return fmt::format("device '{}' picks subgroup sizes per shader and cannot require one", ctx.info.name);
+  if (4 * f.subgroup_size > f.max_workgroup_invocations || f.max_compute_shared_memory < GEMM_COOPMAT_SHARED_BYTES)
+    return fmt::format("device '{}' cannot run workgroups of {} invocations with {} bytes of shared memory",
+                       ctx.info.name, 4 * f.subgroup_size, GEMM_COOPMAT_SHARED_BYTES);
+  return {};
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -62,9 +62,17 @@ struct Gpu {
   // model's 71 dispatches per token but not time (every product workgroup reads its x rows a
   // second time for the norm's sums; docs/perf.md), and on a GPU it is not measured yet.
   bool fold_norms = false;
+  // Prefill products with more than MATVEC_MAX_ROWS rows run the GEMM's cooperative-matrix
+  // kernel (shaders/gemm_coopmat.comp) where coopmat_unavailable() is empty. EAGLEVK_COOPMAT=1
+  // asks for it (an error naming what is missing where it cannot run), 0 turns it off; unset,
+  // it is on for GPUs and off for CPU devices, which emulate the matrices one lane at a time.
+  bool coopmat_gemm = false;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
+
+// Why this build and device cannot run the GEMM's coopmat kernel; empty where they can.
+std::string coopmat_unavailable(const vk::Context& ctx);
 
 struct OpContext {
   Gpu& gpu;

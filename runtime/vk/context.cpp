@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 
 #include "runtime/vk/check.h"
+#include "runtime/vk/coopmat.h"
 #include "runtime/vk/validation_count.h"
 
 namespace eaglevk::vk {
@@ -168,7 +169,7 @@ std::vector<DeviceInfo> list_devices() {
   std::vector<DeviceInfo> infos;
   try {
     auto devices = physical_devices(instance);
-    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(devices[i], i));
+    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(instance, devices[i], i));
   } catch (...) {
     vkDestroyInstance(instance, nullptr);
     throw;
@@ -307,7 +308,7 @@ Context::Context(const ContextOptions& options) {
     }
     auto devices = physical_devices(instance);
     std::vector<DeviceInfo> infos;
-    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(devices[i], i));
+    for (uint32_t i = 0; i < devices.size(); ++i) infos.push_back(probe_device(instance, devices[i], i));
     uint32_t chosen = choose_device(infos, options.device);
     physical = devices[chosen];
     info = infos[chosen];
@@ -339,15 +340,15 @@ Context::Context(const ContextOptions& options) {
     // the driver would pick a size per shader (AMD: 32 or 64, Intel: 8 to 32).
     VkPhysicalDeviceSubgroupSizeControlFeatures size_control{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-    const char* size_control_extension = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+    std::vector<const char*> extensions;
     driver_picks_subgroup_size = info.features.min_subgroup_size != info.features.max_subgroup_size;
     if (info.features.subgroup_size_control) {
       required_subgroup_size = choose_subgroup_size(info);
       size_control.subgroupSizeControl = VK_TRUE;
       size_control.computeFullSubgroups = VK_TRUE;
+      size_control.pNext = const_cast<void*>(device_info.pNext);
       device_info.pNext = &size_control;
-      device_info.enabledExtensionCount = 1;
-      device_info.ppEnabledExtensionNames = &size_control_extension;
+      extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
       DeviceFeatures& f = info.features;
       f.subgroup_size = f.min_subgroup_size = f.max_subgroup_size = required_subgroup_size;
       // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of the required size.
@@ -359,6 +360,23 @@ Context::Context(const ContextOptions& options) {
            "(no VK_EXT_subgroup_size_control for compute shaders)",
            info.name);
     }
+    // Cooperative matrices for the prefill GEMM's coopmat kernel, whose SPIR-V also declares f16
+    // arithmetic and the Vulkan memory model (probe_coopmat_f16 found all three).
+    VkPhysicalDeviceCooperativeMatrixFeaturesKHR coopmat{};
+    coopmat.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    if (info.features.coopmat_m) {
+      coopmat.cooperativeMatrix = VK_TRUE;
+      f12.shaderFloat16 = VK_TRUE;
+      f12.vulkanMemoryModel = VK_TRUE;
+      f12.pNext = &coopmat;
+      coopmat.pNext = const_cast<void*>(device_info.pNext);
+      device_info.pNext = &f12;
+      extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+    device_info.enabledExtensionCount = uint32_t(extensions.size());
+    device_info.ppEnabledExtensionNames = extensions.data();
     EAGLEVK_VK(vkCreateDevice(physical, &device_info, nullptr, &device));
     vkGetDeviceQueue(device, queue_family, 0, &queue);
   } catch (...) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/vk/coopmat.h"
+
 namespace eaglevk::vk {
 
 const char* device_type_name(VkPhysicalDeviceType type) {
@@ -26,7 +28,7 @@ bool has_device_extension(VkPhysicalDevice device, const char* name) {
   return false;
 }
 
-DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
+DeviceInfo probe_device(VkInstance instance, VkPhysicalDevice device, uint32_t index) {
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlProperties size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES, &driver};
@@ -91,6 +93,10 @@ DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index) {
   for (int i = 0; i < 3; ++i) f.max_workgroup_count[i] = limits.maxComputeWorkGroupCount[i];
   f.max_memory_allocation = maint3.maxMemoryAllocationSize;
   f.timestamp_period_ns = limits.timestampPeriod;
+  const CoopmatShape coopmat = probe_coopmat_f16(instance, device);
+  f.coopmat_m = coopmat.m;
+  f.coopmat_n = coopmat.n;
+  f.coopmat_k = coopmat.k;
 
   VkPhysicalDeviceMemoryProperties memory;
   vkGetPhysicalDeviceMemoryProperties(device, &memory);
@@ -119,6 +125,7 @@ std::string describe(const DeviceInfo& info) {
       "    subgroup size: {}{}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
       "    maxStorageBufferRange: {} MiB   maxComputeSharedMemorySize: {} KiB   max workgroup: {}\n"
       "    buffer device address: {}   storage texel buffers: {}   timestamps: {} ({} ns/tick)\n"
+      "    cooperative matrices (f16, f32 sums): {}\n"
       "    memory heaps: {}\n",
       info.index, info.name, device_type_name(info.type), VK_API_VERSION_MAJOR(info.api_version),
       VK_API_VERSION_MINOR(info.api_version), VK_API_VERSION_PATCH(info.api_version), info.driver,
@@ -128,7 +135,7 @@ std::string describe(const DeviceInfo& info) {
           : std::string(),
       yes(f.subgroup_arithmetic), yes(f.subgroup_shuffle), yes(f.subgroup_ballot), f.max_storage_buffer_range >> 20,
       f.max_compute_shared_memory >> 10, f.max_workgroup_invocations, yes(f.buffer_device_address),
-      yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns, heaps);
+      yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns, f.coopmat_m ? fmt::format("{}x{}x{}", f.coopmat_m, f.coopmat_n, f.coopmat_k) : std::string("no"), heaps);
 }
 
 }  // namespace eaglevk::vk

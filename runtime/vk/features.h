@@ -40,6 +40,9 @@ struct DeviceFeatures {
   uint32_t max_workgroup_count[3] = {0, 0, 0};  // maxComputeWorkGroupCount (65,535 on Mesa)
   uint64_t max_memory_allocation = 0;
   std::vector<MemoryHeap> heaps;
+  // The matrix shape of VK_KHR_cooperative_matrix the prefill GEMM's coopmat kernel would run
+  // (coopmat.h: probe_coopmat_f16), m = 0 where there is none.
+  uint32_t coopmat_m = 0, coopmat_n = 0, coopmat_k = 0;
   bool timestamps = false;          // compute queue supports timestamps
   float timestamp_period_ns = 0;
 };
@@ -55,7 +58,7 @@ struct DeviceInfo {
 
 const char* device_type_name(VkPhysicalDeviceType type);
 bool has_device_extension(VkPhysicalDevice device, const char* name);
-DeviceInfo probe_device(VkPhysicalDevice device, uint32_t index);
+DeviceInfo probe_device(VkInstance instance, VkPhysicalDevice device, uint32_t index);
 
 // Human-readable multi-line description, as `eaglevk devices` prints it.
 std::string describe(const DeviceInfo& info);

@@ -20,6 +20,12 @@ PipelineCache::~PipelineCache() {
   for (auto& [name, m] : modules_) vkDestroyShaderModule(ctx_.device, m.module, nullptr);
 }
 
+bool PipelineCache::has_shader(const std::string& shader) {
+  for (size_t i = 0; i < kEmbeddedShaderCount; ++i)
+    if (shader == kEmbeddedShaders[i].name) return true;
+  return false;
+}
+
 const PipelineCache::Module& PipelineCache::module(const std::string& shader) {
   auto found = modules_.find(shader);
   if (found != modules_.end()) return found->second;

@@ -35,6 +35,9 @@ class PipelineCache {
   const Kernel& get(const std::string& shader, std::initializer_list<uint32_t> spec = {});
   const Kernel& get(const std::string& shader, const std::vector<uint32_t>& spec);
   size_t size() const { return kernels_.size(); }
+  // Whether this build embeds the shader (the coopmat variants exist only where glslc knew the
+  // extension at build time).
+  static bool has_shader(const std::string& shader);
 
  private:
   struct Module {

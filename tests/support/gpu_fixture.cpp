@@ -53,9 +53,8 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
   const bool vector = path == ops::MatmulPath::Vector || (path == ops::MatmulPath::Auto && rows <= MATVEC_MAX_ROWS);
   std::vector<VendorMatvecShape> configs = vendor_matvec_shapes();
   if (!every_vendor) configs.resize(2);  // lavapipe and lavapipe_storage_buffers
-  for (const VendorMatvecShape& config : configs) {
-    MatvecShapeScope scope(config.shape);
-    // Plain product, then the same product accumulated onto y (the fused residual add).
+  // Plain product, then the same product accumulated onto y (the fused residual add).
+  auto check = [&](const std::string& configuration) {
     for (bool accumulate : {false, true}) {
       vk::upload(gpu().ctx, y, bias.data(), bias.size() * 4);
       oc.rec.begin();
@@ -65,12 +64,26 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
       if (accumulate)
         for (size_t i = 0; i < want.size(); ++i) want[i] += bias[i];
       EXPECT_TRUE(all_close(read_back<float>(y, want.size()), want, atol, rtol))
-          << "accumulate " << accumulate << " matvec configuration " << config.name;
+          << "accumulate " << accumulate << " configuration " << configuration;
     }
-    // The GEMM has two variants, lavapipe's texel loads and storage buffers (every other device).
-    if (!vector && config.shape.texel_loads == 0) break;
+  };
+  {
+    CoopmatScope scalar_gemm(false);
+    for (const VendorMatvecShape& config : configs) {
+      MatvecShapeScope scope(config.shape);
+      check(config.name);
+      // The GEMM has two variants, lavapipe's texel loads and storage buffers (every other device).
+      if (!vector && config.shape.texel_loads == 0) break;
+    }
+  }
+  if (!vector && ops::coopmat_unavailable(gpu().ctx).empty()) {
+    CoopmatScope coopmat(true);
+    check("coopmat");
   }
 }
+
+CoopmatScope::CoopmatScope(bool on) : saved(gpu().coopmat_gemm) { gpu().coopmat_gemm = on; }
+CoopmatScope::~CoopmatScope() { gpu().coopmat_gemm = saved; }
 
 void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed,
                                              bool other_outputs) {
@@ -84,6 +97,7 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
     uint32_t rows;
     ops::MatmulPath path;
   };
+  CoopmatScope scalar_gemm(false);  // the GEMM's two scalar variants, not the coopmat kernel
   // The matrix-vector kernel for up to 8 rows, the GEMM for a partial and a whole 32-row block.
   for (Case c : {Case{1, ops::MatmulPath::Vector}, Case{3, ops::MatmulPath::Vector}, Case{8, ops::MatmulPath::Vector},
                  Case{13, ops::MatmulPath::Tiled}, Case{40, ops::MatmulPath::Tiled}}) {

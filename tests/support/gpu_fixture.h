@@ -43,10 +43,19 @@ struct MatvecShapeScope {
   std::optional<ops::MatvecShape> saved;
 };
 
+// Runs prefill products on the GEMM's cooperative-matrix kernel, or not, until destroyed
+// (gpu().coopmat_gemm).
+struct CoopmatScope {
+  explicit CoopmatScope(bool on);
+  ~CoopmatScope();
+  bool saved;
+};
+
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
 // kernel (the tiled GEMM in its two variants: texel loads and storage buffers), against
-// `product`, the reference x W^T. Without `every_vendor`, lavapipe's two configurations only
+// `product`, the reference x W^T; the GEMM also on cooperative matrices where this build and
+// device have them (ops::coopmat_unavailable). Without `every_vendor`, lavapipe's two configurations only
 // (texel loads and storage buffers, one workgroup shape): the quantized tests run the other
 // vendors' workgroup shapes on one type per load path, as each costs lavapipe seconds to
 // compile and their loops and reductions are the same code for every type of a path.

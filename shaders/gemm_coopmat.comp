@@ -1,0 +1,148 @@
+#version 450
+// Prefill GEMM on cooperative matrices (GL_KHR_cooperative_matrix: f16 A and B, f32
+// accumulators): y[m, n] (+)= sum_k x[m, k] * W[n, k]. A workgroup is four subgroups in 2 x 2,
+// each computing 2 x 2 of the device's MM x MN matrices, so a block of 4 MM rows by 4 MN outputs
+// (64 x 64 on NVIDIA and AMD, 32 x 32 on lavapipe), staging k 32 at a time in shared memory.
+//
+// The f16 inputs lose nothing that matters: every f32 value v is split into hi = f16(v) and
+// lo = f16((v - hi) * 2^11), and the block is hi_x hi_w + 2^-11 (lo_x hi_w + hi_x lo_w) (f16
+// weights are exact: no lo_w), which keeps about 22 of f32's 24 significant bits of each
+// product; the lo terms have their own accumulators, so their scale costs no range. Values
+// past f16's range (65,504) would not survive; activations entering a product are far inside it.
+// Sums run in the hardware's order, so the bits differ from gemm.comp's; a row's bits do not
+// depend on the other rows.
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "shared_constants.h"
+#define X_BINDING 0
+#define WEIGHT_BINDING 1
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;              // four subgroups of the device's one size
+layout(constant_id = 1) const uint MM = 16;  // the device's matrices: A is MM x MK, B MK x MN
+layout(constant_id = 2) const uint MN = 16;
+layout(constant_id = 3) const uint MK = 16;
+
+#define TILE_K GEMM_COOPMAT_TILE_K
+#define STRIDE GEMM_COOPMAT_STRIDE  // f16 elements a staged row; the padding spreads rows over banks
+#define LO_SCALE 2048.0
+
+layout(binding = 2, std430) buffer Y { float y[]; };
+
+layout(push_constant) uniform Push {
+  uint K;
+  uint N;
+  uint M;
+  uint x_offset;
+  uint x_stride;
+  uint y_offset;
+  uint y_stride;
+  uint accumulate;
+} p;
+
+shared float16_t xs_hi[GEMM_COOPMAT_TILE * STRIDE], xs_lo[GEMM_COOPMAT_TILE * STRIDE];
+shared float16_t ws_hi[GEMM_COOPMAT_TILE * STRIDE];
+#if !defined(W_F16)
+shared float16_t ws_lo[GEMM_COOPMAT_TILE * STRIDE];
+#endif
+shared float out_stage[4 * 256];  // one MM x MN matrix per subgroup on its way to y
+
+// v's nearest f16, as an f32: through packHalf2x16, whose rounding compilers keep (a
+// float16_t round trip may be folded away as a no-op, leaving lo zero).
+float f16_part(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+void stage_x(uint i, float v) {
+  float hi = f16_part(v);
+  xs_hi[i] = float16_t(hi);
+  xs_lo[i] = float16_t((v - hi) * LO_SCALE);
+}
+void stage_w(uint i, float v) {
+  float hi = f16_part(v);
+  ws_hi[i] = float16_t(hi);
+#if !defined(W_F16)
+  ws_lo[i] = float16_t((v - hi) * LO_SCALE);
+#endif
+}
+
+#define A_MAT coopmat<float16_t, gl_ScopeSubgroup, MM, MK, gl_MatrixUseA>
+#define B_MAT coopmat<float16_t, gl_ScopeSubgroup, MK, MN, gl_MatrixUseB>
+#define C_MAT coopmat<float, gl_ScopeSubgroup, MM, MN, gl_MatrixUseAccumulator>
+
+void main() {
+  const uint wg = gl_WorkGroupSize.x;
+  const uint tid = gl_LocalInvocationID.x;
+  const uint block_m = 4u * MM, block_n = 4u * MN;
+  const uint m0 = gl_WorkGroupID.y * block_m, n0 = gl_WorkGroupID.x * block_n;
+  const uint qm = (gl_SubgroupID >> 1) * 2u * MM, qn = (gl_SubgroupID & 1u) * 2u * MN;  // the quadrant
+  C_MAT acc[2][2], lo[2][2];
+  [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
+    acc[i][j] = C_MAT(0.0);
+    lo[i][j] = C_MAT(0.0);
+  }
+  for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
+    for (uint e = tid; e < block_m * TILE_K; e += wg) {
+      uint row = e / TILE_K, kk = e % TILE_K, m = m0 + row, k = k0 + kk;
+      stage_x(row * STRIDE + kk, (m < p.M && k < p.K) ? x[p.x_offset + m * p.x_stride + k] : 0.0);
+    }
+#if defined(W_QUANT)
+    // One 32-element group of a W row per invocation (K is a whole number of groups).
+    for (uint row = tid; row < block_n; row += wg) {
+      uint n = n0 + row;
+      QGroup q = q_load(min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+        float w[8];
+        q_decode8(q, c, w);
+        [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + 8u * c + i, n < p.N ? w[i] : 0.0);
+      }
+    }
+#else
+    for (uint e = tid; e < block_n * TILE_K; e += wg) {
+      uint row = e / TILE_K, kk = e % TILE_K, n = n0 + row, k = k0 + kk;
+      stage_w(row * STRIDE + kk, (n < p.N && k < p.K) ? wload(n * p.K + k) : 0.0);
+    }
+#endif
+    barrier();
+    for (uint kk = 0; kk < TILE_K; kk += MK) {
+      A_MAT a_hi[2], a_lo[2];
+      B_MAT b_hi[2];
+      [[unroll]] for (uint i = 0; i < 2; ++i) {
+        coopMatLoad(a_hi[i], xs_hi, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        // B is W's rows seen as columns: element (k, n) at n * STRIDE + k.
+        coopMatLoad(b_hi[i], ws_hi, (qn + MN * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+      }
+#if !defined(W_F16)
+      B_MAT b_lo[2];
+      [[unroll]] for (uint j = 0; j < 2; ++j)
+        coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+#endif
+      [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
+        acc[i][j] = coopMatMulAdd(a_hi[i], b_hi[j], acc[i][j]);
+        lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
+#if !defined(W_F16)
+        lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
+#endif
+      }
+    }
+    barrier();
+  }
+  // Each subgroup passes its matrices through its own MM x MN of shared memory to the outputs in
+  // range (the edges of y are not whole matrices).
+  const uint stage = gl_SubgroupID * 256u;
+  [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
+    C_MAT r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);  // a power of two: exact
+    coopMatStore(r, out_stage, stage, MN, gl_CooperativeMatrixLayoutRowMajor);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = gl_SubgroupInvocationID; e < MM * MN; e += gl_SubgroupSize) {
+      uint m = m0 + qm + MM * i + e / MN, n = n0 + qn + MN * j + e % MN;
+      if (m >= p.M || n >= p.N) continue;
+      uint yi = p.y_offset + m * p.y_stride + n;
+      float v = out_stage[stage + e];
+      y[yi] = p.accumulate != 0u ? y[yi] + v : v;
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+  }
+}
