@@ -11,7 +11,15 @@ set(EAGLEVK_SPV_NAMES "")
 # shaderc 2023.2 does not; Debian 13's does). EAGLEVK_COOPMAT: AUTO builds them where
 # EAGLEVK_GLSLC_COOPMAT (default: GLSLC) compiles cmake/coopmat_probe.comp, ON requires it, OFF
 # leaves them out. A build without them runs every prefill on gemm.comp.
-set(EAGLEVK_GLSLC_COOPMAT "${GLSLC}" CACHE FILEPATH "glslc for the cooperative-matrix kernels")
+# EAGLEVK_VULKAN_STACK names a folder made by tools/vulkan_stack/fetch.py (Debian 13's glslc,
+# lavapipe, loader and validation layer, unpacked): its glslc builds the kernels and
+# tests/CMakeLists.txt runs their tests on its lavapipe.
+set(EAGLEVK_VULKAN_STACK "" CACHE PATH "A newer Vulkan stack from tools/vulkan_stack/fetch.py, for the coopmat kernels")
+set(coopmat_glslc_default "${GLSLC}")
+if(EAGLEVK_VULKAN_STACK)
+  set(coopmat_glslc_default "${EAGLEVK_VULKAN_STACK}/glslc")
+endif()
+set(EAGLEVK_GLSLC_COOPMAT "${coopmat_glslc_default}" CACHE FILEPATH "glslc for the cooperative-matrix kernels")
 set(EAGLEVK_HAVE_COOPMAT OFF)
 if(NOT EAGLEVK_COOPMAT STREQUAL "OFF")
   execute_process(
@@ -20,7 +28,7 @@ if(NOT EAGLEVK_COOPMAT STREQUAL "OFF")
     RESULT_VARIABLE coopmat_probe_result OUTPUT_QUIET ERROR_QUIET)
   if(coopmat_probe_result EQUAL 0)
     set(EAGLEVK_HAVE_COOPMAT ON)
-  elseif(EAGLEVK_COOPMAT STREQUAL "ON")
+  elseif(EAGLEVK_COOPMAT STREQUAL "ON" OR EAGLEVK_VULKAN_STACK)
     message(FATAL_ERROR "EAGLEVK_COOPMAT=ON but ${EAGLEVK_GLSLC_COOPMAT} does not compile GL_KHR_cooperative_matrix")
   endif()
 endif()

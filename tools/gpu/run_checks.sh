@@ -78,6 +78,23 @@ for t in ops_test ops_quant_test moe_ops_test model_golden_test speculative_test
   grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' /tmp/test_$t.txt | head -20
 done | tee "$OUT/tests.txt"
 [ -f $M/8b-f16.gguf ] && bench 8b-f16.gguf
+# Prefill on cooperative matrices or on the scalar GEMM (bin/ must be built with a glslc that
+# knows them: -DEAGLEVK_VULKAN_STACK or -DEAGLEVK_GLSLC_COOPMAT; `devices` shows the device's
+# matrix shape), then the products and golden prefills on them against their references.
+stamp "prefill: cooperative matrices or not"
+$B/eaglevk devices 2>&1 | grep -i cooperative
+for f in 8b-q4_k_m.gguf 8b-f16.gguf; do
+  [ -f $M/$f ] || continue
+  for v in EAGLEVK_COOPMAT=1 EAGLEVK_COOPMAT=0; do
+    echo "-- $f $v"; timeout 120 env $v $B/eaglevk bench -m $M/$f -p 512 -n 0 -r 3 2>&1 | grep -E '^\| [^m-]|error'
+  done
+done | tee "$OUT/coopmat.txt"
+for t in "ops_test Shapes/MatmulTest.*:OpsTest.Coopmat*" "ops_quant_test Shapes/QuantMatmulTest.*" "model_golden_test *"; do
+  set -- $t
+  [ -x $B/$1 ] || continue
+  EAGLEVK_COOPMAT=1 timeout 90 $B/$1 --gtest_brief=1 --gtest_filter="$2" > /tmp/coopmat_$1.txt 2>&1
+  echo "coopmat $1: exit $?, $(grep -c '^\[  FAILED' /tmp/coopmat_$1.txt) failed"; tail -3 /tmp/coopmat_$1.txt
+done | tee -a "$OUT/coopmat.txt"
 # Two choices made on lavapipe and waiting for a GPU's verdict: RMSNorm folded into the
 # products (off by default on GPUs) and replayed decode steps (on): F16 decode both ways.
 if [ -f $M/8b-f16.gguf ]; then
