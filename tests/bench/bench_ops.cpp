@@ -2,6 +2,7 @@
 // weight type (the float types and ggml's block formats, decoded in the kernel), next to the
 // device's buffer-copy bandwidth measured the same way. Run: build/tests/eaglevk_bench_ops
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <memory>
@@ -132,6 +133,46 @@ void matvec_args(benchmark::internal::Benchmark* b) {
   }
 }
 BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+
+// A prefill product: `rows` rows of x by W [n, k], on the scalar GEMM (range(4) = 0) or on
+// cooperative matrices (1; an error where this build or device has none). TFLOP/s counts
+// 2 rows n k.
+void BM_Gemm(benchmark::State& state) {
+  auto& gpu = bench_gpu();
+  const ops::WeightType type = kMatvecTypes[state.range(0)];
+  const uint32_t n = uint32_t(state.range(1)), k = uint32_t(state.range(2)), rows = uint32_t(state.range(3));
+  const bool coopmat = state.range(4) != 0;
+  if (coopmat && !ops::coopmat_unavailable(gpu.ctx).empty()) {
+    state.SkipWithError(ops::coopmat_unavailable(gpu.ctx).c_str());
+    return;
+  }
+  const bool saved = gpu.coopmat_gemm;
+  gpu.coopmat_gemm = coopmat;
+  vk::Buffer w(gpu.ctx, uint64_t(n) * ops::weight_row_bytes(type, k), vk::MemoryKind::Device, "w");
+  fill_f16(gpu, w);
+  std::vector<float> x(size_t(rows) * k, 0.5f);
+  vk::Buffer xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"), yb(gpu.ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "y");
+  vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
+  ops::WeightMatrix weights{w, type, n, k};
+  state.SetLabel(fmt::format("{} {}", ops::weight_type_name(type), coopmat ? "coopmat" : "scalar"));
+  time_submissions(state, gpu, 1, 0.0, [&](vk::Recorder& rec) {
+    ops::OpContext oc{gpu, rec};
+    ops::matmul(oc, ops::Act(xb, k), weights, ops::Act(yb, n), rows, false, ops::MatmulPath::Tiled);
+  });
+  state.counters.erase("GB/s");  // a product's time is its arithmetic's, not its weight bytes'
+  state.counters["TFLOP/s"] =
+      benchmark::Counter(2e-12 * rows * double(n) * k, benchmark::Counter::kIsIterationInvariantRate);
+  gpu.coopmat_gemm = saved;
+}
+// f16 and Q4_K at the 8B attention shape for a 512-token prefill; the bundled tiny Llama-3's
+// gate/up (bf16) for 64 tokens, where lavapipe finishes in milliseconds. Both kernels each.
+void gemm_args(benchmark::internal::Benchmark* b) {
+  for (int64_t coopmat : {0, 1}) {
+    for (int64_t t : {1, 8}) b->Args({t, 4096, 4096, 512, coopmat});
+    b->Args({2, 1536, 256, 64, coopmat});
+  }
+}
+BENCHMARK(BM_Gemm)->Apply(gemm_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
 
 }  // namespace
 
