@@ -118,6 +118,46 @@ TEST_F(OpsTest, CoopmatGemm) {
   }
 }
 
+// EAGLEVK_COOPMAT=0 turns the coopmat GEMM off, =1 asks for it (an error that names what is
+// missing where the build or device lacks it), anything else is refused; unset, GPUs with the
+// kernels use them and CPU devices do not.
+TEST_F(OpsTest, CoopmatSwitch) {
+  const char* before = std::getenv("EAGLEVK_COOPMAT");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto coopmat_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_COOPMAT", value, 1);
+    else
+      ::unsetenv("EAGLEVK_COOPMAT");
+    vk::ContextOptions options = vk::ContextOptions::from_env();
+    options.validate = true;
+    return ops::Gpu(options).coopmat_gemm;
+  };
+  auto error_with = [&](const char* value) {
+    try {
+      coopmat_with(value);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string missing = ops::coopmat_unavailable(gpu().ctx);
+  EXPECT_FALSE(coopmat_with("0"));
+  if (missing.empty()) {
+    EXPECT_TRUE(coopmat_with("1"));
+  } else {
+    const std::string error = error_with("1");
+    EXPECT_NE(error.find("EAGLEVK_COOPMAT=1"), std::string::npos) << error;
+    EXPECT_NE(error.find(missing), std::string::npos) << error;
+  }
+  EXPECT_NE(error_with("yes").find("EAGLEVK_COOPMAT=yes"), std::string::npos);
+  EXPECT_EQ(coopmat_with(nullptr), missing.empty() && gpu().ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU);
+  if (saved)
+    ::setenv("EAGLEVK_COOPMAT", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_COOPMAT");
+}
+
 // A verify pass of k+1 rows must give each row the bits a one-row decode step gives it.
 TEST_F(OpsTest, MatvecIsBatchInvariant) {
   const uint32_t n = 300, k = 256;
