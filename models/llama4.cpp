@@ -254,9 +254,16 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       ops::IntVec ids{s.expert_ids};
       ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
       const ops::ExpertWeights wgu = L.experts_gate_up.weights(), wdn = L.experts_down.weights();
-      ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up");
+      // A prefill groups its rows by expert, so that each expert's weights are read once for all
+      // its rows (a GEMM per expert); batch-invariant passes keep the per-row kernel.
+      const ops::IntVec by_expert{s.expert_rows};
+      const bool grouped = ops::expert_rows_grouped(T * K, path);
+      if (grouped) ops::group_rows_by_expert(oc, ids, T * K, E, by_expert);
+      const ops::IntVec* lists = grouped ? &by_expert : nullptr;
+      ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up", lists);
       ops::swiglu(oc, egu, egu.cols(I), eact, T * K, I);
-      for (uint32_t slot = 0; slot < K; ++slot) ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down");
+      for (uint32_t slot = 0; slot < K; ++slot)
+        ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down", lists);
     } else {
       ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
       norm_linear_swiglu(oc, {x, ffn_w, eps, n2, "ffn_norm"}, L.gate_up, gu, act, T, Im, path, "gate_up");

@@ -51,6 +51,8 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   if (t.experts) {
     const uint64_t slots = R * t.experts_per_token, IE = t.expert_width;
     s.expert_ids = vk::Buffer(ctx, slots * 4, vk::MemoryKind::Device, "expert_ids");
+    s.expert_rows = vk::Buffer(ctx, ops::moe_row_lists_bytes(uint32_t(slots), t.experts), vk::MemoryKind::Device,
+                               "expert_rows");
     s.router = plan.add("router_logits", R * t.experts * 4, 7, 8);
     s.expert_in = plan.add("expert_in", slots * H * 4, 8, 9);
     s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4, 9, 10);

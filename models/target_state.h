@@ -36,6 +36,7 @@ struct TargetState {
   vk::Buffer accept;            // int32 [max_rows]: speculative acceptance flags
   vk::Buffer qscale;            // f32 [max_rows]: Llama-4 attention temperature (when tuned)
   vk::Buffer expert_ids;        // int32 [max_rows * experts_per_token] (MoE)
+  vk::Buffer expert_rows;       // a prefill's rows by expert (ops::group_rows_by_expert; MoE)
   // Flash-decoding (ops::AttentionSplit): keys per split, 0 on CPU devices, and the partial
   // states' scratch.
   uint32_t split_keys = 0;

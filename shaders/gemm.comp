@@ -6,6 +6,12 @@
 // gives the same bits: the TEXEL_LOADS variant (CPU devices, see common.glsl) has no shared
 // memory or barriers, which cost llvmpipe more than the loads they save; each thread reads its
 // 4 rows of x and 4 rows of W straight from texel buffers, 8 elements of k at a time.
+// ROW_IDS (mixture-of-experts prefills): workgroup z serves expert expert_base + z, whose rows
+// are listed in binding 3 (ops::group_rows_by_expert: a count, then the rows in ascending
+// order); its block's rows are the list's, x and y rows are looked up there (y row r / slots;
+// rows of another slot are computed but not stored), and W is that expert's, stored [N, K] or,
+// K_MAJOR (float types), [K, N] as Hugging Face fuses experts. A row's outputs are the same fma
+// chains as in a product of its own, so its bits do not depend on the other rows.
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
 #include "common.glsl"
@@ -24,6 +30,10 @@ layout(local_size_x = 16, local_size_y = 16) in;
 #endif
 
 layout(binding = 2, std430) buffer Y { float y[]; };
+#if defined(ROW_IDS)
+layout(binding = 3, std430) readonly buffer Lists { int lists[]; };
+layout(constant_id = 0) const bool K_MAJOR = false;
+#endif
 
 layout(push_constant) uniform Push {
   uint K;
@@ -34,17 +44,28 @@ layout(push_constant) uniform Push {
   uint y_offset;
   uint y_stride;
   uint accumulate;
+#if defined(ROW_IDS)
+  uint slots;          // rows per y row (experts per token); this dispatch stores slot `slot`
+  uint slot;
+  uint expert_base;    // the first bound expert; workgroup z serves expert_base + z
+  uint expert_stride;  // bytes between consecutive bound experts
+  uint lists_offset;   // elements: where expert 0's list starts
+  uint list_stride;    // elements between experts' lists
+#endif
 } p;
+
+#include "gemm_rows.glsl"
 
 #if defined(TEXEL_LOADS)
 // Thread (tx, ty) of a workgroup computes rows m0 + ty + 8i and outputs n0 + tx + 8j (i, j < 4)
 // of a 32 x 32 block; out-of-range rows and outputs read a valid one and are not stored.
 void main() {
   uint m0 = gl_WorkGroupID.y * 32u, n0 = gl_WorkGroupID.x * 32u;
+  if (!block_rows_begin(m0)) return;
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint xrow[4], wrow[4];
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    xrow[i] = p.x_offset + min(m0 + ty + 8u * i, p.M - 1u) * p.x_stride;
+    xrow[i] = p.x_offset + x_row(min(m0 + ty + 8u * i, row_count - 1u)) * p.x_stride;
     wrow[i] = min(n0 + tx + 8u * i, p.N - 1u);
   }
   float acc[4][4];
@@ -53,7 +74,7 @@ void main() {
   uint row_bytes = q_row_bytes(p.K);
   for (uint g = 0; g < p.K / QGROUP; ++g) {
     QGroup q[4];
-    [[unroll]] for (uint j = 0; j < 4; ++j) q[j] = q_load(wrow[j] * row_bytes, g);
+    [[unroll]] for (uint j = 0; j < 4; ++j) q[j] = q_load(w_byte_base + wrow[j] * row_bytes, g);
     [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
       float w[4][8];
       [[unroll]] for (uint j = 0; j < 4; ++j) q_decode8(q[j], c, w[j]);
@@ -62,7 +83,7 @@ void main() {
   for (uint k = 0; k < p.K; k += 8u) {  // K % 8 == 0 (checked by the host)
     {
       float w[4][8];
-      [[unroll]] for (uint j = 0; j < 4; ++j) wload8((wrow[j] * p.K + k) >> 3, w[j]);
+      [[unroll]] for (uint j = 0; j < 4; ++j) wload8_at(wrow[j], k, w[j]);
 #endif
       [[unroll]] for (uint i = 0; i < 4; ++i) {
         vec4 lo = xload4(xrow[i] + k), hi = xload4(xrow[i] + k + 4u);
@@ -74,11 +95,11 @@ void main() {
   }
   [[unroll]] for (uint i = 0; i < 4; ++i) {
     uint m = m0 + ty + 8u * i;
-    if (m >= p.M) continue;
+    if (!row_stored(m)) continue;
     [[unroll]] for (uint j = 0; j < 4; ++j) {
       uint n = n0 + tx + 8u * j;
       if (n >= p.N) continue;
-      uint yi = p.y_offset + m * p.y_stride + n;
+      uint yi = p.y_offset + y_row(m) * p.y_stride + n;
       y[yi] = p.accumulate != 0u ? y[yi] + acc[i][j] : acc[i][j];
     }
   }
@@ -89,6 +110,7 @@ shared float ws[TILE_K][TILE_N + 1];
 
 void main() {
   uint m0 = gl_WorkGroupID.y * TILE_M, n0 = gl_WorkGroupID.x * TILE_N;
+  if (!block_rows_begin(m0)) return;
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint tid = ty * 16u + tx;
   float acc[4][4];
@@ -101,11 +123,11 @@ void main() {
     [[unroll]] for (uint l = 0; l < 8; ++l) {
       uint e = tid + l * 256u;
       uint row = e / TILE_K, kk = e % TILE_K, m = m0 + row;
-      xs[kk][row] = m < p.M ? x[p.x_offset + m * p.x_stride + k0 + kk] : 0.0;
+      xs[kk][row] = m < row_count ? x[p.x_offset + x_row(m) * p.x_stride + k0 + kk] : 0.0;
     }
     if (tid < TILE_N) {
       uint n = n0 + tid;
-      QGroup q = q_load(min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+      QGroup q = q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
       [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
         float w[8];
         q_decode8(q, c, w);
@@ -117,9 +139,12 @@ void main() {
     [[unroll]] for (uint l = 0; l < 4; ++l) {
       uint e = tid + l * 256u;
       uint row = e / TILE_K, kk = e % TILE_K;
-      uint m = m0 + row, n = n0 + row, k = k0 + kk;
-      xs[kk][row] = (m < p.M && k < p.K) ? x[p.x_offset + m * p.x_stride + k] : 0.0;
-      ws[kk][row] = (n < p.N && k < p.K) ? wload(n * p.K + k) : 0.0;
+      uint m = m0 + row, k = k0 + kk;
+      xs[kk][row] = (m < row_count && k < p.K) ? x[p.x_offset + x_row(m) * p.x_stride + k] : 0.0;
+      // W's tile along its stored rows: consecutive invocations read consecutive elements.
+      uint wrow_ = w_k_major() ? e % TILE_N : row, wk = w_k_major() ? e / TILE_N : kk;
+      uint n = n0 + wrow_;
+      ws[wk][wrow_] = (n < p.N && k0 + wk < p.K) ? wload(w_index(n, k0 + wk)) : 0.0;
     }
 #endif
     barrier();
@@ -133,11 +158,11 @@ void main() {
   }
   [[unroll]] for (uint i = 0; i < 4; ++i) {
     uint m = m0 + ty + 16u * i;
-    if (m >= p.M) continue;
+    if (!row_stored(m)) continue;
     [[unroll]] for (uint j = 0; j < 4; ++j) {
       uint n = n0 + tx + 16u * j;
       if (n >= p.N) continue;
-      uint yi = p.y_offset + m * p.y_stride + n;
+      uint yi = p.y_offset + y_row(m) * p.y_stride + n;
       y[yi] = p.accumulate != 0u ? y[yi] + acc[i][j] : acc[i][j];
     }
   }

@@ -10,7 +10,8 @@
 // product; the lo terms have their own accumulators, so their scale costs no range. Values
 // past f16's range (65,504) would not survive; activations entering a product are far inside it.
 // Sums run in the hardware's order, so the bits differ from gemm.comp's; a row's bits do not
-// depend on the other rows.
+// depend on the other rows. ROW_IDS: the rows and weights of one expert (gemm_rows.glsl).
+// K_MAJOR: the expert's weights are stored [K, N] (float types).
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -30,6 +31,10 @@ layout(constant_id = 3) const uint MK = 16;
 #define LO_SCALE 2048.0
 
 layout(binding = 2, std430) buffer Y { float y[]; };
+#if defined(ROW_IDS)
+layout(binding = 3, std430) readonly buffer Lists { int lists[]; };
+layout(constant_id = 4) const bool K_MAJOR = false;
+#endif
 
 layout(push_constant) uniform Push {
   uint K;
@@ -40,7 +45,17 @@ layout(push_constant) uniform Push {
   uint y_offset;
   uint y_stride;
   uint accumulate;
+#if defined(ROW_IDS)
+  uint slots;
+  uint slot;
+  uint expert_base;
+  uint expert_stride;
+  uint lists_offset;
+  uint list_stride;
+#endif
 } p;
+
+#include "gemm_rows.glsl"
 
 shared float16_t xs_hi[GEMM_COOPMAT_TILE * STRIDE], xs_lo[GEMM_COOPMAT_TILE * STRIDE];
 shared float16_t ws_hi[GEMM_COOPMAT_TILE * STRIDE];
@@ -74,6 +89,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint block_m = 4u * MM, block_n = 4u * MN;
   const uint m0 = gl_WorkGroupID.y * block_m, n0 = gl_WorkGroupID.x * block_n;
+  if (!block_rows_begin(m0)) return;
   const uint qm = (gl_SubgroupID >> 1) * 2u * MM, qn = (gl_SubgroupID & 1u) * 2u * MN;  // the quadrant
   C_MAT acc[2][2], lo[2][2];
   [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
@@ -83,13 +99,13 @@ void main() {
   for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
     for (uint e = tid; e < block_m * TILE_K; e += wg) {
       uint row = e / TILE_K, kk = e % TILE_K, m = m0 + row, k = k0 + kk;
-      stage_x(row * STRIDE + kk, (m < p.M && k < p.K) ? x[p.x_offset + m * p.x_stride + k] : 0.0);
+      stage_x(row * STRIDE + kk, (m < row_count && k < p.K) ? x[p.x_offset + x_row(m) * p.x_stride + k] : 0.0);
     }
 #if defined(W_QUANT)
     // One 32-element group of a W row per invocation (K is a whole number of groups).
     for (uint row = tid; row < block_n; row += wg) {
       uint n = n0 + row;
-      QGroup q = q_load(min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+      QGroup q = q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
       [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
         float w[8];
         q_decode8(q, c, w);
@@ -98,8 +114,10 @@ void main() {
     }
 #else
     for (uint e = tid; e < block_n * TILE_K; e += wg) {
-      uint row = e / TILE_K, kk = e % TILE_K, n = n0 + row, k = k0 + kk;
-      stage_w(row * STRIDE + kk, (n < p.N && k < p.K) ? wload(n * p.K + k) : 0.0);
+      // Consecutive invocations read consecutive elements of W's stored rows.
+      uint row = w_k_major() ? e % block_n : e / TILE_K, kk = w_k_major() ? e / block_n : e % TILE_K;
+      uint n = n0 + row, k = k0 + kk;
+      stage_w(row * STRIDE + kk, (n < p.N && k < p.K) ? wload(w_index(n, k)) : 0.0);
     }
 #endif
     barrier();
@@ -137,8 +155,8 @@ void main() {
     subgroupBarrier();
     for (uint e = gl_SubgroupInvocationID; e < MM * MN; e += gl_SubgroupSize) {
       uint m = m0 + qm + MM * i + e / MN, n = n0 + qn + MN * j + e % MN;
-      if (m >= p.M || n >= p.N) continue;
-      uint yi = p.y_offset + m * p.y_stride + n;
+      if (!row_stored(m) || n >= p.N) continue;
+      uint yi = p.y_offset + y_row(m) * p.y_stride + n;
       float v = out_stage[stage + e];
       y[yi] = p.accumulate != 0u ? y[yi] + v : v;
     }

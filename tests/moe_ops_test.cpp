@@ -78,13 +78,30 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
   // expert and chunk of rows (of k when k-major, accumulated).
   std::vector<uint64_t> limits = {0};
   if (T * K <= 40) limits.push_back(std::max<uint64_t>(4096, uint64_t(T) * K * std::max(H, 2 * I) * 4 + 64));
-  // Outputs by layout, limit and configuration: texel loads must give the storage-buffer bits.
+  // The products per row (matvec_id), and grouped by expert as prefills run them (a GEMM per
+  // expert over its listed rows: more than 8 rows), on the scalar GEMM's two variants and, where
+  // the build and device have them, on cooperative matrices.
+  vk::Buffer lists(gpu().ctx, ops::moe_row_lists_bytes(T * K, E), vk::MemoryKind::Device, "row lists");
+  struct Mode {
+    std::string name;
+    VendorMatvecShape config;
+    bool grouped, coopmat;
+  };
+  std::vector<Mode> modes;
+  const std::vector<VendorMatvecShape> configs = vendor_matvec_shapes();
+  for (const VendorMatvecShape& config : configs) modes.push_back({config.name, config, false, false});
+  for (int c = 0; c < 2; ++c) modes.push_back({std::string("grouped ") + configs[c].name, configs[c], true, false});
+  if (ops::coopmat_unavailable(gpu().ctx).empty()) modes.push_back({"grouped coopmat", configs[1], true, true});
+  // Outputs by layout, limit and mode: texel loads must give the storage-buffer bits.
   std::map<std::tuple<std::string, uint64_t, std::string>, std::vector<float>> outputs;
-  for (const VendorMatvecShape& config : vendor_matvec_shapes())
+  for (const Mode& mode : modes)
   for (const Layout& layout : layouts)
   for (uint64_t limit : limits) {
-    SCOPED_TRACE(fmt::format("{}, binding limit {}, matvec configuration {}", layout.name, limit, config.name));
-    MatvecShapeScope scope(config.shape);
+    SCOPED_TRACE(fmt::format("{}, binding limit {}, {}", layout.name, limit, mode.name));
+    MatvecShapeScope scope(mode.config.shape);
+    CoopmatScope coopmat(mode.coopmat);
+    const ops::IntVec row_lists{lists};
+    const ops::IntVec* grouped = mode.grouped ? &row_lists : nullptr;
     const ops::ExpertWeights &wgu = layout.gate_up, &wdn = layout.down;
     const uint64_t saved = gpu().ctx.max_binding_range;
     auto set_limit = [&](bool lowered) { gpu().ctx.max_binding_range = lowered && limit ? limit : saved; };
@@ -93,13 +110,16 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
     ops::OpContext oc{gpu(), rec};
     rec.begin();
     ops::moe_route(oc, ops::Act(lb, E), ops::Act(xb, H), T, E, K, H, ops::IntVec{ids}, ops::Act(xs, H));
+    if (grouped) ops::group_rows_by_expert(oc, ops::IntVec{ids}, T * K, E, row_lists);
     set_limit(true);
-    ops::matmul_id(oc, ops::Act(xs, H), wgu, ops::IntVec{ids}, ops::Act(gu, 2 * I), T * K, 1, 0, false);
+    ops::matmul_id(oc, ops::Act(xs, H), wgu, ops::IntVec{ids}, ops::Act(gu, 2 * I), T * K, 1, 0, false, "gate_up",
+                   grouped);
     set_limit(false);
     ops::Act g(gu, 2 * I);
     ops::swiglu(oc, g, g.cols(I), ops::Act(act, I), T * K, I);
     set_limit(true);
-    for (uint32_t s = 0; s < K; ++s) ops::matmul_id(oc, ops::Act(act, I), wdn, ops::IntVec{ids}, ops::Act(yb, H), T * K, K, s, true);
+    for (uint32_t s = 0; s < K; ++s)
+      ops::matmul_id(oc, ops::Act(act, I), wdn, ops::IntVec{ids}, ops::Act(yb, H), T * K, K, s, true, "down", grouped);
     set_limit(false);
     rec.submit_and_wait();
 
@@ -135,14 +155,15 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
         }
       }
     }
-    outputs[{layout.name, limit, config.name}] = read_back<float>(yb, size_t(T) * H);
-    EXPECT_TRUE(all_close(outputs[{layout.name, limit, config.name}], want, 1e-4, 1e-4));
+    outputs[{layout.name, limit, mode.name}] = read_back<float>(yb, size_t(T) * H);
+    EXPECT_TRUE(all_close(outputs[{layout.name, limit, mode.name}], want, 1e-4, 1e-4));
   }
   for (const Layout& layout : layouts)
     for (uint64_t limit : limits)
-      EXPECT_TRUE(bitwise_equal(outputs.at({layout.name, limit, "lavapipe"}),
-                                outputs.at({layout.name, limit, "lavapipe_storage_buffers"})))
-          << layout.name << ", binding limit " << limit << ": texel loads against storage buffers";
+      for (const char* kind : {"", "grouped "})
+        EXPECT_TRUE(bitwise_equal(outputs.at({layout.name, limit, std::string(kind) + "lavapipe"}),
+                                  outputs.at({layout.name, limit, std::string(kind) + "lavapipe_storage_buffers"})))
+            << layout.name << ", binding limit " << limit << ", " << kind << "texel loads against storage buffers";
 }
 
 INSTANTIATE_TEST_SUITE_P(Batches, MoeTest,

@@ -19,6 +19,7 @@
 
 #include "loader/quant.h"
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -258,9 +259,11 @@ TEST_F(QuantTest, EmbeddingGathersRows) {
 
 // ---- MoE indexed matvec ---------------------------------------------------------------
 
-// Each row multiplied by its own expert's weights, for 1, 4 and 9 rows over 4 experts; then
+// Each row multiplied by its own expert's weights, for 1, 4 and 9 rows over 4 experts (9 also
+// grouped by expert, as a prefill's rows are); then
 // again under a 20 KiB binding limit, which splits the experts into one dispatch per expert
-// (and, for the larger ones, row chunks inside an expert). 128 rows per expert keep every
+// (and, for the larger ones, row chunks inside an expert, where a prefill's grouped GEMM falls
+// back to the per-row kernel). 128 rows per expert keep every
 // expert's start aligned for its own binding.
 TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
   const uint32_t experts = 4, n = 128;
@@ -298,6 +301,28 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
         EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
             << ops::weight_type_name(t) << " rows " << rows << " binding limit " << limit << " matvec configuration "
             << config.name;
+      }
+      // A prefill's grouping of the rows by expert (more than 8 rows): a GEMM per expert, on the
+      // scalar GEMM's two variants and on cooperative matrices where they run.
+      if (rows <= MATVEC_MAX_ROWS) continue;
+      vk::Buffer lists(gpu().ctx, ops::moe_row_lists_bytes(rows, experts), vk::MemoryKind::Device, "row lists");
+      const ops::IntVec row_lists{lists};
+      const std::vector<VendorMatvecShape> configs = vendor_matvec_shapes();
+      for (int mode = 0; mode < 3; ++mode)
+      for (uint64_t limit : {uint64_t(0), uint64_t(20 * 1024)}) {
+        if (mode == 2 && !ops::coopmat_unavailable(gpu().ctx).empty()) continue;
+        MatvecShapeScope scope(configs[mode == 0 ? 0 : 1].shape);
+        CoopmatScope coopmat(mode == 2);
+        std::optional<BindingLimit> lowered;
+        if (limit) lowered.emplace(limit);
+        rec.begin();
+        ops::group_rows_by_expert(oc, ops::IntVec{idbuf}, rows, experts, row_lists);
+        ops::matmul_id(oc, ops::Act(xbuf, k), ew, ops::IntVec{idbuf}, ops::Act(ybuf, n), rows, 1, 0, false, "experts",
+                       &row_lists);
+        rec.submit_and_wait();
+        EXPECT_TRUE(all_close(read_back<float>(ybuf, want.size()), want, kAtol, kRtol))
+            << ops::weight_type_name(t) << " rows " << rows << " grouped, binding limit " << limit << ", "
+            << (mode == 0 ? "texel loads" : mode == 1 ? "storage buffers" : "coopmat");
       }
     }
   }

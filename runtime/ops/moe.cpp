@@ -6,6 +6,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 
 namespace eaglevk::ops {
 
@@ -44,9 +45,77 @@ void moe_route(OpContext& oc, Act logits, Act x, uint32_t rows, uint32_t experts
                   rows, 1, 1, "moe_route");
 }
 
-void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
-               uint32_t slot, bool accumulate, const char* name) {
+bool expert_rows_grouped(uint32_t rows, MatmulPath path) { return path == MatmulPath::Auto && rows > MATVEC_MAX_ROWS; }
+
+uint64_t moe_row_lists_bytes(uint32_t rows, uint32_t experts) { return uint64_t(experts) * (rows + 1) * 4; }
+
+void group_rows_by_expert(OpContext& oc, IntVec ids, uint32_t rows, uint32_t experts, IntVec lists) {
   if (rows == 0) return;
+  if (lists.range.bytes < uint64_t(lists.offset) * 4 + moe_row_lists_bytes(rows, experts))
+    fail("group_rows_by_expert: {} bytes of lists for {} rows of {} experts", lists.range.bytes, rows, experts);
+  struct {
+    uint32_t rows, experts, ids_offset, lists_offset, list_stride;
+  } push{rows, experts, ids.offset, lists.offset, rows + 1};
+  oc.rec.dispatch(oc.gpu.pipelines.get("moe_rows"), {vk::reads(ids.range), vk::writes(lists.range)}, push,
+                  (experts + 63) / 64, 1, 1, "moe_rows");
+}
+
+namespace {
+
+// matmul_id's grouped GEMM (gemm.comp's ROW_IDS): one dispatch over all experts where they fit
+// one binding, else one per expert; false (nothing recorded) where an expert alone does not fit.
+bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec lists, Act y, uint32_t rows,
+                       uint32_t slots, uint32_t slot, bool accumulate, const char* name) {
+  const vk::Context& ctx = oc.gpu.ctx;
+  const uint64_t expert_bytes = w.expert_bytes();
+  const uint64_t all_bytes = (uint64_t(w.experts) * expert_bytes + 3) / 4 * 4;
+  const bool together = w.groups.size() <= 1 && all_bytes <= ctx.max_binding_range;
+  if (!together && (expert_bytes + 3) / 4 * 4 > ctx.max_binding_range) return false;
+  if (lists.range.bytes < uint64_t(lists.offset) * 4 + moe_row_lists_bytes(rows, w.experts))
+    fail("{}: {} bytes of row lists for {} rows of {} experts", name, lists.range.bytes, rows, w.experts);
+  const bool coopmat = oc.gpu.coopmat_gemm;
+  const auto& f = ctx.info.features;
+  const MatvecShape shape = matvec_shape(oc.gpu);
+  const uint32_t out_rows = (rows + slots - 1) / slots;
+  struct {
+    uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_stride,
+        lists_offset, list_stride;
+  } push{w.cols, w.rows, rows, x.offset, x.stride, y.offset, y.stride, accumulate ? 1u : 0u, slots, slot, 0,
+         uint32_t(expert_bytes), lists.offset, rows + 1};
+  vk::Arg out = accumulate ? y.updates(out_rows, w.rows) : y.writes(out_rows, w.rows);
+  auto record = [&](vk::BufferRange weights, uint32_t base, uint32_t count) {
+    push.expert_base = base;
+    const bool texel = !coopmat && shape.texel_loads && x.texel_aligned() && (weight_type_quantized(w.type) || w.cols % 8 == 0) &&
+                       vk::texel_view_possible(weights, weight_texel_format(w.type));
+    const std::string shader = fmt::format("gemm_id_{}{}", weight_type_name(w.type), coopmat ? "_coopmat" : texel ? "_texel" : "");
+    // K_MAJOR follows the coopmat kernel's shape constants (0..3), or is the scalar GEMM's 0;
+    // given only where set: the quantized variants have no such constant (k_major is float-only).
+    std::vector<uint32_t> spec;
+    if (coopmat) spec = {4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k};
+    if (w.k_major) spec.push_back(1u);
+    const uint32_t tile_m = coopmat ? 4 * f.coopmat_m : texel ? 32 : 64, tile_n = coopmat ? 4 * f.coopmat_n : texel ? 32 : 64;
+    oc.rec.dispatch(oc.gpu.pipelines.get(shader, spec),
+                    {x.reads(rows, w.cols), vk::reads(weights), out, vk::reads(lists.range)}, push,
+                    (w.rows + tile_n - 1) / tile_n, (rows + tile_m - 1) / tile_m, count, name);
+  };
+  if (together) {
+    vk::BufferRange all = w.groups.empty() ? w.data : w.groups[0];
+    record(all.sub(0, std::min<uint64_t>(all_bytes, all.bytes)), 0, w.experts);
+  } else {
+    for (uint32_t e = 0; e < w.experts; ++e) record(w.expert_range(e), e, 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
+               uint32_t slot, bool accumulate, const char* name, const IntVec* row_lists) {
+  if (rows == 0) return;
+  if (row_lists && rows > MATVEC_MAX_ROWS) {
+    check_whole_blocks(w.type, w.cols, name);
+    if (matmul_id_grouped(oc, x, w, *row_lists, y, rows, slots, slot, accumulate, name)) return;
+  }
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(oc.gpu);
   if (w.k_major && weight_type_quantized(w.type))

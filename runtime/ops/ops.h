@@ -103,8 +103,23 @@ void moe_route(OpContext& oc, Act logits, Act x, uint32_t rows, uint32_t experts
 
 // y[r / slots, :] (+)= x[r, :] W[ids[r]]^T for rows r with r % slots == slot: each row picks
 // its own expert's weights. Batch-invariant: a row's result never depends on the others.
+// With `row_lists` (group_rows_by_expert's, for these ids and rows) and more than
+// MATVEC_MAX_ROWS rows, a prefill's product: a GEMM per expert over the rows it was given, so
+// each expert's weights are read once for all its rows rather than once per row (the GEMM's
+// bits, not the matrix-vector kernel's; still independent of the other rows). Experts that do
+// not fit one binding each fall back to the per-row kernel.
 void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
-               uint32_t slot, bool accumulate, const char* name = "matmul_id");
+               uint32_t slot, bool accumulate, const char* name = "matmul_id", const IntVec* row_lists = nullptr);
+
+// Whether a pass of `rows` expert rows on `path` groups them by expert (a prefill's Auto path
+// with more than MATVEC_MAX_ROWS rows): its caller then makes the row lists for matmul_id.
+bool expert_rows_grouped(uint32_t rows, MatmulPath path);
+
+// The rows of each expert, for matmul_id's grouped GEMM: lists at [e * (rows + 1)] the count of
+// rows r < rows with ids[r] == e, then those rows in ascending order. `lists` holds
+// experts * (rows + 1) int32 (moe_row_lists_bytes).
+void group_rows_by_expert(OpContext& oc, IntVec ids, uint32_t rows, uint32_t experts, IntVec lists);
+uint64_t moe_row_lists_bytes(uint32_t rows, uint32_t experts);
 
 enum class RopePairing : uint32_t {
   RotateHalf = 0,   // HF Llama-3: (i, i + hd/2)
