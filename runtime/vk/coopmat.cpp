@@ -18,6 +18,13 @@ CoopmatShape probe_coopmat_f16(VkInstance instance, VkPhysicalDevice device) {
   features.pNext = &f12;
   vkGetPhysicalDeviceFeatures2(device, &features);
   if (!coopmat.cooperativeMatrix || !f12.shaderFloat16 || !f12.vulkanMemoryModel) return {};
+  VkPhysicalDeviceCooperativeMatrixPropertiesKHR stages{};
+  stages.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  VkPhysicalDeviceProperties2 properties2{};
+  properties2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  properties2.pNext = &stages;
+  vkGetPhysicalDeviceProperties2(device, &properties2);
+  if (!(stages.cooperativeMatrixSupportedStages & VK_SHADER_STAGE_COMPUTE_BIT)) return {};
   auto properties = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
       vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
   if (!properties) return {};
