@@ -30,9 +30,11 @@
 // ROWS > 1 (verify passes and prefills, both kernels): a workgroup serves ROWS
 // consecutive rows as well as GROUP heads, so each block of keys and values is loaded once for
 // all of them. The rows' ranges start on one grid of blocks (the host allows ROWS > 1 only where
-// chunks and splits are multiples of the block, and never for TREE or REGIONS); the workgroup
-// walks the union of the ranges, and a row takes only its own blocks and, in its last one, its
-// own keys, in the order a one-row workgroup takes them: the same bits.
+// chunks and splits are multiples of the block, and never for REGIONS, nor for TREE on the
+// one-subgroup kernel); the workgroup walks the union of the ranges, and a row takes only its own
+// blocks and, in its last one, its own keys, in the order a one-row workgroup takes them: the
+// same bits. TREE rows share the blocks of committed keys and take the blocks that reach into
+// the tree one row at a time (each row's ancestors are its own).
 // K_TILE (the workgroup kernel): each block's keys reach shared memory K_TILE quads of every key
 // at a time, the invocations reading consecutive quads of one key's row (coalesced), before each
 // invocation takes the dot product of its own key; the sums keep their order, so the bits.
@@ -155,12 +157,13 @@ float qs;
 uint row_start[MAX_ROWS], row_end[MAX_ROWS], row_q[MAX_ROWS];
 float row_qs[MAX_ROWS];
 
-// The first row's cache row for the key at position j < end (TREE and REGIONS have one row per
-// workgroup; other rows' keys lie at their positions).
-uint key_slot(uint j) {
-  if (TREE && j >= path_base) return path_base + uint(path[p.path_offset + row * p.path_stride + (j - path_base)]);
+// Row row + r's cache row for the key at position j (REGIONS have one row per workgroup; keys
+// below a tree's path_base lie at their positions for every row).
+uint key_slot_of(uint r, uint j) {
+  if (TREE && j >= path_base) return path_base + uint(path[p.path_offset + (row + r) * p.path_stride + (j - path_base)]);
   return region + j;
 }
+uint key_slot(uint j) { return key_slot_of(0u, j); }
 
 // SPLIT: where the partial state of (row, head, split) starts in the output buffer: m, l, then
 // acc[head_dim]; rows count from the dispatch's first.
@@ -322,17 +325,23 @@ void workgroup_attention() {
       last = max(last, row_end[r]);
     }
 
-  for (uint kb = first; kb < last; kb += wg) {
+  // TREE: the rows share the blocks of committed keys (below path_base, at their positions for
+  // every row); a block that reaches into the tree holds each row's own ancestors, so it is
+  // taken once per row, that row alone live, with its own cache rows.
+  for (uint kb = first; kb < last; kb += wg)
+  for (uint pass = 0u; pass < (TREE && kb + wg > path_base ? rows_here : 1u); ++pass) {
+    const bool alone = TREE && kb + wg > path_base;  // this pass serves row `pass` only
+    const uint slot_row = alone ? pass : 0u;
     uint j = kb + tid;
     // live: the block is one of row r's (a one-row workgroup visits it); visible: so is key j.
     bool live[MAX_ROWS], visible[MAX_ROWS];
     bool any_visible = false;
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-      live[r] = r < rows_here && kb >= row_start[r] && kb < row_end[r];
+      live[r] = r < rows_here && kb >= row_start[r] && kb < row_end[r] && (!alone || r == pass);
       visible[r] = live[r] && j < row_end[r];
       any_visible = any_visible || visible[r];
     }
-    uint slot = j < last ? key_slot(j) : region + j;
+    uint slot = j < last ? key_slot_of(slot_row, j) : region + j;
     float dot_qk[MAX_PAIRS];
     [[unroll]] for (uint i = 0; i < PAIRS; ++i) dot_qk[i] = 0.0;
     [[unroll]] for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
@@ -340,7 +349,7 @@ void workgroup_attention() {
       [[unroll]] for (uint c = 0; c < K_TILE; ++c) {
         uint key = (c * wg + tid) / K_TILE, quad = (c * wg + tid) % K_TILE;
         if (kb + key < last && d0 + 8u * quad < hd)
-          ktile[key * (K_TILE + 1u) + quad] = kquad((key_slot(kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
+          ktile[key * (K_TILE + 1u) + quad] = kquad((key_slot_of(slot_row, kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
       }
       barrier();
       // Rolled: unrolled over the pairs as well, llvmpipe took minutes to compile the kernel.

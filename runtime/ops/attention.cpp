@@ -82,7 +82,9 @@ uint64_t workgroup_shared_bytes(uint32_t pairs, uint32_t head_dim, uint32_t k_ti
 // a multiple of the block; splits are) and their keys at their positions (no tree, no regions).
 WorkgroupTiles workgroup_tiles(const Gpu& gpu, const AttentionParams& a, uint32_t group, uint32_t rows,
                                uint32_t block, bool one_subgroup) {
-  const bool shared_rows = rows > 1 && !a.tree && !a.regions && a.chunk % block == 0;
+  // Tree rows share the committed keys' blocks on the workgroup kernel (attention.comp's ROWS);
+  // the one-subgroup kernel passes the tree's cache rows by shuffles, one row's at a time.
+  const bool shared_rows = rows > 1 && !(a.tree && one_subgroup) && !a.regions && a.chunk % block == 0;
   uint32_t most_rows = shared_rows ? std::min({gpu.attention_max_rows, uint32_t(ATTENTION_MAX_ROWS),
                                                uint32_t(ATTENTION_MAX_PAIRS) / group})
                                    : 1u;
