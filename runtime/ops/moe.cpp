@@ -85,15 +85,18 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
   vk::Arg out = accumulate ? y.updates(out_rows, w.rows) : y.writes(out_rows, w.rows);
   auto record = [&](vk::BufferRange weights, uint32_t base, uint32_t count) {
     push.expert_base = base;
-    const bool texel = !coopmat && shape.texel_loads && x.texel_aligned() && (weight_type_quantized(w.type) || w.cols % 8 == 0) &&
+    const bool texel = !coopmat && shape.texel_loads && x.texel_aligned() &&
+                       (weight_type_quantized(w.type) || w.cols % 8 == 0) &&
                        vk::texel_view_possible(weights, weight_texel_format(w.type));
-    const std::string shader = fmt::format("gemm_id_{}{}", weight_type_name(w.type), coopmat ? "_coopmat" : texel ? "_texel" : "");
+    const std::string shader =
+        fmt::format("gemm_id_{}{}", weight_type_name(w.type), coopmat ? "_coopmat" : texel ? "_texel" : "");
     // K_MAJOR follows the coopmat kernel's shape constants (0..3), or is the scalar GEMM's 0;
     // given only where set: the quantized variants have no such constant (k_major is float-only).
     std::vector<uint32_t> spec;
     if (coopmat) spec = {4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k};
     if (w.k_major) spec.push_back(1u);
-    const uint32_t tile_m = coopmat ? 4 * f.coopmat_m : texel ? 32 : 64, tile_n = coopmat ? 4 * f.coopmat_n : texel ? 32 : 64;
+    const uint32_t tile_m = coopmat ? 4 * f.coopmat_m : texel ? 32 : 64;
+    const uint32_t tile_n = coopmat ? 4 * f.coopmat_n : texel ? 32 : 64;
     oc.rec.dispatch(oc.gpu.pipelines.get(shader, spec),
                     {x.reads(rows, w.cols), vk::reads(weights), out, vk::reads(lists.range)}, push,
                     (w.rows + tile_n - 1) / tile_n, (rows + tile_m - 1) / tile_m, count, name);
@@ -112,14 +115,14 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
 void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
                uint32_t slot, bool accumulate, const char* name, const IntVec* row_lists) {
   if (rows == 0) return;
+  if (w.k_major && weight_type_quantized(w.type))
+    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
   if (row_lists && rows > MATVEC_MAX_ROWS) {
     check_whole_blocks(w.type, w.cols, name);
     if (matmul_id_grouped(oc, x, w, *row_lists, y, rows, slots, slot, accumulate, name)) return;
   }
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(oc.gpu);
-  if (w.k_major && weight_type_quantized(w.type))
-    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
   const uint32_t outs = w.k_major ? 1 : shape.outs;
   // Quantized variants compile K_MAJOR away (SPIR-V keeps only the constants a shader uses), so
   // the fourth constant is given only where it is set.

@@ -39,7 +39,8 @@ CoopmatShape probe_coopmat_f16(VkInstance instance, VkPhysicalDevice device) {
   for (const auto& s : shapes)
     if (fits(s.MSize) && fits(s.NSize) && fits(s.KSize) && s.AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
         s.BType == VK_COMPONENT_TYPE_FLOAT16_KHR && s.CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-        s.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && !s.saturatingAccumulation && s.scope == VK_SCOPE_SUBGROUP_KHR &&
+        s.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && !s.saturatingAccumulation &&
+        s.scope == VK_SCOPE_SUBGROUP_KHR &&
         s.MSize * s.NSize * s.KSize > best.m * best.n * best.k)
       best = {s.MSize, s.NSize, s.KSize};
   return best;

@@ -135,7 +135,8 @@ std::string describe(const DeviceInfo& info) {
           : std::string(),
       yes(f.subgroup_arithmetic), yes(f.subgroup_shuffle), yes(f.subgroup_ballot), f.max_storage_buffer_range >> 20,
       f.max_compute_shared_memory >> 10, f.max_workgroup_invocations, yes(f.buffer_device_address),
-      yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns, f.coopmat_m ? fmt::format("{}x{}x{}", f.coopmat_m, f.coopmat_n, f.coopmat_k) : std::string("no"), heaps);
+      yes(f.storage_texel_buffers), yes(f.timestamps), f.timestamp_period_ns,
+      f.coopmat_m ? fmt::format("{}x{}x{}", f.coopmat_m, f.coopmat_n, f.coopmat_k) : std::string("no"), heaps);
 }
 
 }  // namespace eaglevk::vk
