@@ -30,7 +30,11 @@ Gpu::Gpu(const vk::ContextOptions& options)
   const std::string coopmat_missing = coopmat_unavailable(ctx);
   const char* coopmat = std::getenv("EAGLEVK_COOPMAT");
   if (!coopmat || !*coopmat) {
-    coopmat_gemm = coopmat_missing.empty() && ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU;
+    // Not by default on CPU devices (llvmpipe emulates the matrices one lane at a time) nor on
+    // Intel's, whose drivers have run cooperative matrices slower than scalar code on some
+    // generations (llama.cpp enables them per architecture) and which no test has reached.
+    coopmat_gemm = coopmat_missing.empty() && ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+                   ctx.info.vendor_id != 0x8086;
   } else if (std::strcmp(coopmat, "1") == 0) {
     if (!coopmat_missing.empty()) fail("EAGLEVK_COOPMAT=1: {}", coopmat_missing);
     coopmat_gemm = true;

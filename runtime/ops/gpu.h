@@ -65,7 +65,8 @@ struct Gpu {
   // Prefill products with more than MATVEC_MAX_ROWS rows run the GEMM's cooperative-matrix
   // kernel (shaders/gemm_coopmat.comp) where coopmat_unavailable() is empty. EAGLEVK_COOPMAT=1
   // asks for it (an error naming what is missing where it cannot run), 0 turns it off; unset,
-  // it is on for GPUs and off for CPU devices, which emulate the matrices one lane at a time.
+  // it is on for NVIDIA and AMD GPUs, off for Intel's (untested; gpu.cpp says why) and for CPU
+  // devices, which emulate the matrices one lane at a time.
   bool coopmat_gemm = false;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());

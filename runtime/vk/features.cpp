@@ -55,6 +55,7 @@ DeviceInfo probe_device(VkInstance instance, VkPhysicalDevice device, uint32_t i
   info.index = index;
   info.name = props.properties.deviceName;
   info.type = props.properties.deviceType;
+  info.vendor_id = props.properties.vendorID;
   info.api_version = props.properties.apiVersion;
   info.driver = fmt::format("{} {}", driver.driverName, driver.driverInfo);
 

@@ -51,6 +51,7 @@ struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
+  uint32_t vendor_id = 0;  // PCI vendor: 0x10de NVIDIA, 0x1002 AMD, 0x8086 Intel
   uint32_t api_version = 0;
   std::string driver;
   DeviceFeatures features;
