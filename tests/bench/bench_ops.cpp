@@ -88,11 +88,13 @@ void BM_Matvec(benchmark::State& state) {
 }
 
 // A Llama-4 style MoE block (router top-1, expert gate/up, SwiGLU, expert down) for a decode
-// step (1 row) and a verify step (4 rows routed to 4 different experts). GB/s counts the expert
-// weight bytes the rows read: each row streams its own expert's gate_up and down.
+// step (1 row), a verify step (4 rows routed to 4 different experts) and a prefill (range(1) = 1:
+// 256 rows grouped by expert, a GEMM per expert). GB/s counts the expert weight bytes the rows
+// would read one at a time: each row streams its own expert's gate_up and down.
 void BM_MoeExperts(benchmark::State& state) {
   auto& gpu = bench_gpu();
   const uint32_t rows = uint32_t(state.range(0)), E = 8, H = 2048, I = 1024;
+  const bool grouped = state.range(1) != 0;
   vk::Buffer gate_up(gpu.ctx, uint64_t(E) * 2 * I * H * 2, vk::MemoryKind::Device, "experts gate_up"),
       down(gpu.ctx, uint64_t(E) * H * I * 2, vk::MemoryKind::Device, "experts down");
   fill_f16(gpu, gate_up);
@@ -102,7 +104,10 @@ void BM_MoeExperts(benchmark::State& state) {
   vk::Buffer lb(gpu.ctx, logits.size() * 4, vk::MemoryKind::Device, "logits"), xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"),
       ids(gpu.ctx, rows * 4, vk::MemoryKind::Device, "ids"), xs(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "xs"),
       gu(gpu.ctx, rows * 2 * I * 4, vk::MemoryKind::Device, "gu"), act(gpu.ctx, rows * I * 4, vk::MemoryKind::Device, "act"),
-      y(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "y");
+      y(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "y"),
+      lists(gpu.ctx, ops::moe_row_lists_bytes(rows, E), vk::MemoryKind::Device, "row lists");
+  const ops::IntVec by_expert{lists};
+  const ops::IntVec* row_lists = grouped ? &by_expert : nullptr;
   vk::upload(gpu.ctx, lb, logits.data(), logits.size() * 4);
   vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
   ops::ExpertWeights wgu{gate_up, ops::WeightType::F16, E, 2 * I, H, false, {}, 0},
@@ -111,14 +116,23 @@ void BM_MoeExperts(benchmark::State& state) {
   time_submissions(state, gpu, 4, rows * expert_bytes, [&](vk::Recorder& rec) {
     ops::OpContext oc{gpu, rec};
     ops::moe_route(oc, ops::Act(lb, E), ops::Act(xb, H), rows, E, 1, H, ops::IntVec{ids}, ops::Act(xs, H));
-    ops::matmul_id(oc, ops::Act(xs, H), wgu, ops::IntVec{ids}, ops::Act(gu, 2 * I), rows, 1, 0, false);
+    if (grouped) ops::group_rows_by_expert(oc, ops::IntVec{ids}, rows, E, by_expert);
+    ops::matmul_id(oc, ops::Act(xs, H), wgu, ops::IntVec{ids}, ops::Act(gu, 2 * I), rows, 1, 0, false, "gate_up",
+                   row_lists);
     ops::Act g(gu, 2 * I);
     ops::swiglu(oc, g, g.cols(I), ops::Act(act, I), rows, I);
-    ops::matmul_id(oc, ops::Act(act, I), wdn, ops::IntVec{ids}, ops::Act(y, H), rows, 1, 0, true);
+    ops::matmul_id(oc, ops::Act(act, I), wdn, ops::IntVec{ids}, ops::Act(y, H), rows, 1, 0, true, "down", row_lists);
   });
 }
 
-BENCHMARK(BM_MoeExperts)->Arg(1)->Arg(4)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
+BENCHMARK(BM_MoeExperts)
+    ->Args({1, 0})
+    ->Args({4, 0})
+    ->Args({256, 0})
+    ->Args({256, 1})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0);
 BENCHMARK(BM_CopyBandwidth)->Arg(256)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(1.0);
 // Every type at the 8B attention shape (4096 x 4096) for one row and a verify pass of 4; the
 // f16 and Q4_K rows also at the MLP and lm_head shapes; one tiny-model shape.
