@@ -83,7 +83,7 @@ done | tee "$OUT/tests.txt"
 # matrix shape), then the products and golden prefills on them against their references.
 stamp "prefill: cooperative matrices or not"
 $B/eaglevk devices 2>&1 | grep -i cooperative
-timeout 120 $B/eaglevk_bench_ops --benchmark_filter=BM_Gemm 2>&1 | grep -E '^BM_' | tee "$OUT/gemm.txt"
+timeout 180 $B/eaglevk_bench_ops --benchmark_filter='BM_Gemm|BM_MoeExperts' 2>&1 | grep -E '^BM_' | tee "$OUT/gemm.txt"
 for f in 8b-q4_k_m.gguf 8b-f16.gguf; do
   [ -f $M/$f ] || continue
   for v in EAGLEVK_COOPMAT=1 EAGLEVK_COOPMAT=0; do
