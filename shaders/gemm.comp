@@ -142,9 +142,9 @@ void main() {
       uint m = m0 + row, k = k0 + kk;
       xs[kk][row] = (m < row_count && k < p.K) ? x[p.x_offset + x_row(m) * p.x_stride + k] : 0.0;
       // W's tile along its stored rows: consecutive invocations read consecutive elements.
-      uint wrow_ = w_k_major() ? e % TILE_N : row, wk = w_k_major() ? e / TILE_N : kk;
-      uint n = n0 + wrow_;
-      ws[wk][wrow_] = (n < p.N && k0 + wk < p.K) ? wload(w_index(n, k0 + wk)) : 0.0;
+      uint w_row = w_k_major() ? e % TILE_N : row, w_k = w_k_major() ? e / TILE_N : kk;
+      uint n = n0 + w_row;
+      ws[w_k][w_row] = (n < p.N && k0 + w_k < p.K) ? wload(w_index(n, k0 + w_k)) : 0.0;
     }
 #endif
     barrier();

@@ -60,6 +60,11 @@ std::string coopmat_unavailable(const vk::Context& ctx) {
   return {};
 }
 
+CoopmatKernel coopmat_kernel(const vk::Context& ctx) {
+  const auto& f = ctx.info.features;
+  return {{4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, 4 * f.coopmat_m, 4 * f.coopmat_n};
+}
+
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {
   // CPU devices: one subgroup of lavapipe's 8. llvmpipe runs a workgroup's subgroups as
   // coroutines that switch at every barrier; Llama-4's per-head norms of 32-element rows took

@@ -1,5 +1,7 @@
 #pragma once
 #include <optional>
+#include <string>
+#include <vector>
 
 // What every op needs: the device, the pipeline cache, and a small dummy buffer that fills
 // optional bindings (no mask, no d2t). Ops record into a Recorder the caller owns.
@@ -74,6 +76,14 @@ struct Gpu {
 
 // Why this build and device cannot run the GEMM's coopmat kernel; empty where they can.
 std::string coopmat_unavailable(const vk::Context& ctx);
+
+// The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four
+// subgroups, the matrix shape) and the block of rows x outputs a workgroup computes.
+struct CoopmatKernel {
+  std::vector<uint32_t> spec;
+  uint32_t block_rows = 0, block_outs = 0;
+};
+CoopmatKernel coopmat_kernel(const vk::Context& ctx);
 
 struct OpContext {
   Gpu& gpu;

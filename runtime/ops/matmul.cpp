@@ -161,13 +161,10 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
         dispatch_matvec(oc, kernel, w.type, xr.reads(r, w.cols), vk::reads(wchunk), out, norm,
                         MatvecPush{push, 0, norm ? norm->eps : 0.0f}, g, name);
       } else if (oc.gpu.coopmat_gemm) {
-        // Four subgroups a workgroup, each 2 x 2 of the device's matrices (gemm_coopmat.comp).
-        const auto& f = ctx.info.features;
-        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + "_coopmat",
-                                                        {4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k});
-        const uint32_t block_rows = 4 * f.coopmat_m, block_outs = 4 * f.coopmat_n;
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + block_outs - 1) / block_outs,
-                        (r + block_rows - 1) / block_rows, 1, name);
+        const CoopmatKernel cm = coopmat_kernel(ctx);
+        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + "_coopmat", cm.spec);
+        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push,
+                        (n + cm.block_outs - 1) / cm.block_outs, (r + cm.block_rows - 1) / cm.block_rows, 1, name);
       } else {
         const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
         oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,

@@ -74,7 +74,7 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
   if (lists.range.bytes < uint64_t(lists.offset) * 4 + moe_row_lists_bytes(rows, w.experts))
     fail("{}: {} bytes of row lists for {} rows of {} experts", name, lists.range.bytes, rows, w.experts);
   const bool coopmat = oc.gpu.coopmat_gemm;
-  const auto& f = ctx.info.features;
+  const CoopmatKernel cm = coopmat ? coopmat_kernel(ctx) : CoopmatKernel{};
   const MatvecShape shape = matvec_shape(oc.gpu);
   const uint32_t out_rows = (rows + slots - 1) / slots;
   struct {
@@ -92,11 +92,10 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
         fmt::format("gemm_id_{}{}", weight_type_name(w.type), coopmat ? "_coopmat" : texel ? "_texel" : "");
     // K_MAJOR follows the coopmat kernel's shape constants (0..3), or is the scalar GEMM's 0;
     // given only where set: the quantized variants have no such constant (k_major is float-only).
-    std::vector<uint32_t> spec;
-    if (coopmat) spec = {4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k};
+    std::vector<uint32_t> spec = cm.spec;
     if (w.k_major) spec.push_back(1u);
-    const uint32_t tile_m = coopmat ? 4 * f.coopmat_m : texel ? 32 : 64;
-    const uint32_t tile_n = coopmat ? 4 * f.coopmat_n : texel ? 32 : 64;
+    const uint32_t tile_m = coopmat ? cm.block_rows : texel ? 32 : 64;
+    const uint32_t tile_n = coopmat ? cm.block_outs : texel ? 32 : 64;
     oc.rec.dispatch(oc.gpu.pipelines.get(shader, spec),
                     {x.reads(rows, w.cols), vk::reads(weights), out, vk::reads(lists.range)}, push,
                     (w.rows + tile_n - 1) / tile_n, (rows + tile_m - 1) / tile_m, count, name);

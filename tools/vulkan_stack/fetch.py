@@ -56,9 +56,9 @@ def read_index(suite):
 
 def closure(main, backports):
     """The .deb paths of WANTED and everything they depend on (first alternative of each)."""
-    chosen, todo = {}, list(WANTED)
-    while todo:
-        name = todo.pop()
+    chosen, pending = {}, list(WANTED)
+    while pending:
+        name = pending.pop()
         if name in chosen or name in SKIP:
             continue
         packages, provides = main
@@ -72,7 +72,7 @@ def closure(main, backports):
             for alternatives in fields.get(key, "").split(","):
                 dep = alternatives.split("|")[0].strip().split(" ")[0].split(":")[0]
                 if dep:
-                    todo.append(dep)
+                    pending.append(dep)
     return sorted(chosen.values())
 
 
