@@ -19,6 +19,16 @@
 // NORM_WG invocations, and multiplies each x element by it and by the norm's weight as it loads
 // it, by norm.comp's expression: the bits of rms_norm then matvec, without the norm's dispatch
 // and its round trip through memory.
+// EXPERTS (mixture-of-experts layers, ops::matmul_id; ggml's mul_mat_id): row r is multiplied by
+// the weights of expert ids[r], and y[r / slots] (+)= for the rows r % slots == slot of this
+// dispatch. Workgroup y = j leads for row j when j is the first, or the (ROWS + 1)th, ..., row of
+// its expert (in this slot): it takes the next ROWS rows of that expert, so each expert's weights
+// are read once per ROWS of its rows; other workgroups return. A row's sums are the same steps
+// as alone, so its bits do not depend on which rows share its expert. Experts [expert_base,
+// expert_base + expert_count) are bound; rows of other experts are skipped. K_MAJOR (float
+// types): the bound experts are stored [E, K, N] as Hugging Face fuses them, read in place: one
+// invocation per output walks k in order (reads consecutive along n); the host binds chunks of k
+// and accumulates them.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
@@ -36,10 +46,15 @@ layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup 
 // a run-time row count for all MATVEC_MAX_ROWS rows under an execution mask, with the
 // accumulators in memory: a one-row product took 3.3x as long (docs/perf.md, 2026-11-28).
 layout(constant_id = 5) const uint ROWS = 1;
+layout(constant_id = 6) const bool K_MAJOR = false;  // EXPERTS, float weights
+
 
 layout(binding = 2, std430) buffer Y { float y[]; };
+#if defined(EXPERTS)
+layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
+vec4 nload4(uint i) { return vec4(1.0); }  // never folded
 // The folded norm's weight (f32 [K]); a dummy binding without NORM_WG.
-#ifdef TEXEL_LOADS
+#elif defined(TEXEL_LOADS)
 layout(binding = 3, rgba32f) uniform readonly imageBuffer norm_texels;
 vec4 nload4(uint i) { return imageLoad(norm_texels, int(i >> 2)); }  // i % 4 == 0
 #else
@@ -58,7 +73,32 @@ layout(push_constant) uniform Push {
   uint accumulate;   // 1: y += x W^T (fused residual add)
   uint glu_up;       // GLU: the first up row; N counts the gate rows (outputs)
   float eps;         // NORM_WG: the norm's epsilon
+#if defined(EXPERTS)
+  uint slots;          // rows per y row (experts per token)
+  uint slot;           // which slot this dispatch handles
+  uint expert_base;    // the first bound expert
+  uint expert_count;
+  uint expert_stride;  // bytes between consecutive bound experts' weights
+  uint ids_offset;
+#endif
 } p;
+
+// The workgroup's activation rows. Plain: rows 0..ROWS-1. EXPERTS: row_count (1..ROWS) rows of
+// one expert, x_rows[i] the activation row of each (x_rows[i] for i >= row_count repeats a valid
+// one and is never used), and that expert's weights from w_elem_base (float elements) or
+// w_byte_base (block formats).
+uint row_count = ROWS;
+uint x_rows[MATVEC_MAX_ROWS];
+uint w_elem_base = 0u, w_byte_base = 0u;
+#if defined(EXPERTS)
+bool row_live(uint r) { return r < row_count; }
+uint x_at(uint r) { return p.x_offset + x_rows[r] * p.x_stride; }
+uint y_at(uint r) { return p.y_offset + (x_rows[r] / p.slots) * p.y_stride; }
+#else
+bool row_live(uint r) { return true; }
+uint x_at(uint r) { return p.x_offset + r * p.x_stride; }
+uint y_at(uint r) { return p.y_offset + r * p.y_stride; }
+#endif
 
 #define MAX_OUTS MATVEC_MAX_OUTS
 shared float partial[ROWS * OUTS][ONE_SUBGROUP ? 1 : 64];
@@ -75,7 +115,7 @@ float norm_scale[MATVEC_MAX_ROWS];
 void form_norm_scales() {
   uint wg = gl_WorkGroupSize.x, played = NORM_WG / wg, sg_per_wg = wg / gl_SubgroupSize;
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    uint src = p.x_offset + r * p.x_stride;
+    uint src = x_at(r);
     float total = 0.0;
     for (uint j = 0; j < played; ++j) {
       float sum = 0.0;
@@ -109,9 +149,10 @@ void form_norm_scales() {
 void kquant_step(KItem w[MAX_OUTS], uint it, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   uint e0 = (it / KQ_ITEMS) * QK, t = it % KQ_ITEMS;
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    if (!row_live(r)) break;
     vec4 xv[4];
     float xsum[4];
-    kq_load_x(p.x_offset + r * p.x_stride + e0, t, xv, xsum);
+    kq_load_x(x_at(r) + e0, t, xv, xsum);
     [[unroll]] for (uint o = 0; o < OUTS; ++o) acc[o][r] = kq_dot(w[o], xv, xsum, acc[o][r]);
   }
 }
@@ -122,7 +163,8 @@ void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX
     float w[MAX_OUTS][8];
     [[unroll]] for (uint o = 0; o < OUTS; ++o) q_decode8(q[o], c, w[o]);
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-      uint xi = p.x_offset + r * p.x_stride + g * QGROUP + 8u * c;
+      if (!row_live(r)) break;
+      uint xi = x_at(r) + g * QGROUP + 8u * c;
       vec4 lo = xload4(xi), hi = xload4(xi + 4u);
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         [[unroll]] for (uint i = 0; i < 4; ++i) acc[o][r] = fma(lo[i], w[o][i], acc[o][r]);
@@ -136,7 +178,8 @@ void quant_step(QGroup q[MAX_OUTS], uint g, inout float acc[MAX_OUTS][MATVEC_MAX
 void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX_ROWS]) {
   vec4 xlo[MATVEC_MAX_ROWS], xhi[MATVEC_MAX_ROWS];
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-    uint xi = p.x_offset + r * p.x_stride + k;
+    if (!row_live(r)) break;
+    uint xi = x_at(r) + k;
     xlo[r] = xload4(xi);
     xhi[r] = xload4(xi + 4u);
   }
@@ -151,6 +194,7 @@ void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX
     float wf[8];
     wdecode8(w[o], wf);
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      if (!row_live(r)) break;
       float a = acc[o][r];
       [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xlo[r][i], wf[i], a);
       [[unroll]] for (uint i = 0; i < 4; ++i) a = fma(xhi[r][i], wf[i + 4], a);
@@ -172,13 +216,80 @@ uint wrow(uint o) {
 
 // Writes output o of row r from its dot product(s): sums[o] (and, with GLU, sums[o + WRITES]).
 void store(uint r, uint o, float dot, float up) {
-  uint yi = p.y_offset + r * p.y_stride + n0 + o;
+  uint yi = y_at(r) + n0 + o;
   if (GLU) y[yi] = dot / (1.0 + exp(-dot)) * up;  // swiglu.comp's expression
   else y[yi] = p.accumulate != 0u ? y[yi] + dot : dot;
 }
 
+#if defined(EXPERTS)
+// EXPERTS: whether workgroup y leads a group of its expert's rows; if so sets the rows and the
+// expert's weights. Rows of this slot routed to expert e: the leader is every ROWS-th of them.
+bool expert_rows_begin() {
+  uint j = gl_WorkGroupID.y;
+  if (j >= p.rows || j % p.slots != p.slot) return false;
+  int e = ids[p.ids_offset + j];
+  if (e < int(p.expert_base) || e >= int(p.expert_base + p.expert_count)) return false;
+  uint before = 0u;
+  for (uint r = p.slot; r < j; r += p.slots)
+    if (ids[p.ids_offset + r] == e) ++before;
+  if (before % ROWS != 0u) return false;
+  uint r = j;
+  row_count = 0u;
+  [[unroll]] for (uint i = 0; i < ROWS; ++i) {
+    while (r < p.rows && ids[p.ids_offset + r] != e) r += p.slots;
+    x_rows[i] = r < p.rows ? r : j;
+    if (r < p.rows) {
+      row_count = i + 1u;
+      r += p.slots;
+    }
+  }
+  uint expert = uint(e) - p.expert_base;
+  w_byte_base = expert * p.expert_stride;
+#if defined(W_F32)
+  w_elem_base = w_byte_base / 4u;
+#else
+  w_elem_base = w_byte_base / 2u;
+#endif
+  return true;
+}
+
+#if !defined(W_QUANT)
+// K_MAJOR: invocation n takes output n of the workgroup's rows, over k in order.
+void main_k_major() {
+  uint n = gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  if (n >= p.N) return;
+  float acc[MATVEC_MAX_ROWS];
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+  uint w = w_elem_base + n;
+  for (uint k = 0; k < p.K; ++k, w += p.N) {
+    float wv = wload(w);
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      if (!row_live(r)) break;
+      acc[r] = fma(xload(x_at(r) + k), wv, acc[r]);
+    }
+  }
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    if (!row_live(r)) break;
+    uint yi = y_at(r) + n;
+    y[yi] = p.accumulate != 0u ? y[yi] + acc[r] : acc[r];
+  }
+}
+#endif
+#endif
+
 void main() {
+#if defined(EXPERTS)
+  if (!expert_rows_begin()) return;
+#if !defined(W_QUANT)
+  if (K_MAJOR) {
+    main_k_major();
+    return;
+  }
+#endif
+  n0 = gl_WorkGroupID.x * WRITES;
+#else
   n0 = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * WRITES;  // y: see ops::linear_grid
+#endif
   if (n0 >= p.N) return;
   float acc[MAX_OUTS][MATVEC_MAX_ROWS];
   [[unroll]] for (uint o = 0; o < OUTS; ++o)
@@ -191,7 +302,7 @@ void main() {
   uint row_bytes = q_row_bytes(p.K), items = p.K / QK * KQ_ITEMS;
   for (uint it = gl_LocalInvocationID.x; it < items; it += gl_WorkGroupSize.x) {
     KItem w[MAX_OUTS];
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = kq_load(wrow(o) * row_bytes, it);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = kq_load(w_byte_base + wrow(o) * row_bytes, it);
     kquant_step(w, it, acc);
   }
 #elif defined(W_QUANT)
@@ -201,7 +312,7 @@ void main() {
   uint row_bytes = q_row_bytes(p.K), groups = p.K / QGROUP;
   for (uint g = gl_LocalInvocationID.x; g < groups; g += gl_WorkGroupSize.x) {
     QGroup q[MAX_OUTS];
-    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(wrow(o) * row_bytes, g);
+    [[unroll]] for (uint o = 0; o < OUTS; ++o) q[o] = q_load(w_byte_base + wrow(o) * row_bytes, g);
     quant_step(q, g, acc);
   }
 #else
@@ -210,20 +321,22 @@ void main() {
     // (two of f32).
     for (uint k = 8u * gl_LocalInvocationID.x; k < p.K; k += 8u * gl_WorkGroupSize.x) {
       WRaw8 w[MAX_OUTS];
-      [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = wraw8((wrow(o) * p.K + k) >> 3);
+      [[unroll]] for (uint o = 0; o < OUTS; ++o) w[o] = wraw8((w_elem_base + wrow(o) * p.K + k) >> 3);
       float8_step(w, k, acc);
     }
   } else if ((p.K & 1u) == 0u) {
     for (uint k = 2u * gl_LocalInvocationID.x; k < p.K; k += 2u * gl_WorkGroupSize.x) {
       vec2 xv[MATVEC_MAX_ROWS];
       [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-        uint xi = p.x_offset + r * p.x_stride + k;
+        if (!row_live(r)) break;
+        uint xi = x_at(r) + k;
         xv[r] = vec2(xload(xi), xload(xi + 1u));
       }
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         if (!GLU && o >= outs) break;
-        vec2 w = wload2(wrow(o) * p.K + k);
+        vec2 w = wload2(w_elem_base + wrow(o) * p.K + k);
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+          if (!row_live(r)) break;
           acc[o][r] = fma(xv[r].y, w.y, fma(xv[r].x, w.x, acc[o][r]));
         }
       }
@@ -232,9 +345,10 @@ void main() {
     for (uint k = gl_LocalInvocationID.x; k < p.K; k += gl_WorkGroupSize.x) {
       [[unroll]] for (uint o = 0; o < OUTS; ++o) {
         if (!GLU && o >= outs) break;
-        float w = wload(wrow(o) * p.K + k);
+        float w = wload(w_elem_base + wrow(o) * p.K + k);
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
-          acc[o][r] = fma(xload(p.x_offset + r * p.x_stride + k), w, acc[o][r]);
+          if (!row_live(r)) break;
+          acc[o][r] = fma(xload(x_at(r) + k), w, acc[o][r]);
         }
       }
     }
@@ -242,6 +356,7 @@ void main() {
 #endif
   [[unroll]] for (uint o = 0; o < OUTS; ++o) {
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      if (!row_live(r)) break;
       acc[o][r] = subgroupAdd(acc[o][r]);
       if (!ONE_SUBGROUP && subgroupElect()) partial[o * ROWS + r][gl_SubgroupID] = acc[o][r];
     }
@@ -251,6 +366,7 @@ void main() {
       [[unroll]] for (uint o = 0; o < WRITES; ++o) {
         if (o >= outs) break;
         [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+          if (!row_live(r)) break;
           store(r, o, acc[o][r], GLU ? acc[o + WRITES][r] : 0.0);
         }
       }
@@ -259,7 +375,7 @@ void main() {
     barrier();
     for (uint i = gl_LocalInvocationID.x; i < WRITES * ROWS; i += gl_WorkGroupSize.x) {
       uint o = i / ROWS, r = i % ROWS;
-      if (o >= outs) continue;
+      if (o >= outs || !row_live(r)) continue;
       float total = 0.0, up = 0.0;
       for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[i][s];
       if (GLU)

@@ -1,6 +1,6 @@
 // Llama-4 ops against CPU references: the router (top-k by logit, sigmoid score on the expert
-// input; experts compared as sets), the indexed expert matmul for batches of 1, 4, 9 and 200
-// rows with random routing, with the experts row-major, k-major (Hugging Face's fused layout,
+// input; experts compared as sets), the indexed expert matmul for batches of 1 to 200 rows with
+// random routing (each token alone giving the batch's bits on the per-row kernel), with the experts row-major, k-major (Hugging Face's fused layout,
 // read in place) and split over two allocations (also under a lowered binding limit), attention temperature
 // tuning across floor_scale, and the per-head QK norm.
 #include <algorithm>
@@ -57,7 +57,7 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
              gub_b = device_buffer(to_bf16(split(k_major(gate_up, E, 2 * I, H), E).second), "gate_up group 1"),
              db_a = device_buffer(to_bf16(split(down, E).first), "down group 0"),
              db_b = device_buffer(to_bf16(split(down, E).second), "down group 1"),
-             yb = device_buffer(residual, "y"), ids(gpu().ctx, T * K * 4, vk::MemoryKind::Device, "ids"),
+             yb = device_buffer(residual, "y"), yb_alone = device_buffer(residual, "y, token by token"), ids(gpu().ctx, T * K * 4, vk::MemoryKind::Device, "ids"),
              xs(gpu().ctx, T * K * H * 4, vk::MemoryKind::Device, "xs"),
              gu(gpu().ctx, T * K * 2 * I * 4, vk::MemoryKind::Device, "gu"),
              act(gpu().ctx, T * K * I * 4, vk::MemoryKind::Device, "act");
@@ -157,6 +157,27 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
     }
     outputs[{layout.name, limit, mode.name}] = read_back<float>(yb, size_t(T) * H);
     EXPECT_TRUE(all_close(outputs[{layout.name, limit, mode.name}], want, 1e-4, 1e-4));
+    // Batch invariance of the per-row kernel (decode steps and verify passes): each token alone
+    // gets the bits it got among the others, whichever rows shared its experts' workgroups.
+    if (mode.grouped || T == 1 || T > 32) continue;
+    vk::upload(gpu().ctx, yb_alone, residual.data(), residual.size() * 4);
+    rec.begin();
+    for (uint32_t t = 0; t < T; ++t) {
+      const ops::IntVec token_ids{ids, t * K};
+      set_limit(true);
+      ops::matmul_id(oc, ops::Act(xs, H).row(t * K), wgu, token_ids, ops::Act(gu, 2 * I).row(t * K), K, 1, 0, false,
+                     "gate_up");
+      set_limit(false);
+      ops::swiglu(oc, g.row(t * K), g.cols(I).row(t * K), ops::Act(act, I).row(t * K), K, I);
+      set_limit(true);
+      for (uint32_t s = 0; s < K; ++s)
+        ops::matmul_id(oc, ops::Act(act, I).row(t * K), wdn, token_ids, ops::Act(yb_alone, H).row(t), K, K, s, true,
+                       "down");
+      set_limit(false);
+    }
+    rec.submit_and_wait();
+    EXPECT_TRUE(bitwise_equal(read_back<float>(yb_alone, size_t(T) * H), outputs[{layout.name, limit, mode.name}]))
+        << "tokens alone against the batch";
   }
   for (const Layout& layout : layouts)
     for (uint64_t limit : limits)
@@ -168,7 +189,7 @@ TEST_P(MoeTest, RoutingAndExpertsMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Batches, MoeTest,
                          ::testing::Values(MoeCase{1, 4, 1}, MoeCase{4, 4, 1}, MoeCase{9, 5, 1}, MoeCase{200, 4, 1},
-                                           MoeCase{9, 5, 2}, MoeCase{13, 16, 3}),
+                                           MoeCase{9, 5, 2}, MoeCase{13, 16, 3}, MoeCase{24, 2, 1}),
                          [](const auto& info) {
                            return fmt::format("rows{}_experts{}_top{}", info.param.rows, info.param.experts, info.param.k);
                          });

@@ -122,18 +122,22 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
   }
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(oc.gpu);
-  const uint32_t outs = w.k_major ? 1 : shape.outs;
+  const uint32_t outs = w.k_major ? 1 : shape.outs_for(weight_type_quantized(w.type));
+  // matvec.comp's EXPERTS variant: a workgroup takes up to ROWS rows of one expert. An expert has
+  // at most one row per token in a slot, so ROWS need not exceed the tokens.
+  const uint32_t out_rows = (rows + slots - 1) / slots;
+  const uint32_t group_rows = std::min<uint32_t>(MATVEC_MAX_ROWS, out_rows);
   // Quantized variants compile K_MAJOR away (SPIR-V keeps only the constants a shader uses), so
-  // the fourth constant is given only where it is set.
-  std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup};
+  // the last constant is given only where it is set.
+  std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup, /*GLU=*/0, /*NORM_WG=*/0, group_rows};
   if (w.k_major) spec.push_back(1u);
   const std::string shader = fmt::format("matvec_id_{}", weight_type_name(w.type));
   struct {
-    uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, slots, slot, expert_base, expert_count,
-        expert_stride, ids_offset;
+    uint32_t K, N, rows, x_offset, x_stride, y_offset, y_stride, accumulate, glu_up;
+    float eps;
+    uint32_t slots, slot, expert_base, expert_count, expert_stride, ids_offset;
   } push{};
   check_whole_blocks(w.type, w.cols, name);
-  const uint32_t out_rows = (rows + slots - 1) / slots;
   const uint64_t expert_bytes = w.expert_bytes();
   // Row-major [N, K]: outputs [n0, n0 + n) of the bound rows over all of K. K-major [K, N]:
   // every output over the bound k rows [k0, k0 + n), which accumulate onto earlier chunks.
@@ -144,14 +148,17 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
     Act yc = w.k_major ? y : y.cols(first);
     uint32_t K = w.k_major ? n : w.cols, N = w.k_major ? w.rows : n;
     bool add = accumulate || (w.k_major && first > 0);
-    push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, slots, slot, base, count,
+    push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, 0, 0.0f, slots, slot, base, count,
             stride, ids.offset};
     vk::Arg o = add ? yc.updates(out_rows, N) : yc.writes(out_rows, N);
     // Texel loads (CPU devices) where x and the bound experts can be viewed so: same bits.
-    const bool texel = shape.texel_loads && xc.texel_aligned() &&
+    const bool texel = shape.texel_loads && xc.texel_aligned() && (weight_type_quantized(w.type) || K % 8 == 0) &&
                        vk::texel_view_possible(weights, weight_texel_format(w.type));
     const vk::Kernel& kernel = oc.gpu.pipelines.get(shader + (texel ? "_texel" : ""), spec);
     uint32_t groups_x = w.k_major ? (N + shape.workgroup - 1) / shape.workgroup : (N + outs - 1) / outs;
+    if (groups_x > ctx.info.features.max_workgroup_count[0])
+      fail("{}: {} outputs need {} workgroups, more than this device's {}", name, N, groups_x,
+           ctx.info.features.max_workgroup_count[0]);
     oc.rec.dispatch(kernel, {xc.reads(rows, K), vk::reads(weights), o, vk::reads(ids.range)}, push, groups_x, rows, 1,
                     name);
   };
