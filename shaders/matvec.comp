@@ -91,7 +91,7 @@ uint row_count = ROWS;
 uint x_rows[MATVEC_MAX_ROWS];
 uint w_elem_base = 0u, w_byte_base = 0u;
 #if defined(EXPERTS)
-bool row_live(uint r) { return r < row_count; }
+bool row_live(uint r) { return r == 0u || r < row_count; }  // a leader has a row
 uint x_at(uint r) { return p.x_offset + x_rows[r] * p.x_stride; }
 uint y_at(uint r) { return p.y_offset + (x_rows[r] / p.slots) * p.y_stride; }
 #else
@@ -233,15 +233,15 @@ bool expert_rows_begin() {
   for (uint r = p.slot; r < j; r += p.slots)
     if (ids[p.ids_offset + r] == e) ++before;
   if (before % ROWS != 0u) return false;
-  uint r = j;
+  // The rows, found in one walk; x_rows is only indexed by unrolled constants, so that it stays
+  // in registers (and uniform) rather than in per-invocation memory.
+  [[unroll]] for (uint i = 0; i < ROWS; ++i) x_rows[i] = j;
   row_count = 0u;
-  [[unroll]] for (uint i = 0; i < ROWS; ++i) {
-    while (r < p.rows && ids[p.ids_offset + r] != e) r += p.slots;
-    x_rows[i] = r < p.rows ? r : j;
-    if (r < p.rows) {
-      row_count = i + 1u;
-      r += p.slots;
-    }
+  for (uint r = j; r < p.rows && row_count < ROWS; r += p.slots) {
+    if (ids[p.ids_offset + r] != e) continue;
+    [[unroll]] for (uint i = 0; i < ROWS; ++i)
+      if (i == row_count) x_rows[i] = r;
+    ++row_count;
   }
   uint expert = uint(e) - p.expert_base;
   w_byte_base = expert * p.expert_stride;
@@ -260,8 +260,17 @@ void main_k_major() {
   if (n >= p.N) return;
   float acc[MATVEC_MAX_ROWS];
   [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
-  uint w = w_elem_base + n;
-  for (uint k = 0; k < p.K; ++k, w += p.N) {
+  uint w = w_elem_base + n, k = 0u;
+  // Four k at a time, so that the rows' checks are paid once per four products.
+  for (; k + 4u <= p.K; k += 4u, w += 4u * p.N) {
+    vec4 wv = vec4(wload(w), wload(w + p.N), wload(w + 2u * p.N), wload(w + 3u * p.N));
+    [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+      if (!row_live(r)) break;
+      uint xi = x_at(r) + k;
+      [[unroll]] for (uint i = 0; i < 4; ++i) acc[r] = fma(xload(xi + i), wv[i], acc[r]);
+    }
+  }
+  for (; k < p.K; ++k, w += p.N) {
     float wv = wload(w);
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       if (!row_live(r)) break;

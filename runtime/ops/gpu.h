@@ -30,10 +30,17 @@ struct MatvecShape {
   // barrier (shaders/attention.comp). It sets the block of keys the online
   // softmax takes at a time, so it changes the bits, as a device's choice does.
   uint32_t attention_workgroup = 64;
+  // Rows of one expert a mixture-of-experts workgroup takes (matvec.comp's EXPERTS; at most
+  // MATVEC_MAX_ROWS): on GPUs up to 8, so that verify passes read each expert's weights once
+  // per 8 of its rows. 1 on CPU devices: llvmpipe pays for a workgroup's unused row slots as for
+  // used ones (a decode step's experts took twice as long with 8, docs/perf.md). Never changes a
+  // bit. EAGLEVK_EXPERT_ROWS sets it, for tuning.
+  uint32_t expert_rows = 8;
 };
 
 // EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS (e.g. 64,2) replaces the device's matrix-vector
-// shape, for tuning on a new device; nullopt when unset. A value the device cannot run is an
+// shape, for tuning on a new device, and EAGLEVK_EXPERT_ROWS=N its expert_rows; nullopt when
+// neither is set. A value the device cannot run is an
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 

@@ -41,6 +41,7 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   // CPU devices' attention: one subgroup of 8 (no barriers, which llvmpipe pays for by
   // switching coroutines); a GPU with subgroups of 8 would get too few invocations per row.
   if (cpu_device && fixed && sg == 8) shape.attention_workgroup = 8;
+  if (cpu_device) shape.expert_rows = 1;
   return shape;
 }
 
@@ -55,7 +56,9 @@ MatvecShape device_matvec_shape(const vk::Context& ctx) {
 
 }  // namespace
 
-std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
+namespace {
+
+std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx) {
   const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
   if (!env || !*env) return std::nullopt;
   const auto& f = ctx.info.features;
@@ -73,6 +76,21 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   shape.outs = outs;
   shape.block_outs = outs;
   shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
+  return shape;
+}
+
+}  // namespace
+
+std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
+  std::optional<MatvecShape> shape = matvec_shape_env(ctx);
+  const char* env = std::getenv("EAGLEVK_EXPERT_ROWS");
+  if (!env || !*env) return shape;
+  char* end = nullptr;
+  const unsigned long rows = std::strtoul(env, &end, 10);
+  if (end == env || *end || rows < 1 || rows > MATVEC_MAX_ROWS)
+    fail("EAGLEVK_EXPERT_ROWS={}: rows of one expert per workgroup must be 1..{}", env, MATVEC_MAX_ROWS);
+  if (!shape) shape = device_matvec_shape(ctx);
+  shape->expert_rows = uint32_t(rows);
   return shape;
 }
 

@@ -126,7 +126,7 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
   // matvec.comp's EXPERTS variant: a workgroup takes up to ROWS rows of one expert. An expert has
   // at most one row per token in a slot, so ROWS need not exceed the tokens.
   const uint32_t out_rows = (rows + slots - 1) / slots;
-  const uint32_t group_rows = std::min<uint32_t>(MATVEC_MAX_ROWS, out_rows);
+  const uint32_t group_rows = std::clamp<uint32_t>(std::min(shape.expert_rows, out_rows), 1, MATVEC_MAX_ROWS);
   // Quantized variants compile K_MAJOR away (SPIR-V keeps only the constants a shader uses), so
   // the last constant is given only where it is set.
   std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup, /*GLU=*/0, /*NORM_WG=*/0, group_rows};

@@ -88,19 +88,20 @@ void BM_Matvec(benchmark::State& state) {
 }
 
 // A Llama-4 style MoE block (router top-1, expert gate/up, SwiGLU, expert down) for a decode
-// step (1 row), a verify step (4 rows routed to 4 different experts) and a prefill (range(1) = 1:
+// step (1 row), a verify step (4 rows routed to 4 different experts; range(1) = 2: all 4 to one
+// expert, whose weights the batch-invariant kernel then reads once) and a prefill (range(1) = 1:
 // 256 rows grouped by expert, a GEMM per expert). GB/s counts the expert weight bytes the rows
 // would read one at a time: each row streams its own expert's gate_up and down.
 void BM_MoeExperts(benchmark::State& state) {
   auto& gpu = bench_gpu();
   const uint32_t rows = uint32_t(state.range(0)), E = 8, H = 2048, I = 1024;
-  const bool grouped = state.range(1) != 0;
+  const bool grouped = state.range(1) == 1, one_expert = state.range(1) == 2;
   vk::Buffer gate_up(gpu.ctx, uint64_t(E) * 2 * I * H * 2, vk::MemoryKind::Device, "experts gate_up"),
       down(gpu.ctx, uint64_t(E) * H * I * 2, vk::MemoryKind::Device, "experts down");
   fill_f16(gpu, gate_up);
   fill_f16(gpu, down);
   std::vector<float> logits(rows * E, 0.0f), x(rows * H, 0.5f);
-  for (uint32_t r = 0; r < rows; ++r) logits[r * E + r % E] = 1.0f;  // row r -> expert r
+  for (uint32_t r = 0; r < rows; ++r) logits[r * E + (one_expert ? 0 : r % E)] = 1.0f;  // row r -> expert r
   vk::Buffer lb(gpu.ctx, logits.size() * 4, vk::MemoryKind::Device, "logits"), xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"),
       ids(gpu.ctx, rows * 4, vk::MemoryKind::Device, "ids"), xs(gpu.ctx, rows * H * 4, vk::MemoryKind::Device, "xs"),
       gu(gpu.ctx, rows * 2 * I * 4, vk::MemoryKind::Device, "gu"), act(gpu.ctx, rows * I * 4, vk::MemoryKind::Device, "act"),
@@ -128,6 +129,7 @@ void BM_MoeExperts(benchmark::State& state) {
 BENCHMARK(BM_MoeExperts)
     ->Args({1, 0})
     ->Args({4, 0})
+    ->Args({4, 2})
     ->Args({256, 0})
     ->Args({256, 1})
     ->UseManualTime()

@@ -84,6 +84,10 @@ done | tee "$OUT/tests.txt"
 stamp "prefill: cooperative matrices or not"
 $B/eaglevk devices 2>&1 | grep -i cooperative
 timeout 180 $B/eaglevk_bench_ops --benchmark_filter='BM_Gemm|BM_MoeExperts' 2>&1 | grep -E '^BM_' | tee "$OUT/gemm.txt"
+# Verify passes' experts: up to 8 rows of one expert a workgroup (the GPUs' default) or one.
+for v in EAGLEVK_EXPERT_ROWS=8 EAGLEVK_EXPERT_ROWS=1; do
+  echo "-- $v"; timeout 60 env $v $B/eaglevk_bench_ops --benchmark_filter='BM_MoeExperts/(1|4)/' 2>&1 | grep -E '^BM_'
+done | tee "$OUT/expert_rows.txt"
 for f in 8b-q4_k_m.gguf 8b-f16.gguf; do
   [ -f $M/$f ] || continue
   for v in EAGLEVK_COOPMAT=1 EAGLEVK_COOPMAT=0; do
