@@ -1,7 +1,9 @@
 #version 450
 // Tiled GEMM for prefill: y[m, n] (+)= sum_k x[m, k] * W[n, k]. Each workgroup computes a
-// TILE_M x TILE_N block from shared-memory tiles of x and W; each thread a 4x4 sub-block.
-// Block-quantized weights (W_QUANT) are decoded into the W tile a group per thread.
+// TILE_M x TILE_N block from shared-memory tiles of x and W; each of its 128 threads an 8 x 4
+// sub-block, read from the tiles as vec4s (three 16-byte shared loads per 32 products).
+// Block-quantized weights (W_QUANT) are decoded into the W tile by all threads, two per
+// 32-element group.
 // Every output is one fma chain over k in ascending order, so any kernel that keeps that order
 // gives the same bits: the TEXEL_LOADS variant (CPU devices, see common.glsl) has no shared
 // memory or barriers, which cost llvmpipe more than the loads they save; each thread reads its
@@ -18,7 +20,7 @@
 #if defined(TEXEL_LOADS)
 layout(local_size_x = 8, local_size_y = 8) in;
 #else
-layout(local_size_x = 16, local_size_y = 16) in;
+layout(local_size_x = 16, local_size_y = 8) in;
 #endif
 
 #define TILE_M 64
@@ -105,62 +107,66 @@ void main() {
   }
 }
 #else
-shared float xs[TILE_K][TILE_M + 1];
-shared float ws[TILE_K][TILE_N + 1];
+// Thread (tx, ty) computes rows m0 + 8 ty + i (i < 8) and outputs n0 + 4 tx + j (j < 4). The
+// tiles hold four rows (or outputs) per vec4, one vec4 of padding per k, so that a thread's
+// eight rows are two shared loads and its four outputs one, and stores along k spread over banks.
+shared vec4 xs[TILE_K][TILE_M / 4 + 1];
+shared vec4 ws[TILE_K][TILE_N / 4 + 1];
 
 void main() {
   uint m0 = gl_WorkGroupID.y * TILE_M, n0 = gl_WorkGroupID.x * TILE_N;
   if (!block_rows_begin(m0)) return;
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint tid = ty * 16u + tx;
-  float acc[4][4];
-  [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
+  float acc[8][4];
+  [[unroll]] for (uint i = 0; i < 8; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = 0.0;
 
   for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
 #if defined(W_QUANT)
-    // 256 threads load 64x32 of x, eight elements each; the first 64 decode one 32-element
-    // group of a W row each.
-    [[unroll]] for (uint l = 0; l < 8; ++l) {
-      uint e = tid + l * 256u;
+    // 128 threads load 64 x 32 of x, sixteen elements each (16 consecutive threads a row's 64
+    // bytes); thread t decodes half of W row t / 2's 32-element group.
+    [[unroll]] for (uint l = 0; l < 16; ++l) {
+      uint e = tid + l * 128u;
       uint row = e / TILE_K, kk = e % TILE_K, m = m0 + row;
-      xs[kk][row] = m < row_count ? x[p.x_offset + x_row(m) * p.x_stride + k0 + kk] : 0.0;
+      xs[kk][row / 4u][row % 4u] = m < row_count ? x[p.x_offset + x_row(m) * p.x_stride + k0 + kk] : 0.0;
     }
-    if (tid < TILE_N) {
-      uint n = n0 + tid;
+    {
+      uint row = tid / 2u, part = tid % 2u, n = n0 + row;
       QGroup q = q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
-      [[unroll]] for (uint c = 0; c < QGROUP / 8; ++c) {
+      [[unroll]] for (uint c = 0; c < QGROUP / 16; ++c) {
         float w[8];
-        q_decode8(q, c, w);
-        [[unroll]] for (uint i = 0; i < 8; ++i) ws[8u * c + i][tid] = n < p.N ? w[i] : 0.0;
+        q_decode8(q, 2u * part + c, w);
+        [[unroll]] for (uint i = 0; i < 8; ++i) ws[16u * part + 8u * c + i][row / 4u][row % 4u] = n < p.N ? w[i] : 0.0;
       }
     }
 #else
-    // 256 threads load 64x16 of x and 64x16 of W: four elements each.
-    [[unroll]] for (uint l = 0; l < 4; ++l) {
-      uint e = tid + l * 256u;
+    // 128 threads load 64 x 16 of x and 64 x 16 of W: eight elements each.
+    [[unroll]] for (uint l = 0; l < 8; ++l) {
+      uint e = tid + l * 128u;
       uint row = e / TILE_K, kk = e % TILE_K;
       uint m = m0 + row, k = k0 + kk;
-      xs[kk][row] = (m < row_count && k < p.K) ? x[p.x_offset + x_row(m) * p.x_stride + k] : 0.0;
+      xs[kk][row / 4u][row % 4u] = (m < row_count && k < p.K) ? x[p.x_offset + x_row(m) * p.x_stride + k] : 0.0;
       // W's tile along its stored rows: consecutive invocations read consecutive elements.
       uint w_row = w_k_major() ? e % TILE_N : row, w_k = w_k_major() ? e / TILE_N : kk;
       uint n = n0 + w_row;
-      ws[w_k][w_row] = (n < p.N && k0 + w_k < p.K) ? wload(w_index(n, k0 + w_k)) : 0.0;
+      ws[w_k][w_row / 4u][w_row % 4u] = (n < p.N && k0 + w_k < p.K) ? wload(w_index(n, k0 + w_k)) : 0.0;
     }
 #endif
     barrier();
     [[unroll]] for (uint kk = 0; kk < TILE_K; ++kk) {
-      float a[4], b[4];
-      [[unroll]] for (uint i = 0; i < 4; ++i) a[i] = xs[kk][ty + 16u * i];
-      [[unroll]] for (uint j = 0; j < 4; ++j) b[j] = ws[kk][tx + 16u * j];
-      [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 4; ++j) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+      vec4 a_lo = xs[kk][2u * ty], a_hi = xs[kk][2u * ty + 1u], b = ws[kk][tx];
+      [[unroll]] for (uint j = 0; j < 4; ++j) {
+        [[unroll]] for (uint i = 0; i < 4; ++i) acc[i][j] = fma(a_lo[i], b[j], acc[i][j]);
+        [[unroll]] for (uint i = 0; i < 4; ++i) acc[i + 4][j] = fma(a_hi[i], b[j], acc[i + 4][j]);
+      }
     }
     barrier();
   }
-  [[unroll]] for (uint i = 0; i < 4; ++i) {
-    uint m = m0 + ty + 16u * i;
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint m = m0 + 8u * ty + i;
     if (!row_stored(m)) continue;
     [[unroll]] for (uint j = 0; j < 4; ++j) {
-      uint n = n0 + tx + 16u * j;
+      uint n = n0 + 4u * tx + j;
       if (n >= p.N) continue;
       uint yi = p.y_offset + y_row(m) * p.y_stride + n;
       y[yi] = p.accumulate != 0u ? y[yi] + acc[i][j] : acc[i][j];
