@@ -39,8 +39,15 @@ float xload(uint i) { return imageLoad(x_texels, int(i >> 2))[i & 3u]; }
 vec4 xload4(uint i) { return imageLoad(x_texels, int(i >> 2)); }  // i % 4 == 0
 #elif defined(X_BINDING)
 layout(binding = X_BINDING, std430) readonly buffer X { float x[]; };
+layout(binding = X_BINDING, std430) readonly buffer X4 { vec4 x4[]; };
+// Set by a shader all of whose xload4 indices are multiples of 4 (its rows' offset and stride
+// are, from push constants, so the branch is uniform): one 16-byte load instead of four.
+bool x_vec4 = false;
 float xload(uint i) { return x[i]; }
-vec4 xload4(uint i) { return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]); }
+vec4 xload4(uint i) {
+  if (x_vec4) return x4[i >> 2];
+  return vec4(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
 #endif
 
 #if defined(WEIGHT_BINDING) && defined(W_QUANT)

@@ -287,6 +287,9 @@ void main_k_major() {
 #endif
 
 void main() {
+#if !defined(TEXEL_LOADS)
+  x_vec4 = ((p.x_offset | p.x_stride) & 3u) == 0u;  // every xload4 index is then a multiple of 4
+#endif
 #if defined(EXPERTS)
   if (!expert_rows_begin()) return;
 #if !defined(W_QUANT)

@@ -1,5 +1,6 @@
 #include "support/gpu_fixture.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -126,6 +127,24 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
         EXPECT_TRUE(bitwise_equal(got, first)) << ops::weight_type_name(weights.type) << " rows " << c.rows
                                                << " storage buffers, outputs "
                                                << shape.outs_for(ops::weight_type_quantized(weights.type));
+    }
+    // The same rows at an offset and stride that are not whole 16-byte quads: the storage
+    // variants then read x a float at a time (16-byte loads where they are), with the same bits.
+    const uint32_t odd_stride = k + 5, odd_offset = 1;
+    std::vector<float> x_odd(size_t(c.rows) * odd_stride + odd_offset, 0.0f);
+    for (uint32_t r = 0; r < c.rows; ++r)
+      std::copy_n(x.begin() + 4 + size_t(r) * stride, k, x_odd.begin() + odd_offset + size_t(r) * odd_stride);
+    vk::Buffer xbuf_odd = device_buffer(x_odd, "x, unaligned rows");
+    const ops::Act xo(xbuf_odd, odd_stride, odd_offset);
+    EXPECT_FALSE(ops::matvec_texel_loads(xo, weights, weights.rows_range(0, n)));
+    for (const ops::MatvecShape& shape : {texel.shape, plain.shape}) {
+      MatvecShapeScope scope(shape);
+      oc.rec.begin();
+      ops::matmul(oc, xo, weights, ops::Act(y, n), c.rows, false, c.path);
+      oc.rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(y, size_t(c.rows) * n), first))
+          << ops::weight_type_name(weights.type) << " rows " << c.rows << ", unaligned x rows, texel loads asked "
+          << shape.texel_loads;
     }
   }
 }

@@ -66,7 +66,7 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
 
 // The matrix-vector kernel and the GEMM with texel loads (lavapipe's configuration) give the bits
 // of the same kernels reading storage buffers, for 1 to 40 rows of x at a padded stride and
-// offset; with `other_outputs`, so does the matrix-vector kernel computing 3 outputs per
+// offset, and so do rows of x at an offset and stride that are not whole 16-byte quads; with `other_outputs`, so does the matrix-vector kernel computing 3 outputs per
 // workgroup instead of the device's (so the last workgroup has a partial set when the weights
 // have 29 rows): the outputs per workgroup may be chosen per matrix without changing a bit. Its
 // loop is the same code for every type of a load path (floats, 32-element quant blocks, K-quant
