@@ -260,8 +260,7 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       const bool grouped = ops::expert_rows_grouped(T * K, path);
       if (grouped) ops::group_rows_by_expert(oc, ids, T * K, E, by_expert);
       const ops::IntVec* lists = grouped ? &by_expert : nullptr;
-      ops::matmul_id(oc, xin, wgu, ids, egu, T * K, 1, 0, false, "experts_gate_up", lists);
-      ops::swiglu(oc, egu, egu.cols(I), eact, T * K, I);
+      ops::matmul_id_swiglu(oc, xin, wgu, ids, egu, eact, T * K, "experts_gate_up", lists);
       for (uint32_t slot = 0; slot < K; ++slot)
         ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down", lists);
     } else {

@@ -56,7 +56,9 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
     s.router = plan.add("router_logits", R * t.experts * 4, 7, 8);
     s.expert_in = plan.add("expert_in", slots * H * 4, 8, 9);
     s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4, 9, 10);
-    s.expert_act = plan.add("expert_act", slots * IE * 4, 10, 11);
+    // Written by the experts' gate/up product itself where swiglu is folded into it
+    // (ops::matmul_id_swiglu), while expert_in is still being read: it starts with expert_gate_up.
+    s.expert_act = plan.add("expert_act", slots * IE * 4, 9, 11);
   }
   s.out_norm = plan.add("out_norm", R * H * 4, 12, 13);
   s.logits_rows = uint32_t(std::clamp<uint64_t>(ctx.max_binding_range / (V * 4), 1, R));

@@ -28,7 +28,8 @@
 // expert_base + expert_count) are bound; rows of other experts are skipped. K_MAJOR (float
 // types): the bound experts are stored [E, K, N] as Hugging Face fuses them, read in place: one
 // invocation per output walks k in order (reads consecutive along n); the host binds chunks of k
-// and accumulates them.
+// and accumulates them. GLU works with EXPERTS as without (with K_MAJOR an invocation takes a gate
+// column and its up column, glu_up further along each k row).
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
@@ -258,29 +259,45 @@ bool expert_rows_begin() {
 void main_k_major() {
   uint n = gl_WorkGroupID.x * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
   if (n >= p.N) return;
-  float acc[MATVEC_MAX_ROWS];
-  [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+  // Stored outputs per k: N, or with GLU the gate columns and then, from glu_up, the up columns.
+  uint width = GLU ? p.glu_up + p.N : p.N, up_col = GLU ? p.glu_up : 0u;
+  float acc[MATVEC_MAX_ROWS], up[MATVEC_MAX_ROWS];
+  [[unroll]] for (uint r = 0; r < ROWS; ++r) {
+    acc[r] = 0.0;
+    up[r] = 0.0;
+  }
   uint w = w_elem_base + n, k = 0u;
   // Four k at a time, so that the rows' checks are paid once per four products.
-  for (; k + 4u <= p.K; k += 4u, w += 4u * p.N) {
-    vec4 wv = vec4(wload(w), wload(w + p.N), wload(w + 2u * p.N), wload(w + 3u * p.N));
+  for (; k + 4u <= p.K; k += 4u, w += 4u * width) {
+    vec4 wv = vec4(wload(w), wload(w + width), wload(w + 2u * width), wload(w + 3u * width)), uv = vec4(0.0);
+    if (GLU) {
+      uint u = w + up_col;
+      uv = vec4(wload(u), wload(u + width), wload(u + 2u * width), wload(u + 3u * width));
+    }
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       if (!row_live(r)) break;
       uint xi = x_at(r) + k;
-      [[unroll]] for (uint i = 0; i < 4; ++i) acc[r] = fma(xload(xi + i), wv[i], acc[r]);
+      [[unroll]] for (uint i = 0; i < 4; ++i) {
+        float xv = xload(xi + i);
+        acc[r] = fma(xv, wv[i], acc[r]);
+        if (GLU) up[r] = fma(xv, uv[i], up[r]);
+      }
     }
   }
-  for (; k < p.K; ++k, w += p.N) {
-    float wv = wload(w);
+  for (; k < p.K; ++k, w += width) {
+    float wv = wload(w), uv = GLU ? wload(w + up_col) : 0.0;
     [[unroll]] for (uint r = 0; r < ROWS; ++r) {
       if (!row_live(r)) break;
-      acc[r] = fma(xload(x_at(r) + k), wv, acc[r]);
+      float xv = xload(x_at(r) + k);
+      acc[r] = fma(xv, wv, acc[r]);
+      if (GLU) up[r] = fma(xv, uv, up[r]);
     }
   }
   [[unroll]] for (uint r = 0; r < ROWS; ++r) {
     if (!row_live(r)) break;
     uint yi = y_at(r) + n;
-    y[yi] = p.accumulate != 0u ? y[yi] + acc[r] : acc[r];
+    if (GLU) y[yi] = acc[r] / (1.0 + exp(-acc[r])) * up[r];  // swiglu.comp's expression
+    else y[yi] = p.accumulate != 0u ? y[yi] + acc[r] : acc[r];
   }
 }
 #endif

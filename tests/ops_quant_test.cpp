@@ -312,6 +312,22 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
         rec.submit_and_wait();
         EXPECT_TRUE(bitwise_equal(read_back<float>(ybuf, want.size()), together))
             << ops::weight_type_name(t) << " rows " << rows << " alone, binding limit " << limit << ", " << config.name;
+        // The experts' rows as [gate; up] halves: swiglu folded into the product (where each
+        // expert is bound whole) gives the bits of the product then swiglu.
+        vk::Buffer folded(gpu().ctx, size_t(rows) * n / 2 * 4, vk::MemoryKind::Device, "swiglu, folded"),
+            apart(gpu().ctx, size_t(rows) * n / 2 * 4, vk::MemoryKind::Device, "swiglu, apart");
+        rec.begin();
+        ops::matmul_id_swiglu(oc, ops::Act(xbuf, k), ew, ops::IntVec{idbuf}, ops::Act(ybuf, n), ops::Act(folded, n / 2),
+                              rows);
+        rec.submit_and_wait();
+        rec.begin();
+        ops::matmul_id(oc, ops::Act(xbuf, k), ew, ops::IntVec{idbuf}, ops::Act(ybuf, n), rows, 1, 0, false);
+        ops::swiglu(oc, ops::Act(ybuf, n), ops::Act(ybuf, n).cols(n / 2), ops::Act(apart, n / 2), rows, n / 2);
+        rec.submit_and_wait();
+        EXPECT_TRUE(bitwise_equal(read_back<float>(folded, size_t(rows) * n / 2),
+                                  read_back<float>(apart, size_t(rows) * n / 2)))
+            << ops::weight_type_name(t) << " rows " << rows << " swiglu folded, binding limit " << limit << ", "
+            << config.name;
       }
       // A prefill's grouping of the rows by expert (more than 8 rows): a GEMM per expert, on the
       // scalar GEMM's two variants and on cooperative matrices where they run.

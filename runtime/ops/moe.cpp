@@ -111,25 +111,29 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
 
 }  // namespace
 
-void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
-               uint32_t slot, bool accumulate, const char* name, const IntVec* row_lists) {
-  if (rows == 0) return;
-  if (w.k_major && weight_type_quantized(w.type))
-    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
-  if (row_lists && rows > MATVEC_MAX_ROWS) {
-    check_whole_blocks(w.type, w.cols, name);
-    if (matmul_id_grouped(oc, x, w, *row_lists, y, rows, slots, slot, accumulate, name)) return;
-  }
+namespace {
+
+// matvec.comp's EXPERTS variant over all rows (decode steps, verify passes, and prefills whose
+// experts cannot be grouped). With `glu`, y = swiglu of the gate and up halves of w's outputs
+// (matvec.comp's GLU: their bits, one dispatch); false, with nothing recorded, where that cannot
+// be: an odd number of outputs per workgroup, or an expert split over several bindings.
+bool expert_products(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
+                     uint32_t slot, bool accumulate, bool glu, const char* name) {
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(oc.gpu);
   const uint32_t outs = w.k_major ? 1 : shape.outs_for(weight_type_quantized(w.type));
+  const uint64_t expert_bytes = w.expert_bytes();
+  const uint64_t all_bytes = (uint64_t(w.experts) * expert_bytes + 3) / 4 * 4;
+  const bool together = w.groups.size() <= 1 && all_bytes <= ctx.max_binding_range;
+  if (glu && (w.rows % 2 || (!w.k_major && outs % 2) || (!together && (expert_bytes + 3) / 4 * 4 > ctx.max_binding_range)))
+    return false;
   // matvec.comp's EXPERTS variant: a workgroup takes up to ROWS rows of one expert. An expert has
   // at most one row per token in a slot, so ROWS need not exceed the tokens.
   const uint32_t out_rows = (rows + slots - 1) / slots;
   const uint32_t group_rows = std::clamp<uint32_t>(std::min(shape.expert_rows, out_rows), 1, MATVEC_MAX_ROWS);
   // Quantized variants compile K_MAJOR away (SPIR-V keeps only the constants a shader uses), so
   // the last constant is given only where it is set.
-  std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup, /*GLU=*/0, /*NORM_WG=*/0, group_rows};
+  std::vector<uint32_t> spec{shape.workgroup, outs, shape.one_subgroup, glu ? 1u : 0u, /*NORM_WG=*/0, group_rows};
   if (w.k_major) spec.push_back(1u);
   const std::string shader = fmt::format("matvec_id_{}", weight_type_name(w.type));
   struct {
@@ -137,25 +141,26 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
     float eps;
     uint32_t slots, slot, expert_base, expert_count, expert_stride, ids_offset;
   } push{};
-  check_whole_blocks(w.type, w.cols, name);
-  const uint64_t expert_bytes = w.expert_bytes();
+  // GLU: N counts the gate outputs (pairs), the up outputs start at glu_up.
+  const uint32_t pairs = w.rows / 2, glu_up = glu ? pairs : 0u;
   // Row-major [N, K]: outputs [n0, n0 + n) of the bound rows over all of K. K-major [K, N]:
   // every output over the bound k rows [k0, k0 + n), which accumulate onto earlier chunks.
   auto record = [&](vk::BufferRange weights, uint32_t first, uint32_t n, uint32_t base, uint32_t count) {
     // The stride is only used between experts bound together, so it fits the 32-bit binding.
     uint32_t stride = count > 1 ? uint32_t(expert_bytes) : 0u;
     Act xc = w.k_major ? x.cols(first) : x;
-    Act yc = w.k_major ? y : y.cols(first);
-    uint32_t K = w.k_major ? n : w.cols, N = w.k_major ? w.rows : n;
-    bool add = accumulate || (w.k_major && first > 0);
-    push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, 0, 0.0f, slots, slot, base, count,
-            stride, ids.offset};
+    Act yc = w.k_major || glu ? y : y.cols(first);
+    uint32_t K = w.k_major ? n : w.cols, N = glu ? pairs : w.k_major ? w.rows : n;
+    bool add = !glu && (accumulate || (w.k_major && first > 0));
+    push = {K, N, rows, xc.offset, xc.stride, yc.offset, yc.stride, add ? 1u : 0u, glu_up, 0.0f, slots, slot, base,
+            count, stride, ids.offset};
     vk::Arg o = add ? yc.updates(out_rows, N) : yc.writes(out_rows, N);
     // Texel loads (CPU devices) where x and the bound experts can be viewed so: same bits.
     const bool texel = shape.texel_loads && xc.texel_aligned() && (weight_type_quantized(w.type) || K % 8 == 0) &&
                        vk::texel_view_possible(weights, weight_texel_format(w.type));
     const vk::Kernel& kernel = oc.gpu.pipelines.get(shader + (texel ? "_texel" : ""), spec);
-    uint32_t groups_x = w.k_major ? (N + shape.workgroup - 1) / shape.workgroup : (N + outs - 1) / outs;
+    const uint32_t per_group = w.k_major ? shape.workgroup : glu ? outs / 2 : outs;
+    const uint32_t groups_x = (N + per_group - 1) / per_group;
     if (groups_x > ctx.info.features.max_workgroup_count[0])
       fail("{}: {} outputs need {} workgroups, more than this device's {}", name, N, groups_x,
            ctx.info.features.max_workgroup_count[0]);
@@ -163,23 +168,50 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
                     name);
   };
   const uint32_t span = w.k_major ? w.cols : w.rows;  // what a binding chunks: N rows or K rows
-  uint64_t all_bytes = uint64_t(w.experts) * expert_bytes;
-  if (w.groups.size() <= 1 && (all_bytes + 3) / 4 * 4 <= ctx.max_binding_range) {
+  if (together) {
     vk::BufferRange all = w.groups.empty() ? w.data : w.groups[0];
-    record(all.sub(0, std::min<uint64_t>((all_bytes + 3) / 4 * 4, all.bytes)), 0, span, 0, w.experts);
-    return;
+    record(all.sub(0, std::min<uint64_t>(all_bytes, all.bytes)), 0, span, 0, w.experts);
+    return true;
   }
-  // The experts do not fit one binding: one dispatch per expert and row chunk; rows routed
-  // elsewhere return at once.
+  // The experts do not fit one binding: one dispatch per expert and row chunk (one chunk with
+  // GLU, checked above); rows routed elsewhere return at once.
   for (uint32_t e = 0; e < w.experts; ++e) {
     // A k-major expert is a [K, N] matrix of rows along k.
     WeightMatrix m = w.k_major ? WeightMatrix{w.expert_range(e), w.type, w.cols, w.rows} : w.expert(e);
-    uint32_t chunk = m.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
+    uint32_t chunk = glu ? span : m.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
     for (uint32_t first = 0; first < span; first += chunk) {
       uint32_t n = std::min(chunk, span - first);
       record(m.rows_range(first, n), first, n, e, 1);
     }
   }
+  return true;
+}
+
+}  // namespace
+
+void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
+               uint32_t slot, bool accumulate, const char* name, const IntVec* row_lists) {
+  if (rows == 0) return;
+  if (w.k_major && weight_type_quantized(w.type))
+    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
+  check_whole_blocks(w.type, w.cols, name);
+  if (row_lists && rows > MATVEC_MAX_ROWS &&
+      matmul_id_grouped(oc, x, w, *row_lists, y, rows, slots, slot, accumulate, name))
+    return;
+  expert_products(oc, x, w, ids, y, rows, slots, slot, accumulate, false, name);
+}
+
+void matmul_id_swiglu(OpContext& oc, Act x, const ExpertWeights& gate_up, IntVec ids, Act gu, Act out, uint32_t rows,
+                      const char* name, const IntVec* row_lists) {
+  if (rows == 0) return;
+  const uint32_t width = gate_up.rows / 2;
+  const bool grouped = row_lists && rows > MATVEC_MAX_ROWS;
+  if (!grouped && !(gate_up.k_major && weight_type_quantized(gate_up.type))) {
+    check_whole_blocks(gate_up.type, gate_up.cols, name);
+    if (expert_products(oc, x, gate_up, ids, out, rows, 1, 0, false, true, name)) return;
+  }
+  matmul_id(oc, x, gate_up, ids, gu, rows, 1, 0, false, name, row_lists);
+  swiglu(oc, gu, gu.cols(width), out, rows, width);
 }
 
 }  // namespace eaglevk::ops

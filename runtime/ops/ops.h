@@ -111,6 +111,13 @@ void moe_route(OpContext& oc, Act logits, Act x, uint32_t rows, uint32_t experts
 void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
                uint32_t slot, bool accumulate, const char* name = "matmul_id", const IntVec* row_lists = nullptr);
 
+// out = swiglu of the gate and up halves of matmul_id(x, gate_up) (gate rows, then up rows;
+// slots 1): one dispatch with the bits of matmul_id then swiglu, where the per-row kernel runs
+// and each expert is bound whole; elsewhere (a grouped prefill, an expert bound in chunks)
+// matmul_id into gu [rows, 2 * width], then swiglu.
+void matmul_id_swiglu(OpContext& oc, Act x, const ExpertWeights& gate_up, IntVec ids, Act gu, Act out, uint32_t rows,
+                      const char* name = "matmul_id_swiglu", const IntVec* row_lists = nullptr);
+
 // Whether a pass of `rows` expert rows on `path` groups them by expert (a prefill's Auto path
 // with more than MATVEC_MAX_ROWS rows): its caller then makes the row lists for matmul_id.
 bool expert_rows_grouped(uint32_t rows, MatmulPath path);
