@@ -313,7 +313,9 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
         EXPECT_TRUE(bitwise_equal(read_back<float>(ybuf, want.size()), together))
             << ops::weight_type_name(t) << " rows " << rows << " alone, binding limit " << limit << ", " << config.name;
         // The experts' rows as [gate; up] halves: swiglu folded into the product (where each
-        // expert is bound whole) gives the bits of the product then swiglu.
+        // expert is bound whole) gives the bits of the product then swiglu. For 9 rows only:
+        // llvmpipe takes seconds to compile each kernel.
+        if (rows != 9) continue;
         vk::Buffer folded(gpu().ctx, size_t(rows) * n / 2 * 4, vk::MemoryKind::Device, "swiglu, folded"),
             apart(gpu().ctx, size_t(rows) * n / 2 * 4, vk::MemoryKind::Device, "swiglu, apart");
         rec.begin();
