@@ -83,7 +83,12 @@ done | tee "$OUT/tests.txt"
 # matrix shape), then the products and golden prefills on them against their references.
 stamp "prefill: cooperative matrices or not"
 $B/eaglevk devices 2>&1 | grep -i cooperative
-timeout 180 $B/eaglevk_bench_ops --benchmark_filter='BM_Gemm|BM_MoeExperts' 2>&1 | grep -E '^BM_' | tee "$OUT/gemm.txt"
+# Both GEMM kernels and the MoE block on this build; the scalar GEMM tile and the MoE block on
+# the previous main's too (its scalar tile was 256 threads of 4 x 4 outputs).
+for b in $B $OLD; do
+  [ -x $b/eaglevk_bench_ops ] || continue
+  echo "-- $b"; timeout 180 $b/eaglevk_bench_ops --benchmark_filter='BM_Gemm|BM_MoeExperts' 2>&1 | grep -E '^BM_'
+done | tee "$OUT/gemm.txt"
 # Verify passes' experts: up to 8 rows of one expert a workgroup (the GPUs' default) or one.
 for v in EAGLEVK_EXPERT_ROWS=8 EAGLEVK_EXPERT_ROWS=1; do
   echo "-- $v"; timeout 60 env $v $B/eaglevk_bench_ops --benchmark_filter='BM_MoeExperts/(1|4)/' 2>&1 | grep -E '^BM_'
