@@ -91,8 +91,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(matmul_cases())
 // cases above run it too): several 64 x 64 blocks each way with ragged edges, K of 1,000 (its last
 // 32-wide step partial). The tolerance is one a product of f16-rounded inputs cannot meet (about
 // 1e-3 here), so it fails without the kernel's lo halves. A row's bits do not depend on the
-// other rows of its block. It skips (saying why) on a device or build without the kernels, such
-// as Debian 12's lavapipe; ctest's coopmat_ops_test runs it on Debian 13's, where a skip fails.
+// other rows of its block. ctest runs it only in coopmat_ops_test, on Debian 13's lavapipe (the
+// plain ops_test entry leaves it out); run by hand on a device or build without the kernels it
+// skips, saying why, and a ctest entry that shows a skip fails.
 TEST_F(OpsTest, CoopmatGemm) {
   const std::string missing = ops::coopmat_unavailable(gpu().ctx);
   if (!missing.empty()) GTEST_SKIP() << "no cooperative-matrix GEMM here: " << missing;

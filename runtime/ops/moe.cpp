@@ -187,14 +187,18 @@ bool expert_products(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, A
   return true;
 }
 
+void check_expert_weights(const ExpertWeights& w, const char* name) {
+  if (w.k_major && weight_type_quantized(w.type))
+    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
+  check_whole_blocks(w.type, w.cols, name);
+}
+
 }  // namespace
 
 void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, uint32_t rows, uint32_t slots,
                uint32_t slot, bool accumulate, const char* name, const IntVec* row_lists) {
   if (rows == 0) return;
-  if (w.k_major && weight_type_quantized(w.type))
-    fail("{}: k-major expert weights must be f32, f16 or bf16, not {}", name, weight_type_name(w.type));
-  check_whole_blocks(w.type, w.cols, name);
+  check_expert_weights(w, name);
   if (row_lists && rows > MATVEC_MAX_ROWS &&
       matmul_id_grouped(oc, x, w, *row_lists, y, rows, slots, slot, accumulate, name))
     return;
@@ -204,12 +208,11 @@ void matmul_id(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, Act y, 
 void matmul_id_swiglu(OpContext& oc, Act x, const ExpertWeights& gate_up, IntVec ids, Act gu, Act out, uint32_t rows,
                       const char* name, const IntVec* row_lists) {
   if (rows == 0) return;
-  const uint32_t width = gate_up.rows / 2;
+  check_expert_weights(gate_up, name);
+  // A grouped prefill (matmul_id's GEMM per expert) keeps swiglu apart.
   const bool grouped = row_lists && rows > MATVEC_MAX_ROWS;
-  if (!grouped && !(gate_up.k_major && weight_type_quantized(gate_up.type))) {
-    check_whole_blocks(gate_up.type, gate_up.cols, name);
-    if (expert_products(oc, x, gate_up, ids, out, rows, 1, 0, false, true, name)) return;
-  }
+  if (!grouped && expert_products(oc, x, gate_up, ids, out, rows, 1, 0, false, true, name)) return;
+  const uint32_t width = gate_up.rows / 2;
   matmul_id(oc, x, gate_up, ids, gu, rows, 1, 0, false, name, row_lists);
   swiglu(oc, gu, gu.cols(width), out, rows, width);
 }
