@@ -49,7 +49,6 @@ layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup 
 layout(constant_id = 5) const uint ROWS = 1;
 layout(constant_id = 6) const bool K_MAJOR = false;  // EXPERTS, float weights
 
-
 layout(binding = 2, std430) buffer Y { float y[]; };
 #if defined(EXPERTS)
 layout(binding = 3, std430) readonly buffer Ids { int ids[]; };
