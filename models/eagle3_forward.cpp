@@ -87,10 +87,10 @@ uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3S
   ops::rms_norm(oc, g, &hidden_w, attn_in.cols(H), T, H, eps, "draft_hidden_norm");
 
   ops::Act qkv(a[s.qkv], qkv_dim);
-  linear(oc, attn_in, m.qkv, qkv, T, false, path, "draft_qkv");
   ops::KvLayer kv = s.kv();
-  ops::rope_kv_write(oc, qkv, T, nh, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
-                     pass.tree ? pass.tree->slots : batched ? *pass.slots : pass.positions, kv);
+  const ops::RopeKv rope{nh, hd, pass.positions, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
+                         pass.tree ? pass.tree->slots : batched ? *pass.slots : pass.positions, kv};
+  linear_rope_kv(oc, attn_in, m.qkv, qkv, T, path, "draft_qkv", rope);
   ops::AttentionParams attn{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
   attn.tree = pass.tree ? &pass.tree->path : nullptr;
   attn.regions = pass.slots;

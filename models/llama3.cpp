@@ -94,10 +94,11 @@ void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState
     const Llama3Layer& L = m.layers[l];
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    norm_linear(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv");
     ops::KvLayer kv = s.kv_layer(l);
-    ops::rope_kv_write(oc, qkv, T, nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
-                       pass.slots ? *pass.slots : pos, kv);
+    const ops::RopeKv rope{nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
+                           pass.slots ? *pass.slots : pos, kv};
+    norm_linear_rope_kv(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv",
+                        rope);
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;

@@ -216,14 +216,16 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
     const Llama4Layer& L = m.layers[l];
     tap(l);
     vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    norm_linear(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv");
+    const NormedInput attn_in{x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"};
     ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
                                 1.0f / std::sqrt(float(hd))};
     ops::KvLayer kv = s.kv_layer(l);
     const ops::IntVec& slots = pass.slots ? *pass.slots : pos;
     if (c.rope_layer[l] && !c.use_qk_norm) {
-      ops::rope_kv_write(oc, qkv, T, nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv);
+      const ops::RopeKv rope{nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv};
+      norm_linear_rope_kv(oc, attn_in, L.qkv, qkv, T, path, "qkv", rope);
     } else {
+      norm_linear(oc, attn_in, L.qkv, qkv, T, path, "qkv");
       // The QK norm comes between the rotation and the cache; NoPE layers only write the cache.
       if (c.rope_layer[l]) {
         ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);

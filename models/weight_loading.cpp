@@ -109,6 +109,53 @@ void norm_linear_swiglu(ops::OpContext& oc, const NormedInput& in, const DeviceM
 
 namespace {
 
+bool rope_folds_into_every_part(const ops::Gpu& gpu, const DeviceMatrix& w, uint32_t rows, ops::MatmulPath path,
+                                const ops::RopeKv& rope) {
+  for (size_t i = 0; i < w.parts.size(); ++i)
+    if (!ops::rope_folds(gpu, w.part(i), w.parts[i].first_row, rows, path, rope)) return false;
+  return true;
+}
+
+// The parts' products with the rotation and cache write folded in, x normed on the way where
+// `norm` is given.
+void matmul_rope_kv_parts(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w, ops::Act qkv, uint32_t rows,
+                          ops::MatmulPath path, const char* name, const ops::RopeKv& rope,
+                          const ops::NormFold* norm) {
+  for (size_t i = 0; i < w.parts.size(); ++i)
+    ops::matmul_rope_kv(oc, x, w.part(i), w.parts[i].first_row, qkv, rows, path, name, rope, norm);
+}
+
+}  // namespace
+
+void linear_rope_kv(ops::OpContext& oc, ops::Act x, const DeviceMatrix& qkv_w, ops::Act qkv, uint32_t rows,
+                    ops::MatmulPath path, const char* name, const ops::RopeKv& rope) {
+  if (rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
+    matmul_rope_kv_parts(oc, x, qkv_w, qkv, rows, path, name, rope, nullptr);
+    return;
+  }
+  linear(oc, x, qkv_w, qkv, rows, false, path, name);
+  ops::rope_kv_write(oc, qkv, rows, rope);
+}
+
+void norm_linear_rope_kv(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& qkv_w, ops::Act qkv,
+                         uint32_t rows, ops::MatmulPath path, const char* name, const ops::RopeKv& rope) {
+  if (!folds_into_every_part(oc.gpu, qkv_w, rows, path)) {
+    ops::rms_norm(oc, in.x, &in.weight, in.normed, rows, qkv_w.cols, in.eps, in.name);
+    linear_rope_kv(oc, in.normed, qkv_w, qkv, rows, path, name, rope);
+    return;
+  }
+  const ops::NormFold fold{in.weight, in.eps};
+  if (rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
+    matmul_rope_kv_parts(oc, in.x, qkv_w, qkv, rows, path, name, rope, &fold);
+    return;
+  }
+  for (size_t i = 0; i < qkv_w.parts.size(); ++i)
+    ops::matmul(oc, in.x, qkv_w.part(i), qkv.cols(qkv_w.parts[i].first_row), rows, false, path, name, &fold);
+  ops::rope_kv_write(oc, qkv, rows, rope);
+}
+
+namespace {
+
 // Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.
 void put_rows(vk::Uploader& up, vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
   const uint32_t heads = t.rope_permuted_heads;

@@ -62,6 +62,14 @@ void norm_linear(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& 
 void norm_linear_swiglu(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& gate_up, ops::Act gu,
                         ops::Act out, uint32_t rows, uint32_t width, ops::MatmulPath path, const char* name);
 
+// linear (or norm_linear) of the fused q | k | v matrix, then ops::rope_kv_write: the rotation and
+// the cache write folded into each part's product where ops::rope_folds allows it for every
+// part, else one rope_kv_write after the products.
+void linear_rope_kv(ops::OpContext& oc, ops::Act x, const DeviceMatrix& qkv_w, ops::Act qkv, uint32_t rows,
+                    ops::MatmulPath path, const char* name, const ops::RopeKv& rope);
+void norm_linear_rope_kv(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& qkv_w, ops::Act qkv,
+                         uint32_t rows, ops::MatmulPath path, const char* name, const ops::RopeKv& rope);
+
 // out [rows, width] = silu(gate) * up of the [gate; up] product x W^T (2 * width rows): one
 // fused dispatch for a matrix of one part (ops::matmul_swiglu), else linear into gu, then swiglu.
 void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, ops::Act gu, ops::Act out,

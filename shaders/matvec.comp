@@ -19,6 +19,14 @@
 // NORM_WG invocations, and multiplies each x element by it and by the norm's weight as it loads
 // it, by norm.comp's expression: the bits of rms_norm then matvec, without the norm's dispatch
 // and its round trip through memory.
+// ROPE_KV (rope_kv_write folded into the q | k | v product; not with GLU or EXPERTS): a workgroup's
+// outputs are whole quads, each holding two rotation pairs: elements 2j, 2j + 1 of a rotate-half
+// head and their partners 2j + hd/2, 2j + 1 + hd/2; elements 4j .. 4j + 3 of an interleaved or a
+// v head. The epilogue writes the q heads rotated into y, k rotated into the f16 K cache and v
+// into the V cache at each row's slot, and y's k and v columns as the product gives them, by
+// rope.comp's expressions on the sums the product would have written: the bits of the product
+// then rope_kv_write, without its dispatch. A dispatch covers whole heads of the row (a part of
+// a matrix stored in several types covers some of them).
 // EXPERTS (mixture-of-experts layers, ops::matmul_id; ggml's mul_mat_id): row r is multiplied by
 // the weights of expert ids[r], and y[r / slots] (+)= for the rows r % slots == slot of this
 // dispatch. Workgroup y = j leads for row j when j is the first, or the (ROWS + 1)th, ..., row of
@@ -48,6 +56,8 @@ layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup 
 // accumulators in memory: a one-row product took 3.3x as long (docs/perf.md, 2026-11-28).
 layout(constant_id = 5) const uint ROWS = 1;
 layout(constant_id = 6) const bool K_MAJOR = false;  // EXPERTS, float weights
+
+layout(constant_id = 7) const uint PAIRING = 0;   // ROPE_KV: ops::RopePairing
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 #if defined(EXPERTS)
@@ -81,7 +91,47 @@ layout(push_constant) uniform Push {
   uint expert_stride;  // bytes between consecutive bound experts' weights
   uint ids_offset;
 #endif
+#if defined(ROPE_KV)
+  uint head_dim;
+  uint q_dim;        // q elements of a row, rotated in y
+  uint kv_dim;       // then k elements (rotated into the K cache), then as many v
+  uint rope_first;   // the row element of this dispatch's weight row 0
+  uint pos_offset;   // positions and slots of the dispatch's row 0
+  uint table_rows;   // positions in the cos/sin table
+  uint slot_offset;
+  uint capacity;     // rows of the caches
+#endif
 } p;
+
+#if defined(ROPE_KV)
+// After the weights' binding and the norm weight's where the variant has one.
+#if defined(W_QUANT)
+#define ROPE_BINDING 3
+#else
+#define ROPE_BINDING 4
+#endif
+layout(binding = ROPE_BINDING, std430) readonly buffer Pos { int positions[]; };
+layout(binding = ROPE_BINDING + 1, std430) readonly buffer Table { vec2 cos_sin[]; };  // [table_rows][hd/2]
+layout(binding = ROPE_BINDING + 2, std430) readonly buffer Slots { int slots[]; };
+layout(binding = ROPE_BINDING + 3, std430) writeonly buffer KCache { uint k_cache[]; };  // [capacity][kv_dim] halves
+layout(binding = ROPE_BINDING + 4, std430) writeonly buffer VCache { uint v_cache[]; };
+
+// The element (from rope_first) that output l of the dispatch computes: quad l / 4 of its heads.
+uint rope_element(uint l) {
+  uint quads = p.head_dim / 4u, u = l >> 2, i = l & 3u, head = (u / quads) * p.head_dim, j = u % quads;
+  bool rotated = p.rope_first + head < p.q_dim + p.kv_dim;
+  if (PAIRING == 0u && rotated) return head + 2u * j + (i & 1u) + (i >> 1) * (p.head_dim / 2u);
+  return head + 4u * j + i;
+}
+
+// rope.comp's rotation of a pair by (cos, sin); precise, so that no compiler contracts it into
+// fused multiply-adds in one kernel and not in another.
+vec2 rotate_pair(float x0, float x1, vec2 cs) {
+  precise float a = x0 * cs.x - x1 * cs.y;
+  precise float b = x1 * cs.x + x0 * cs.y;
+  return vec2(a, b);
+}
+#endif
 
 // The workgroup's activation rows. Plain: rows 0..ROWS-1. EXPERTS: row_count (1..ROWS) rows of
 // one expert, x_rows[i] the activation row of each (x_rows[i] for i >= row_count repeats a valid
@@ -207,9 +257,15 @@ void float8_step(WRaw8 w[MAX_OUTS], uint k, inout float acc[MAX_OUTS][MATVEC_MAX
 // Outputs a workgroup writes: OUTS, or OUTS/2 gate-up pairs.
 const uint WRITES = GLU ? OUTS / 2u : OUTS;
 uint n0, outs;  // the workgroup's first output and how many it writes (fewer in the last)
+#if defined(ROPE_KV)
+uint rope_rows[MAX_OUTS];  // ROPE_KV: wrow(o), formed once
+#endif
 
 // Weight row of accumulator o; past the last output, a row already read (its result unused).
 uint wrow(uint o) {
+#if defined(ROPE_KV)
+  return rope_rows[o];
+#endif
   if (!GLU) return n0 + min(o, outs - 1u);
   return (o < WRITES ? 0u : p.glu_up) + n0 + min(o % WRITES, outs - 1u);
 }
@@ -220,6 +276,52 @@ void store(uint r, uint o, float dot, float up) {
   if (GLU) y[yi] = dot / (1.0 + exp(-dot)) * up;  // swiglu.comp's expression
   else y[yi] = p.accumulate != 0u ? y[yi] + dot : dot;
 }
+
+#if defined(ROPE_KV)
+// Writes the quad of accumulators o .. o + 3 (OUTS is a multiple of 4) of row r from their dot
+// products d, as rope_kv_write does to the product's output: rotated q heads into y; rotated k
+// into the K cache and v into the V cache at the row's slot, and both unrotated into y. A row
+// whose position or slot lies outside the table or the cache keeps q unrotated and writes no
+// cache, as rope.comp does (the host checks positions; a wrong one must not write elsewhere).
+void store_quad(uint r, uint o, vec4 d) {
+  uint e0 = rope_rows[o], e2 = rope_rows[o + 2u];  // elements e0, e0 + 1, e2, e2 + 1
+  uint g = p.rope_first + e0, half_dim = p.head_dim / 2u;
+  int position = positions[p.pos_offset + r];
+  bool placed = position >= 0 && uint(position) < p.table_rows;
+  bool is_v = g >= p.q_dim + p.kv_dim;
+  vec4 v = d;
+  if (placed && !is_v) {
+    // The pairs' frequencies: 2j and 2j + 1 of the head, whose pairs are (d0, d2), (d1, d3) for
+    // rotate-half and (d0, d1), (d2, d3) interleaved.
+    uint f = PAIRING == 0u ? g % p.head_dim : (g % p.head_dim) / 2u, t = uint(position) * half_dim + f;
+    vec2 c0 = cos_sin[t], c1 = cos_sin[t + 1u];
+    if (PAIRING == 0u) {
+      vec2 a = rotate_pair(d.x, d.z, c0), b = rotate_pair(d.y, d.w, c1);
+      v = vec4(a.x, b.x, a.y, b.y);
+    } else {
+      v = vec4(rotate_pair(d.x, d.y, c0), rotate_pair(d.z, d.w, c1));
+    }
+  }
+  bool is_q = g < p.q_dim;
+  vec4 out_y = is_q ? v : d;
+  uint yi = y_at(r);
+  y[yi + e0] = out_y.x;
+  y[yi + e0 + 1u] = out_y.y;
+  y[yi + e2] = out_y.z;
+  y[yi + e2 + 1u] = out_y.w;
+  if (is_q || !placed) return;
+  int slot = slots[p.slot_offset + r];
+  if (slot < 0 || uint(slot) >= p.capacity) return;
+  uint c = uint(slot) * (p.kv_dim / 2u) + ((g - p.q_dim - (is_v ? p.kv_dim : 0u)) >> 1), c2 = c + ((e2 - e0) >> 1);
+  if (is_v) {
+    v_cache[c] = pack_half2_rne(v.x, v.y);
+    v_cache[c2] = pack_half2_rne(v.z, v.w);
+  } else {
+    k_cache[c] = pack_half2_rne(v.x, v.y);
+    k_cache[c2] = pack_half2_rne(v.z, v.w);
+  }
+}
+#endif
 
 #if defined(EXPERTS)
 // EXPERTS: whether workgroup y leads a group of its expert's rows; if so sets the rows and the
@@ -323,6 +425,9 @@ void main() {
   [[unroll]] for (uint o = 0; o < OUTS; ++o)
     [[unroll]] for (uint r = 0; r < ROWS; ++r) acc[o][r] = 0.0;
   outs = min(WRITES, p.N - n0);
+#if defined(ROPE_KV)
+  [[unroll]] for (uint o = 0; o < OUTS; ++o) rope_rows[o] = rope_element(n0 + min(o, outs - 1u));
+#endif
   if (NORM_WG > 0u) form_norm_scales();
 #if defined(KQ_ITEMS)
   // K-quants: a thread takes items (16 elements of a super-block, quant.glsl) of the OUTS rows;
@@ -389,6 +494,30 @@ void main() {
       if (!ONE_SUBGROUP && subgroupElect()) partial[o * ROWS + r][gl_SubgroupID] = acc[o][r];
     }
   }
+#if defined(ROPE_KV)
+  if (ONE_SUBGROUP) {
+    if (subgroupElect()) {
+      [[unroll]] for (uint o = 0; o < OUTS; o += 4u) {
+        if (o >= outs) break;
+        [[unroll]] for (uint r = 0; r < ROWS; ++r)
+          store_quad(r, o, vec4(acc[o][r], acc[o + 1u][r], acc[o + 2u][r], acc[o + 3u][r]));
+      }
+    }
+  } else {
+    barrier();
+    for (uint i = gl_LocalInvocationID.x; i < OUTS / 4u * ROWS; i += gl_WorkGroupSize.x) {
+      uint o = i / ROWS * 4u, r = i % ROWS;
+      if (o >= outs) continue;
+      vec4 d;
+      for (uint q = 0; q < 4u; ++q) {
+        float total = 0.0;
+        for (uint s = 0; s < gl_NumSubgroups; ++s) total += partial[(o + q) * ROWS + r][s];
+        d[q] = total;
+      }
+      store_quad(r, o, d);
+    }
+  }
+#else
   if (ONE_SUBGROUP) {
     if (subgroupElect()) {
       [[unroll]] for (uint o = 0; o < WRITES; ++o) {
@@ -411,4 +540,5 @@ void main() {
       store(r, o, total, up);
     }
   }
+#endif
 }

@@ -43,8 +43,12 @@ void rotate_pair(uint base, uint i, int position) {
   uint a = PAIRING == 0u ? base + i : base + 2u * i;
   uint b = PAIRING == 0u ? base + i + half_dim : base + 2u * i + 1u;
   float x0 = x[a], x1 = x[b];
-  x[a] = x0 * cs.x - x1 * cs.y;
-  x[b] = x1 * cs.x + x0 * cs.y;
+  // precise: no compiler may contract these into fused multiply-adds in one kernel and not in
+  // another (rope_kv_write's k, and matvec.comp's folded rotation, must give these bits).
+  precise float r0 = x0 * cs.x - x1 * cs.y;
+  precise float r1 = x1 * cs.x + x0 * cs.y;
+  x[a] = r0;
+  x[b] = r1;
 }
 
 #if defined(KV_WRITE)
@@ -56,7 +60,8 @@ float rotated(uint base, uint e, int position) {
   uint partner = PAIRING == 0u ? (first ? e + half_dim : e - half_dim) : (first ? e + 1u : e - 1u);
   vec2 cs = cos_sin[uint(position) * half_dim + i];
   float self = x[base + e], other = x[base + partner];
-  return first ? self * cs.x - other * cs.y : self * cs.x + other * cs.y;
+  precise float r = first ? self * cs.x - other * cs.y : self * cs.x + other * cs.y;
+  return r;
 }
 #endif
 

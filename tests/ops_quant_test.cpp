@@ -22,6 +22,7 @@
 #include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
+#include "support/rope_fold_check.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -196,6 +197,25 @@ TEST_F(QuantTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
     vk::Buffer wbuf;
     expect_swiglu_fusion_gives_the_bits(oc, upload(wbuf, w, t, n, k), 30, true);
   }
+}
+
+// rope_kv_write folded into the q | k | v product gives the bits of the product then rope_kv_write
+// for a matrix stored as llama.cpp's Q4_K_M stores it: q | k in Q4_K (the K-quant items), v in
+// Q6_K; and for Q8_0 (the 32-element block path), in lavapipe's configuration and NVIDIA's.
+TEST_F(QuantTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
+  const uint32_t k = 256, q_heads = 4, kv_heads = 2, head_dim = 32, qk_rows = (q_heads + kv_heads) * head_dim;
+  const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
+  const std::vector<VendorMatvecShape> configs = {vendors[0], vendors[2]};
+  vk::Buffer qk_buf, v_buf, q8_buf;
+  const QuantMatrix qk = quantized(WeightType::Q4_K, qk_rows, k, 31), v = quantized(WeightType::Q6_K, kv_heads * head_dim, k, 32);
+  expect_rope_fold_gives_the_bits(oc,
+                                  {{upload(qk_buf, qk, WeightType::Q4_K, qk_rows, k), 0},
+                                   {upload(v_buf, v, WeightType::Q6_K, kv_heads * head_dim, k), qk_rows}},
+                                  k, q_heads, kv_heads, head_dim, {1, 3}, configs, false);
+  const uint32_t width = qk_rows + kv_heads * head_dim;
+  const QuantMatrix q8 = quantized(WeightType::Q8_0, width, k, 33);
+  expect_rope_fold_gives_the_bits(oc, {{upload(q8_buf, q8, WeightType::Q8_0, width, k), 0}}, k, q_heads, kv_heads,
+                                  head_dim, {2}, configs, false);
 }
 
 // Weights above the binding limit are bound in row chunks: a 32 KiB limit splits a 200-row

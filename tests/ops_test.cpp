@@ -12,6 +12,7 @@
 #include "runtime/ops/ops.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
+#include "support/rope_fold_check.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -470,8 +471,8 @@ TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
       const ops::Act qkv(xbuf, width, 3);
       rec.begin();
       if (fused) {
-        ops::rope_kv_write(oc, qkv, rows, q_heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions, pairing,
-                           ops::IntVec{sbuf}, kv);
+        ops::rope_kv_write(oc, qkv, rows,
+                           {q_heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions, pairing, ops::IntVec{sbuf}, kv});
       } else {
         ops::rope(oc, qkv, rows, q_heads + kv_heads, head_dim, ops::IntVec{pbuf}, tbuf, table_positions, pairing);
         ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), rows, ops::IntVec{sbuf}, kv);
@@ -488,6 +489,45 @@ TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
     EXPECT_EQ(v[1], v[0]) << "v cache, pairing " << int(pairing);
     EXPECT_NE(k[0][30 * kv_dim / 2], 0x7e007e00u) << "slot 30 was not written";
   }
+}
+
+// rope_kv_write folded into the q | k | v product (ops::matmul_rope_kv, matvec.comp ROPE_KV) gives
+// the bits of the product then rope_kv_write: f16 in every vendor's configuration for 1 and 11
+// rows (chunks of 8 and 3); bf16 with the RMSNorm folded in front as well; and a matrix of two
+// parts, q | k in f16 and v in f32, as llama.cpp's files keep v in another type. Heads of 32 (8
+// quads each), 4 q heads and 2 kv heads; K = 264.
+TEST_F(OpsTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
+  const uint32_t k = 264, q_heads = 4, kv_heads = 2, head_dim = 32, width = (q_heads + 2 * kv_heads) * head_dim;
+  const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
+  vk::Buffer f16_buf, bf16_buf, qk_buf, v_buf;
+  const std::vector<float> w = random_floats(size_t(width) * k, 81);
+  const ops::WeightMatrix f16 = upload_weights(f16_buf, w, WeightType::F16, width, k);
+  expect_rope_fold_gives_the_bits(oc, {{f16, 0}}, k, q_heads, kv_heads, head_dim, {1, 11}, vendors, false);
+  const ops::WeightMatrix bf16 = upload_weights(bf16_buf, w, WeightType::BF16, width, k);
+  expect_rope_fold_gives_the_bits(oc, {{bf16, 0}}, k, q_heads, kv_heads, head_dim, {11}, vendors, true);
+  const uint32_t qk_rows = (q_heads + kv_heads) * head_dim;
+  const std::vector<float> qk(w.begin(), w.begin() + size_t(qk_rows) * k), v(w.begin() + size_t(qk_rows) * k, w.end());
+  const ops::WeightMatrix qk_part = upload_weights(qk_buf, qk, WeightType::F16, qk_rows, k);
+  const ops::WeightMatrix v_part = upload_weights(v_buf, v, WeightType::F32, width - qk_rows, k);
+  expect_rope_fold_gives_the_bits(oc, {{qk_part, 0}, {v_part, qk_rows}}, k, q_heads, kv_heads, head_dim, {1, 4},
+                                  {vendors[0], vendors[2]}, false);
+
+  // Where it does not fold: the GEMM, heads of no whole quads, a part that starts inside a head,
+  // and when turned off.
+  const ops::RopeKv rope{q_heads, head_dim, {}, {}, 64, ops::RopePairing::RotateHalf, {}, {{}, {}, 40, kv_heads * head_dim}};
+  EXPECT_TRUE(ops::rope_folds(gpu(), f16, 0, 8, ops::MatmulPath::Auto, rope));
+  EXPECT_FALSE(ops::rope_folds(gpu(), f16, 0, 9, ops::MatmulPath::Auto, rope));
+  EXPECT_TRUE(ops::rope_folds(gpu(), f16, 0, 9, ops::MatmulPath::Vector, rope));
+  ops::RopeKv odd = rope;
+  odd.head_dim = 34;
+  odd.kv.kv_dim = 2 * 34;
+  EXPECT_FALSE(ops::rope_folds(gpu(), ops::WeightMatrix{f16.data, WeightType::F16, 8 * 34, k}, 0, 1,
+                               ops::MatmulPath::Auto, odd));
+  EXPECT_FALSE(ops::rope_folds(gpu(), v_part, qk_rows - 16, 1, ops::MatmulPath::Auto, rope));
+  const bool device_fold = gpu().fold_rope;
+  gpu().fold_rope = false;
+  EXPECT_FALSE(ops::rope_folds(gpu(), f16, 0, 1, ops::MatmulPath::Auto, rope));
+  gpu().fold_rope = device_fold;
 }
 
 // ---- KV cache and attention -----------------------------------------------------------

@@ -20,6 +20,11 @@ Gpu::Gpu(const vk::ContextOptions& options)
                                       f.min_subgroup_size);
   const char* fold = std::getenv("EAGLEVK_FOLD_NORMS");
   fold_norms = fold && std::strcmp(fold, "1") == 0;
+  if (const char* env = std::getenv("EAGLEVK_FOLD_ROPE"); env && *env) {
+    if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
+      fail("EAGLEVK_FOLD_ROPE={}: expected 1 (rope and the cache write in the q/k/v product) or 0", env);
+    fold_rope = std::strcmp(env, "1") == 0;
+  }
   if (const char* env = std::getenv("EAGLEVK_ATTENTION_ROWS")) {
     char* end = nullptr;
     const unsigned long rows = std::strtoul(env, &end, 10);

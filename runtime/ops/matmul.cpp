@@ -22,6 +22,15 @@ struct MatvecPush {
   float eps = 0;        // its NORM_WG variants only
 };
 
+// matvec.comp's ROPE_KV push constants, after MatvecPush.
+struct RopeKvPush {
+  uint32_t head_dim, q_dim, kv_dim, first, pos_offset, table_rows, slot_offset, capacity;
+};
+struct MatvecRopePush {
+  MatvecPush matvec;
+  RopeKvPush rope;
+};
+
 std::string shader_name(const char* family, WeightType t) { return fmt::format("{}_{}", family, weight_type_name(t)); }
 
 }  // namespace
@@ -229,6 +238,59 @@ void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Ac
     const Grid g = linear_grid(oc.gpu.ctx, (width + outs / 2 - 1) / (outs / 2), 1, name);
     dispatch_matvec(oc, kernel, gate_up.type, xr.reads(r, gate_up.cols), vk::reads(wrange), yr.writes(r, width), norm,
                     push, g, name);
+  }
+}
+
+bool rope_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t first, uint32_t rows, MatmulPath path,
+                const RopeKv& rope) {
+  const vk::Context& ctx = gpu.ctx;
+  const uint32_t hd = rope.head_dim, row_width = rope.q_heads * hd + 2 * rope.kv.kv_dim;
+  // Whole heads of whole quads (each holds two rotation pairs and two cache words).
+  return gpu.fold_rope && vector_path(rows, path) && hd > 0 && hd % 4 == 0 && rope.kv.kv_dim % hd == 0 &&
+         first % hd == 0 && w.rows % hd == 0 && uint64_t(first) + w.rows <= row_width &&
+         w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment) >= w.rows;
+}
+
+void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first, Act qkv, uint32_t rows,
+                    MatmulPath path, const char* name, const RopeKv& rope, const NormFold* norm) {
+  if (rows == 0) return;
+  if (!rope_folds(oc.gpu, w, first, rows, path, rope))
+    fail("{}: rope and the cache write cannot be folded into it here (ops::rope_folds)", name);
+  check_whole_blocks(w.type, w.cols, name);
+  check_norm_fold(oc.gpu, w, rows, path, norm, name);
+  const MatvecShape shape = matvec_shape(oc.gpu);
+  const bool quantized = weight_type_quantized(w.type);
+  const vk::BufferRange wrange = w.rows_range(0, w.rows);
+  const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wrange) &&
+                     vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
+  // Whole quads a workgroup: the device's outputs rounded up to a multiple of four (the bits do
+  // not depend on it).
+  const uint32_t outs = std::min<uint32_t>(MATVEC_MAX_OUTS, (shape.outs_for(quantized) + 3) / 4 * 4);
+  const uint32_t q_dim = rope.q_heads * rope.head_dim, kv_dim = rope.kv.kv_dim, last = first + w.rows;
+  // The caches this part writes; the other is bound but untouched (no hazard with the other
+  // parts' dispatches, which may then run together).
+  const bool writes_k = first < q_dim + kv_dim && last > q_dim, writes_v = last > q_dim + kv_dim;
+  const vk::Arg k_arg = writes_k ? vk::writes(rope.kv.k) : vk::unused(rope.kv.k);
+  const vk::Arg v_arg = writes_v ? vk::writes(rope.kv.v) : vk::unused(rope.kv.v);
+  for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
+    const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    const vk::Kernel& kernel = oc.gpu.pipelines.get(
+        shader_name("matvec_rope", w.type) + (texel ? "_texel" : ""),
+        {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/0,
+         /*NORM_WG=*/norm_wg(oc.gpu, norm), /*ROWS=*/r, /*K_MAJOR=*/0, /*PAIRING=*/uint32_t(rope.pairing)});
+    Act xr = x.row(r0), yr = qkv.row(r0).cols(first);
+    MatvecRopePush push{{{w.cols, w.rows, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, 0, norm ? norm->eps : 0.0f},
+                        {rope.head_dim, q_dim, kv_dim, first, rope.positions.offset + r0, rope.table_positions,
+                         rope.slots.offset + r0, rope.kv.capacity}};
+    // x, W, y, the norm weight (float weights only: the block formats' kernels have no such
+    // binding), then the rotation's and the caches'.
+    std::vector<vk::Arg> args{xr.reads(r, w.cols), vk::reads(wrange), yr.writes(r, w.rows)};
+    if (!quantized) args.push_back(norm ? vk::reads(norm->weight) : vk::unused(oc.gpu.dummy));
+    for (const vk::Arg& arg : {vk::reads(rope.positions.range), vk::reads(rope.table), vk::reads(rope.slots.range),
+                               k_arg, v_arg})
+      args.push_back(arg);
+    const Grid g = linear_grid(oc.gpu.ctx, (w.rows + outs - 1) / outs, 1, name);
+    oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)), g.x, g.y, 1, name);
   }
 }
 

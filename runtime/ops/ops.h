@@ -153,12 +153,32 @@ struct KvLayer {
 // positions, except for tree nodes).
 void kv_write(OpContext& oc, Act k_rows, Act v_rows, uint32_t rows, IntVec positions, const KvLayer& kv);
 
-// rope of the q_heads q heads of a fused q | k | v row (kv.kv_dim columns each for k and v) in
-// place, and kv_write of its rotated k and its v at `slots`, in one dispatch with the bits of
-// rope then kv_write; the row's own k columns are left unrotated.
-void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, uint32_t q_heads, uint32_t head_dim, IntVec positions,
-                   vk::BufferRange table, uint32_t table_positions, RopePairing pairing, IntVec slots,
-                   const KvLayer& kv);
+// The rotation and cache write that follow a fused q | k | v product: each row holds q_heads q
+// heads, then kv.kv_dim / head_dim k heads and as many v heads, of head_dim each.
+struct RopeKv {
+  uint32_t q_heads = 0, head_dim = 0;
+  IntVec positions;
+  vk::BufferRange table;  // rope_table's, of table_positions positions
+  uint32_t table_positions = 0;
+  RopePairing pairing = RopePairing::RotateHalf;
+  IntVec slots;  // the cache rows: the positions, except for tree nodes and batched sequences
+  KvLayer kv;
+};
+
+// rope of the q heads in place, and kv_write of the rotated k and the v at the slots, in one
+// dispatch with the bits of rope then kv_write; the row's own k columns are left unrotated.
+void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope);
+
+// rope_kv_write folded into the product that makes the columns [first, first + w.rows) of the
+// q | k | v rows (all of them, or one part of a matrix stored in several types): qkv.cols(first)
+// gets x W^T with its q heads rotated, and its k and v heads go to the caches, by rope.comp's
+// expressions on the sums (matvec.comp ROPE_KV): the bits of matmul then rope_kv_write, one
+// dispatch fewer. rope_folds: gpu.fold_rope, the matrix-vector path, whole heads of even
+// quads, and the part bound whole.
+bool rope_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t first, uint32_t rows, MatmulPath path,
+                const RopeKv& rope);
+void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first, Act qkv, uint32_t rows,
+                    MatmulPath path, const char* name, const RopeKv& rope, const NormFold* norm = nullptr);
 
 // The rows of a pass that are nodes of a speculation tree: row r's ancestors (root first, itself
 // last) are stored in cache rows base + table[offset + r * stride + d], d = 0..depth, and its

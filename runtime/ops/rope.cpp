@@ -37,21 +37,20 @@ void rope(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim
                   g.x, g.y, 1, "rope");
 }
 
-void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, uint32_t q_heads, uint32_t head_dim, IntVec positions,
-                   vk::BufferRange table, uint32_t table_positions, RopePairing pairing, IntVec slots,
-                   const KvLayer& kv) {
+void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r) {
   if (rows == 0) return;
-  if (head_dim % 2 || kv.kv_dim % head_dim)
-    fail("rope_kv_write: kv_dim {} is not a whole number of even heads of {}", kv.kv_dim, head_dim);
-  const uint32_t kv_heads = kv.kv_dim / head_dim;
-  const vk::Kernel& kernel = oc.gpu.pipelines.get("rope_kv_write", {/*PAIRING=*/uint32_t(pairing)});
-  RopePush push{rows,       q_heads,         head_dim, qkv.offset, qkv.stride, positions.offset, table_positions,
-                kv_heads,   slots.offset,    kv.capacity};
-  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * (q_heads * head_dim / 2 + kv.kv_dim), 64, "rope_kv_write");
+  const uint32_t hd = r.head_dim, kv_dim = r.kv.kv_dim;
+  if (hd == 0 || hd % 2 || kv_dim % hd)
+    fail("rope_kv_write: kv_dim {} is not a whole number of even heads of {}", kv_dim, hd);
+  const uint32_t kv_heads = kv_dim / hd;
+  const vk::Kernel& kernel = oc.gpu.pipelines.get("rope_kv_write", {/*PAIRING=*/uint32_t(r.pairing)});
+  RopePush push{rows,     r.q_heads,      hd, qkv.offset, qkv.stride, r.positions.offset, r.table_positions,
+                kv_heads, r.slots.offset, r.kv.capacity};
+  const Grid g = linear_grid(oc.gpu.ctx, uint64_t(rows) * (r.q_heads * hd / 2 + kv_dim), 64, "rope_kv_write");
   // q is rotated in place; k and v are only read, but one binding holds all three.
   oc.rec.dispatch(kernel,
-                  {qkv.updates(rows, (q_heads + 2 * kv_heads) * head_dim), vk::reads(positions.range), vk::reads(table),
-                   vk::reads(slots.range), vk::writes(kv.k), vk::writes(kv.v)},
+                  {qkv.updates(rows, (r.q_heads + 2 * kv_heads) * hd), vk::reads(r.positions.range),
+                   vk::reads(r.table), vk::reads(r.slots.range), vk::writes(r.kv.k), vk::writes(r.kv.v)},
                   push, g.x, g.y, 1, "rope_kv_write");
 }
 
