@@ -1,9 +1,11 @@
-// RMSNorms folded into the products that consume them (Gpu::fold_norms, EAGLEVK_FOLD_NORMS=1),
-// at the model level: both tiny targets give the same greedy tokens and the same logits bits
-// as with a norm dispatch before each product, and EAGLE-3 speculation on both pairs the same
-// tokens and acceptance counts (the draft's proposals come from its own folded products).
-// ops_test checks the kernels bitwise in every vendor's configuration; this checks that the
-// models fold the right norm into the right product.
+// Folds at the model level, each against its unfolded reference: RMSNorms folded into the
+// products that consume them (Gpu::fold_norms, EAGLEVK_FOLD_NORMS=1), and rope with the KV-cache
+// write folded into the q/k/v products (Gpu::fold_rope, on by default; EAGLEVK_FOLD_ROPE=0 turns
+// it off). Both tiny targets give the same greedy tokens and the same logits bits as with the
+// separate dispatches, and EAGLE-3 speculation on both pairs the same tokens and acceptance
+// counts (the draft's proposals come from its own folded products). ops_test checks the
+// kernels bitwise in every vendor's configuration; this checks that the models fold the right
+// norm into the right product, and rotate and cache the right columns.
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
@@ -14,16 +16,29 @@ namespace {
 
 constexpr uint32_t kContext = 256;
 
+enum class Fold { Norms, Rope };
+
 struct FoldScope {
-  explicit FoldScope(bool fold) : saved(gpu().fold_norms) { gpu().fold_norms = fold; }
-  ~FoldScope() { gpu().fold_norms = saved; }
+  FoldScope(Fold which, bool fold) : flag(which == Fold::Norms ? gpu().fold_norms : gpu().fold_rope), saved(flag) {
+    flag = fold;
+  }
+  ~FoldScope() { flag = saved; }
+  bool& flag;
   bool saved;
 };
 
-class FoldedNorms : public GpuTest, public ::testing::WithParamInterface<const char*> {};
+struct FoldCase {
+  const char* pair;
+  Fold fold;
+  // Dispatches a folded decode step saves per target layer, and besides.
+  uint32_t fewer_per_layer, fewer_besides;
+};
 
-TEST_P(FoldedNorms, GiveTheTokensLogitsAndAcceptanceOfNormDispatches) {
-  Pair& p = pair(GetParam());
+class Folds : public GpuTest, public ::testing::WithParamInterface<FoldCase> {};
+
+TEST_P(Folds, GiveTheTokensLogitsAndAcceptanceOfSeparateDispatches) {
+  const FoldCase& c = GetParam();
+  Pair& p = pair(c.pair);
   const std::vector<int32_t>& prompt = p.golden.prompts[0].prompt_ids;
   engine::GenerationOptions o;
   o.n_predict = 24;
@@ -34,7 +49,7 @@ TEST_P(FoldedNorms, GiveTheTokensLogitsAndAcceptanceOfNormDispatches) {
   engine::SpecStats stats[2];
   uint32_t dispatches[2] = {0, 0};
   for (bool fold : {false, true}) {
-    FoldScope scope(fold);
+    FoldScope scope(c.fold, fold);
     engine::TargetRunner runner(gpu(), p.target, kContext, 8);
     plain[fold] = engine::generate(runner, prompt, o);
     dispatches[fold] = runner.recorder().dispatches();  // of a decode step
@@ -43,8 +58,12 @@ TEST_P(FoldedNorms, GiveTheTokensLogitsAndAcceptanceOfNormDispatches) {
     greedy.logprobs = 0;
     spec_tokens[fold] = spec.generate(prompt, greedy, stats[fold]).tokens;
   }
-  // Folded: no attention-norm dispatch in any layer, and none before the lm_head.
-  EXPECT_LE(dispatches[1] + p.target.config().num_hidden_layers + 1, dispatches[0]);
+  // Folded norms: no attention-norm dispatch in any layer, and none before the lm_head. Folded
+  // rope: no rope_kv_write in a Llama-3 layer (the tiny Llama-4's QK norm comes between its
+  // rotation and its cache, so only its draft folds).
+  const uint32_t fewer = c.fewer_per_layer * p.target.config().num_hidden_layers + c.fewer_besides;
+  if (c.fold == Fold::Norms) EXPECT_LE(dispatches[1] + fewer, dispatches[0]);
+  else EXPECT_EQ(dispatches[1] + fewer, dispatches[0]);
   ASSERT_EQ(plain[0].tokens.size(), o.n_predict);
   EXPECT_EQ(plain[1].tokens, plain[0].tokens);
   ASSERT_EQ(plain[1].logprobs.size(), plain[0].logprobs.size());
@@ -56,7 +75,12 @@ TEST_P(FoldedNorms, GiveTheTokensLogitsAndAcceptanceOfNormDispatches) {
   EXPECT_EQ(stats[1].num_accepted_tokens, stats[0].num_accepted_tokens);
 }
 
-INSTANTIATE_TEST_SUITE_P(Pairs, FoldedNorms, ::testing::Values("A", "B"));
+INSTANTIATE_TEST_SUITE_P(Pairs, Folds,
+                         ::testing::Values(FoldCase{"A", Fold::Norms, 1, 1}, FoldCase{"B", Fold::Norms, 1, 1},
+                                           FoldCase{"A", Fold::Rope, 1, 0}, FoldCase{"B", Fold::Rope, 0, 0}),
+                         [](const auto& info) {
+                           return std::string(info.param.fold == Fold::Norms ? "Norms" : "Rope") + info.param.pair;
+                         });
 
 }  // namespace
 }  // namespace eaglevk::testing
