@@ -270,10 +270,11 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
   // The caches this part writes; the other is bound but untouched (no hazard with the other
   // parts' dispatches, which may then run together).
   const bool writes_k = first < q_dim + kv_dim && last > q_dim, writes_v = last > q_dim + kv_dim;
-  const vk::Arg k_arg = writes_k ? vk::writes(rope.kv.k) : vk::unused(rope.kv.k);
-  const vk::Arg v_arg = writes_v ? vk::writes(rope.kv.v) : vk::unused(rope.kv.v);
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    const uint64_t cache_row_bytes = uint64_t(r) * kv_dim * 2;  // f16
+    const vk::Arg k_arg = writes_k ? vk::writes_scattered(rope.kv.k, cache_row_bytes) : vk::unused(rope.kv.k);
+    const vk::Arg v_arg = writes_v ? vk::writes_scattered(rope.kv.v, cache_row_bytes) : vk::unused(rope.kv.v);
     const vk::Kernel& kernel = oc.gpu.pipelines.get(
         shader_name("matvec_rope", w.type) + (texel ? "_texel" : ""),
         {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/0,

@@ -36,6 +36,7 @@ Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint6
 Arg reads_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows) {
   return {bind, Access{bind.buffer, bind.offset + first_byte, row_bytes, stride, rows, true, false}};
 }
+Arg writes_scattered(BufferRange range, uint64_t bytes) { return {range, whole(range, false, true), bytes}; }
 
 SyncMode sync_mode_from_env() {
   const char* mode = std::getenv("EAGLEVK_SYNC");
@@ -137,7 +138,8 @@ void Recorder::before_command(std::span<const Arg> args) {
   for (const Arg& a : args) {
     hazards_.add(a.access);
     wrote_anything_ |= a.access.write;
-    command_bytes_ += a.access.bytes * a.access.rows * ((a.access.read ? 1 : 0) + (a.access.write ? 1 : 0));
+    command_bytes_ +=
+        a.moved ? *a.moved : a.access.bytes * a.access.rows * ((a.access.read ? 1 : 0) + (a.access.write ? 1 : 0));
   }
 }
 

@@ -4,6 +4,7 @@
 // the last one (read-after-write, write-after-write, write-after-read) and nowhere else.
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -24,6 +25,8 @@ struct Kernel;
 struct Arg {
   BufferRange bind;
   Access access;
+  // Bytes the profile counts for it; unset: the access's rows, once per read and per write.
+  std::optional<uint64_t> moved = std::nullopt;
 };
 
 Arg reads(BufferRange range);
@@ -36,6 +39,9 @@ Arg unused(BufferRange range);
 // bound range: one half of each row of a concatenated activation, for instance.
 Arg writes_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows);
 Arg reads_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64_t stride, uint32_t rows);
+// Writes `bytes` somewhere in the range, where only the device knows (KV-cache rows at slots the
+// device reads): a hazard on the whole range, `bytes` in the profile.
+Arg writes_scattered(BufferRange range, uint64_t bytes);
 
 enum class SyncMode {
   Tracked,  // barriers only where a hazard exists

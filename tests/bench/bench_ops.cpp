@@ -150,6 +150,52 @@ void matvec_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matvec)->Apply(matvec_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
 
+// An 8B layer's q | k | v product (32 q heads and 8 kv heads of 128, from 4096) with rope and the
+// KV-cache write: range(2) = 0 the product then rope_kv_write, 1 folded into the product
+// (ops::matmul_rope_kv); range(0) indexes kMatvecTypes, range(1) is the rows (1: a decode step, 4:
+// a verify pass). GB/s counts the weight bytes.
+void BM_QkvRope(benchmark::State& state) {
+  auto& gpu = bench_gpu();
+  const ops::WeightType type = kMatvecTypes[state.range(0)];
+  const uint32_t rows = uint32_t(state.range(1)), hd = 128, q_heads = 32, kv_dim = 8 * hd, k = 4096;
+  const uint32_t n = q_heads * hd + 2 * kv_dim, capacity = 4096;
+  const bool folded = state.range(2) == 1;
+  const uint64_t bytes = uint64_t(n) * ops::weight_row_bytes(type, k);
+  vk::Buffer w(gpu.ctx, bytes, vk::MemoryKind::Device, "w");
+  fill_f16(gpu, w);
+  std::vector<float> x(size_t(rows) * k, 0.5f);
+  std::vector<int32_t> positions(rows);
+  for (uint32_t r = 0; r < rows; ++r) positions[r] = int32_t(1000 + r);
+  std::vector<float> inv(hd / 2, 1e-3f);
+  const std::vector<float> table = ops::rope_table(inv, capacity);
+  vk::Buffer xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"), yb(gpu.ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "qkv"),
+      pb(gpu.ctx, rows * 4, vk::MemoryKind::Device, "positions"), tb(gpu.ctx, table.size() * 4, vk::MemoryKind::Device, "table"),
+      kc(gpu.ctx, uint64_t(capacity) * kv_dim * 2, vk::MemoryKind::Device, "k cache"),
+      vc(gpu.ctx, uint64_t(capacity) * kv_dim * 2, vk::MemoryKind::Device, "v cache");
+  vk::upload(gpu.ctx, xb, x.data(), x.size() * 4);
+  vk::upload(gpu.ctx, pb, positions.data(), positions.size() * 4);
+  vk::upload(gpu.ctx, tb, table.data(), table.size() * 4);
+  const ops::WeightMatrix weights{w, type, n, k};
+  const ops::RopeKv rope{q_heads, hd, ops::IntVec{pb}, tb, capacity, ops::RopePairing::RotateHalf, ops::IntVec{pb},
+                         ops::KvLayer{kc, vc, capacity, kv_dim}};
+  state.SetLabel(fmt::format("{}{}", ops::weight_type_name(type), folded ? " folded" : ""));
+  time_submissions(state, gpu, 4, double(bytes), [&](vk::Recorder& rec) {
+    ops::OpContext oc{gpu, rec};
+    if (folded) {
+      ops::matmul_rope_kv(oc, ops::Act(xb, k), weights, 0, ops::Act(yb, n), rows, ops::MatmulPath::Auto, "qkv", rope);
+    } else {
+      ops::matmul(oc, ops::Act(xb, k), weights, ops::Act(yb, n), rows);
+      ops::rope_kv_write(oc, ops::Act(yb, n), rows, rope);
+    }
+  });
+}
+void qkv_rope_args(benchmark::internal::Benchmark* b) {
+  for (int64_t t : {1, 8})
+    for (int64_t rows : {1, 4})
+      for (int64_t folded : {0, 1}) b->Args({t, rows, folded});
+}
+BENCHMARK(BM_QkvRope)->Apply(qkv_rope_args)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+
 // A prefill product: `rows` rows of x by W [n, k], on the scalar GEMM (range(4) = 0) or on
 // cooperative matrices (1; an error where this build or device has none). TFLOP/s counts
 // 2 rows n k.

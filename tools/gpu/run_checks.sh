@@ -105,11 +105,13 @@ for t in "ops_test Shapes/MatmulTest.*:OpsTest.Coopmat*" "ops_quant_test Shapes/
   EAGLEVK_COOPMAT=1 timeout 90 $B/$1 --gtest_brief=1 --gtest_filter="$2" > /tmp/coopmat_$1.txt 2>&1
   echo "coopmat $1: exit $?, $(grep -c '^\[  FAILED' /tmp/coopmat_$1.txt) failed"; tail -3 /tmp/coopmat_$1.txt
 done | tee -a "$OUT/coopmat.txt"
-# Two choices made on lavapipe and waiting for a GPU's verdict: RMSNorm folded into the
-# products (off by default on GPUs) and replayed decode steps (on): F16 decode both ways.
+# Choices made on lavapipe and waiting for a GPU's verdict: RMSNorm folded into the products
+# (off by default on GPUs), rope and the KV write folded into the q/k/v product (on; the
+# 8B-shaped product both ways first) and replayed decode steps (on): F16 decode each way.
+timeout 60 $B/eaglevk_bench_ops --benchmark_filter='BM_QkvRope' 2>&1 | grep -E '^BM_' | tee "$OUT/qkv_rope.txt"
 if [ -f $M/8b-f16.gguf ]; then
-  stamp "f16 decode: norms folded or not, replay off"
-  for v in EAGLEVK_FOLD_NORMS=0 EAGLEVK_FOLD_NORMS=1 EAGLEVK_REPLAY=0; do
+  stamp "f16 decode: norms folded or not, rope not folded, replay off"
+  for v in EAGLEVK_FOLD_NORMS=0 EAGLEVK_FOLD_NORMS=1 EAGLEVK_FOLD_ROPE=0 EAGLEVK_REPLAY=0; do
     echo "-- $v"; timeout 90 env $v $B/eaglevk bench -m $M/8b-f16.gguf -p 0 -n 128 -r 3 2>&1 | grep -E '^\| [^m-]'
   done | tee "$OUT/choices.txt"
 fi
