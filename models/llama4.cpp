@@ -221,21 +221,23 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
                                 1.0f / std::sqrt(float(hd))};
     ops::KvLayer kv = s.kv_layer(l);
     const ops::IntVec& slots = pass.slots ? *pass.slots : pos;
-    if (c.rope_layer[l] && !c.use_qk_norm) {
-      const ops::RopeKv rope{nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv};
-      norm_linear_rope_kv(oc, attn_in, L.qkv, qkv, T, path, "qkv", rope);
-    } else {
+    if (!c.rope_layer[l] && c.attn_temperature_tuning) {
+      params.temperature_tuning = true;
+      params.floor_scale = c.floor_scale;
+      params.attn_scale = c.attn_scale;
+    }
+    if (c.rope_layer[l] && c.use_qk_norm) {
+      // The QK norm comes between the rotation and the cache.
       norm_linear(oc, attn_in, L.qkv, qkv, T, path, "qkv");
-      // The QK norm comes between the rotation and the cache; NoPE layers only write the cache.
-      if (c.rope_layer[l]) {
-        ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
-        ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
-      } else if (c.attn_temperature_tuning) {
-        params.temperature_tuning = true;
-        params.floor_scale = c.floor_scale;
-        params.attn_scale = c.attn_scale;
-      }
+      ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
+      ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
       ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, slots, kv);
+    } else {
+      // Rope layers without QK norm rotate q and k, NoPE layers only write the cache: both in the
+      // q/k/v product's workgroups where they fold.
+      const ops::RopePairing pairing = c.rope_layer[l] ? ops::RopePairing::Interleaved : ops::RopePairing::None;
+      norm_linear_rope_kv(oc, attn_in, L.qkv, qkv, T, path, "qkv",
+                          {nh, hd, pos, s.rope_table, s.capacity, pairing, slots, kv});
     }
     params.tree = pass.tree;
     params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;

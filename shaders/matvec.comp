@@ -25,7 +25,8 @@
 // v head. The epilogue writes the q heads rotated into y, k rotated into the f16 K cache and v
 // into the V cache at each row's slot, and y's k and v columns as the product gives them, by
 // rope.comp's expressions on the sums the product would have written: the bits of the product
-// then rope_kv_write, without its dispatch. A dispatch covers whole heads of the row (a part of
+// then rope_kv_write, without its dispatch. PAIRING 2 (NoPE layers) rotates nothing and writes
+// the caches as kv_write.comp does, whatever the position. A dispatch covers whole heads of the row (a part of
 // a matrix stored in several types covers some of them).
 // EXPERTS (mixture-of-experts layers, ops::matmul_id; ggml's mul_mat_id): row r is multiplied by
 // the weights of expert ids[r], and y[r / slots] (+)= for the rows r % slots == slot of this
@@ -57,7 +58,7 @@ layout(constant_id = 4) const uint NORM_WG = 0;  // the folded norm's workgroup 
 layout(constant_id = 5) const uint ROWS = 1;
 layout(constant_id = 6) const bool K_MAJOR = false;  // EXPERTS, float weights
 
-layout(constant_id = 7) const uint PAIRING = 0;   // ROPE_KV: ops::RopePairing
+layout(constant_id = 7) const uint PAIRING = 0;   // ROPE_KV: ops::RopePairing (2: none)
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 #if defined(EXPERTS)
@@ -286,11 +287,11 @@ void store(uint r, uint o, float dot, float up) {
 void store_quad(uint r, uint o, vec4 d) {
   uint e0 = rope_rows[o], e2 = rope_rows[o + 2u];  // elements e0, e0 + 1, e2, e2 + 1
   uint g = p.rope_first + e0, half_dim = p.head_dim / 2u;
-  int position = positions[p.pos_offset + r];
-  bool placed = position >= 0 && uint(position) < p.table_rows;
+  int position = PAIRING == 2u ? 0 : positions[p.pos_offset + r];
+  bool placed = PAIRING == 2u || (position >= 0 && uint(position) < p.table_rows);
   bool is_v = g >= p.q_dim + p.kv_dim;
   vec4 v = d;
-  if (placed && !is_v) {
+  if (placed && !is_v && PAIRING != 2u) {
     // The pairs' frequencies: 2j and 2j + 1 of the head, whose pairs are (d0, d2), (d1, d3) for
     // rotate-half and (d0, d1), (d2, d3) interleaved.
     uint f = PAIRING == 0u ? g % p.head_dim : (g % p.head_dim) / 2u, t = uint(position) * half_dim + f;

@@ -201,7 +201,8 @@ TEST_F(QuantTest, SwigluFoldedIntoTheGateUpProductGivesTheSameBits) {
 
 // rope_kv_write folded into the q | k | v product gives the bits of the product then rope_kv_write
 // for a matrix stored as llama.cpp's Q4_K_M stores it: q | k in Q4_K (the K-quant items), v in
-// Q6_K; and for Q8_0 (the 32-element block path), in lavapipe's configuration and NVIDIA's.
+// Q6_K; and for Q8_0 (the 32-element block path; no rotation too), in lavapipe's configuration and
+// NVIDIA's.
 TEST_F(QuantTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
   const uint32_t k = 256, q_heads = 4, kv_heads = 2, head_dim = 32, qk_rows = (q_heads + kv_heads) * head_dim;
   const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
@@ -215,7 +216,8 @@ TEST_F(QuantTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
   const uint32_t width = qk_rows + kv_heads * head_dim;
   const QuantMatrix q8 = quantized(WeightType::Q8_0, width, k, 33);
   expect_rope_fold_gives_the_bits(oc, {{upload(q8_buf, q8, WeightType::Q8_0, width, k), 0}}, k, q_heads, kv_heads,
-                                  head_dim, {2}, configs, false);
+                                  head_dim, {2}, configs, false,
+                                  {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved, ops::RopePairing::None});
 }
 
 // Weights above the binding limit are bound in row chunks: a 32 KiB limit splits a 200-row

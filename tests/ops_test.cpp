@@ -493,7 +493,8 @@ TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
 
 // rope_kv_write folded into the q | k | v product (ops::matmul_rope_kv, matvec.comp ROPE_KV) gives
 // the bits of the product then rope_kv_write: f16 in every vendor's configuration for 1 and 11
-// rows (chunks of 8 and 3); bf16 with the RMSNorm folded in front as well; and a matrix of two
+// rows (chunks of 8 and 3), with both pairings and with none (NoPE layers: the cache writes,
+// kv_write's bits); bf16 with the RMSNorm folded in front as well; and a matrix of two
 // parts, q | k in f16 and v in f32, as llama.cpp's files keep v in another type. Heads of 32 (8
 // quads each), 4 q heads and 2 kv heads; K = 264.
 TEST_F(OpsTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
@@ -502,7 +503,8 @@ TEST_F(OpsTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
   vk::Buffer f16_buf, bf16_buf, qk_buf, v_buf;
   const std::vector<float> w = random_floats(size_t(width) * k, 81);
   const ops::WeightMatrix f16 = upload_weights(f16_buf, w, WeightType::F16, width, k);
-  expect_rope_fold_gives_the_bits(oc, {{f16, 0}}, k, q_heads, kv_heads, head_dim, {1, 11}, vendors, false);
+  expect_rope_fold_gives_the_bits(oc, {{f16, 0}}, k, q_heads, kv_heads, head_dim, {1, 11}, vendors, false,
+                                  {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved, ops::RopePairing::None});
   const ops::WeightMatrix bf16 = upload_weights(bf16_buf, w, WeightType::BF16, width, k);
   expect_rope_fold_gives_the_bits(oc, {{bf16, 0}}, k, q_heads, kv_heads, head_dim, {11}, vendors, true);
   const uint32_t qk_rows = (q_heads + kv_heads) * head_dim;

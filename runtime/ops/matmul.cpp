@@ -270,6 +270,7 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
   // The caches this part writes; the other is bound but untouched (no hazard with the other
   // parts' dispatches, which may then run together).
   const bool writes_k = first < q_dim + kv_dim && last > q_dim, writes_v = last > q_dim + kv_dim;
+  const bool rotates = rope.pairing != RopePairing::None;  // else the positions and the table go unread
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
     const uint64_t cache_row_bytes = uint64_t(r) * kv_dim * 2;  // f16
@@ -287,7 +288,8 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
     // binding), then the rotation's and the caches'.
     std::vector<vk::Arg> args{xr.reads(r, w.cols), vk::reads(wrange), yr.writes(r, w.rows)};
     if (!quantized) args.push_back(norm ? vk::reads(norm->weight) : vk::unused(oc.gpu.dummy));
-    for (const vk::Arg& arg : {vk::reads(rope.positions.range), vk::reads(rope.table), vk::reads(rope.slots.range),
+    for (const vk::Arg& arg : {rotates ? vk::reads(rope.positions.range) : vk::unused(oc.gpu.dummy),
+                               rotates ? vk::reads(rope.table) : vk::unused(oc.gpu.dummy), vk::reads(rope.slots.range),
                                k_arg, v_arg})
       args.push_back(arg);
     const Grid g = linear_grid(oc.gpu.ctx, (w.rows + outs - 1) / outs, 1, name);

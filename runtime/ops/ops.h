@@ -131,6 +131,7 @@ uint64_t moe_row_lists_bytes(uint32_t rows, uint32_t experts);
 enum class RopePairing : uint32_t {
   RotateHalf = 0,   // HF Llama-3: (i, i + hd/2)
   Interleaved = 1,  // HF Llama-4: (2i, 2i + 1)
+  None = 2,         // no rotation (Llama-4's NoPE layers): rope_kv_write only writes the cache
 };
 
 // cos/sin table [max_positions][head_dim/2] of (cos, sin) pairs, angle = f32(pos) * inv_freq[j]
@@ -167,6 +168,7 @@ struct RopeKv {
 
 // rope of the q heads in place, and kv_write of the rotated k and the v at the slots, in one
 // dispatch with the bits of rope then kv_write; the row's own k columns are left unrotated.
+// RopePairing::None: kv_write alone (the table and positions are not read).
 void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope);
 
 // rope_kv_write folded into the product that makes the columns [first, first + w.rows) of the

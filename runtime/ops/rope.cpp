@@ -42,6 +42,10 @@ void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r) {
   const uint32_t hd = r.head_dim, kv_dim = r.kv.kv_dim;
   if (hd == 0 || hd % 2 || kv_dim % hd)
     fail("rope_kv_write: kv_dim {} is not a whole number of even heads of {}", kv_dim, hd);
+  if (r.pairing == RopePairing::None) {
+    kv_write(oc, qkv.cols(r.q_heads * hd), qkv.cols(r.q_heads * hd + kv_dim), rows, r.slots, r.kv);
+    return;
+  }
   const uint32_t kv_heads = kv_dim / hd;
   const vk::Kernel& kernel = oc.gpu.pipelines.get("rope_kv_write", {/*PAIRING=*/uint32_t(r.pairing)});
   RopePush push{rows,     r.q_heads,      hd, qkv.offset, qkv.stride, r.positions.offset, r.table_positions,

@@ -19,7 +19,8 @@ uint32_t norm_workgroup_for_config(size_t i) { return i < 2 ? 8u : i == 2 ? 64u 
 void expect_rope_fold_gives_the_bits(ops::OpContext& oc, const std::vector<QkvPart>& parts, uint32_t k,
                                      uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim,
                                      const std::vector<uint32_t>& row_counts,
-                                     const std::vector<VendorMatvecShape>& configs, bool norm_fold) {
+                                     const std::vector<VendorMatvecShape>& configs, bool norm_fold,
+                                     const std::vector<ops::RopePairing>& pairings) {
   const uint32_t capacity = 40, table_positions = 64, kv_dim = kv_heads * head_dim;
   const uint32_t width = q_heads * head_dim + 2 * kv_dim, stride = width + 5, x_stride = k + 4;
   uint32_t max_rows = 0;
@@ -47,7 +48,7 @@ void expect_rope_fold_gives_the_bits(ops::OpContext& oc, const std::vector<QkvPa
   for (size_t c = 0; c < configs.size(); ++c) {
     MatvecShapeScope scope(configs[c].shape);
     gpu().norm_workgroup = norm_fold ? norm_workgroup_for_config(c) : device_norm_wg;
-    for (auto pairing : {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved})
+    for (ops::RopePairing pairing : pairings)
       for (uint32_t rows : row_counts) {
         SCOPED_TRACE(fmt::format("{}, pairing {}, {} rows{}", configs[c].name, int(pairing), rows,
                                  norm_fold ? ", norm folded" : ""));

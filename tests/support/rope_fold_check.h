@@ -16,7 +16,7 @@ struct QkvPart {
   uint32_t first = 0;
 };
 
-// For every configuration, both pairings and each row count (more than MATVEC_MAX_ROWS runs the
+// For every configuration, each pairing (RopePairing::None: the cache writes alone) and each row count (more than MATVEC_MAX_ROWS runs the
 // matrix-vector kernel in chunks): x [rows, k] through the parts with rope_kv_write's work
 // folded in gives the qkv rows (at a padded stride and offset), the K cache and the V cache of
 // the reference, bit for bit. Positions and slots start one element into their buffers; one
@@ -26,6 +26,8 @@ struct QkvPart {
 void expect_rope_fold_gives_the_bits(ops::OpContext& oc, const std::vector<QkvPart>& parts, uint32_t k,
                                      uint32_t q_heads, uint32_t kv_heads, uint32_t head_dim,
                                      const std::vector<uint32_t>& row_counts,
-                                     const std::vector<VendorMatvecShape>& configs, bool norm_fold);
+                                     const std::vector<VendorMatvecShape>& configs, bool norm_fold,
+                                     const std::vector<ops::RopePairing>& pairings = {ops::RopePairing::RotateHalf,
+                                                                                     ops::RopePairing::Interleaved});
 
 }  // namespace eaglevk::testing
