@@ -19,15 +19,15 @@
 // NORM_WG invocations, and multiplies each x element by it and by the norm's weight as it loads
 // it, by norm.comp's expression: the bits of rms_norm then matvec, without the norm's dispatch
 // and its round trip through memory.
-// ROPE_KV (rope_kv_write folded into the q | k | v product; not with GLU or EXPERTS): a workgroup's
-// outputs are whole quads, each holding two rotation pairs: elements 2j, 2j + 1 of a rotate-half
-// head and their partners 2j + hd/2, 2j + 1 + hd/2; elements 4j .. 4j + 3 of an interleaved or a
-// v head. The epilogue writes the q heads rotated into y, k rotated into the f16 K cache and v
-// into the V cache at each row's slot, and y's k and v columns as the product gives them, by
-// rope.comp's expressions on the sums the product would have written: the bits of the product
-// then rope_kv_write, without its dispatch. PAIRING 2 (NoPE layers) rotates nothing and writes
-// the caches as kv_write.comp does, whatever the position. A dispatch covers whole heads of the row (a part of
-// a matrix stored in several types covers some of them).
+// ROPE_KV (rope_kv_write folded into the q | k | v product; not with GLU or EXPERTS): a
+// workgroup's outputs are whole quads, each holding two rotation pairs: elements 2j, 2j + 1 of a
+// rotate-half head and their partners 2j + hd/2, 2j + 1 + hd/2; elements 4j .. 4j + 3 of an
+// interleaved or a v head. The epilogue writes the q heads rotated into y, k rotated into the f16
+// K cache and v into the V cache at each row's slot, and y's k and v columns as the product gives
+// them, by rope.comp's expressions on the sums the product would have written: the bits of the
+// product then rope_kv_write, without its dispatch. PAIRING 2 (NoPE layers) rotates nothing and
+// writes the caches as kv_write.comp does, whatever the position. A dispatch covers whole heads
+// of the row (a part of a matrix stored in several types covers some of them).
 // EXPERTS (mixture-of-experts layers, ops::matmul_id; ggml's mul_mat_id): row r is multiplied by
 // the weights of expert ids[r], and y[r / slots] (+)= for the rows r % slots == slot of this
 // dispatch. Workgroup y = j leads for row j when j is the first, or the (ROWS + 1)th, ..., row of
@@ -290,7 +290,7 @@ void store_quad(uint r, uint o, vec4 d) {
   int position = PAIRING == 2u ? 0 : positions[p.pos_offset + r];
   bool placed = PAIRING == 2u || (position >= 0 && uint(position) < p.table_rows);
   bool is_v = g >= p.q_dim + p.kv_dim;
-  vec4 v = d;
+  vec4 turned = d;  // d after the rotation, for q and k
   if (placed && !is_v && PAIRING != 2u) {
     // The pairs' frequencies: 2j and 2j + 1 of the head, whose pairs are (d0, d2), (d1, d3) for
     // rotate-half and (d0, d1), (d2, d3) interleaved.
@@ -298,13 +298,13 @@ void store_quad(uint r, uint o, vec4 d) {
     vec2 c0 = cos_sin[t], c1 = cos_sin[t + 1u];
     if (PAIRING == 0u) {
       vec2 a = rotate_pair(d.x, d.z, c0), b = rotate_pair(d.y, d.w, c1);
-      v = vec4(a.x, b.x, a.y, b.y);
+      turned = vec4(a.x, b.x, a.y, b.y);
     } else {
-      v = vec4(rotate_pair(d.x, d.y, c0), rotate_pair(d.z, d.w, c1));
+      turned = vec4(rotate_pair(d.x, d.y, c0), rotate_pair(d.z, d.w, c1));
     }
   }
   bool is_q = g < p.q_dim;
-  vec4 out_y = is_q ? v : d;
+  vec4 out_y = is_q ? turned : d;
   uint yi = y_at(r);
   y[yi + e0] = out_y.x;
   y[yi + e0 + 1u] = out_y.y;
@@ -315,11 +315,11 @@ void store_quad(uint r, uint o, vec4 d) {
   if (slot < 0 || uint(slot) >= p.capacity) return;
   uint c = uint(slot) * (p.kv_dim / 2u) + ((g - p.q_dim - (is_v ? p.kv_dim : 0u)) >> 1), c2 = c + ((e2 - e0) >> 1);
   if (is_v) {
-    v_cache[c] = pack_half2_rne(v.x, v.y);
-    v_cache[c2] = pack_half2_rne(v.z, v.w);
+    v_cache[c] = pack_half2_rne(d.x, d.y);
+    v_cache[c2] = pack_half2_rne(d.z, d.w);
   } else {
-    k_cache[c] = pack_half2_rne(v.x, v.y);
-    k_cache[c2] = pack_half2_rne(v.z, v.w);
+    k_cache[c] = pack_half2_rne(turned.x, turned.y);
+    k_cache[c2] = pack_half2_rne(turned.z, turned.w);
   }
 }
 #endif

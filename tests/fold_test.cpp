@@ -1,7 +1,7 @@
 // Folds at the model level, each against its unfolded reference: RMSNorms folded into the
 // products that consume them (Gpu::fold_norms, EAGLEVK_FOLD_NORMS=1), and rope with the KV-cache
-// write folded into the q/k/v products (Gpu::fold_rope, on by default; EAGLEVK_FOLD_ROPE=0 turns
-// it off). Both tiny targets give the same greedy tokens and the same logits bits as with the
+// write folded into the q/k/v products, or for Llama-4's rope layers with QK norm into one
+// dispatch with the norm (Gpu::fold_rope, on by default; EAGLEVK_FOLD_ROPE=0 turns it off). Both tiny targets give the same greedy tokens and the same logits bits as with the
 // separate dispatches, and EAGLE-3 speculation on both pairs the same tokens and acceptance
 // counts (the draft's proposals come from its own folded products). ops_test checks the
 // kernels bitwise in every vendor's configuration; this checks that the models fold the right
@@ -33,16 +33,16 @@ struct FoldCase {
 };
 
 // Dispatches a decode step of the target saves with the fold: norms, the attention norm of
-// every layer and the final norm (at least); rope, the rope_kv_write of every Llama-3 layer and of
-// every Llama-4 layer without QK norm between its rotation and its cache (the tiny Llama-4 has
-// QK norm: only its NoPE layers, which only write the cache, fold).
+// every layer and the final norm (at least); rope, the rope_kv_write (or kv_write) of every layer
+// whose rotation and cache write fold into the q/k/v product, and two of the three dispatches
+// (rope, QK norm, kv_write) of a Llama-4 rope layer with QK norm, which become one.
 uint32_t dispatches_saved(const models::TargetModel& target, Fold fold) {
   const uint32_t layers = target.config().num_hidden_layers;
   if (fold == Fold::Norms) return layers + 1;
   const auto* llama4 = std::get_if<models::Llama4Model>(&target.family);
   if (!llama4) return layers;
   uint32_t saved = 0;
-  for (uint32_t l = 0; l < layers; ++l) saved += !(llama4->config.rope_layer[l] && llama4->config.use_qk_norm);
+  for (uint32_t l = 0; l < layers; ++l) saved += llama4->config.rope_layer[l] && llama4->config.use_qk_norm ? 2 : 1;
   return saved;
 }
 

@@ -491,6 +491,59 @@ TEST_F(OpsTest, RopeKvWriteGivesTheBitsOfRopeThenKvWrite) {
   }
 }
 
+// rope_norm_kv_write (Llama-4's rope layers with QK norm, one dispatch) against rope,
+// rms_norm_heads and kv_write: the same qkv rows and cache bits, for both pairings, with the
+// norm workgroups of CPU devices (8), 64 and GPUs' 512 (the sums' order depends on it), heads of
+// 64 and 128 (more than the 8 and 64 invocations hold one at a time), rows at a padded stride,
+// and one row whose position lies past the table and another whose slot lies past the cache.
+TEST_F(OpsTest, RopeNormKvWriteGivesTheBitsOfRopeNormThenKvWrite) {
+  const uint32_t rows = 5, q_heads = 4, kv_heads = 2, capacity = 40, table_positions = 64;
+  const uint32_t device_wg = gpu().norm_workgroup;
+  const float eps = 1e-5f;
+  vk::Buffer pbuf = device_buffer(std::vector<int32_t>{0, 3, 64, 6, 63, 9}, "positions");
+  vk::Buffer sbuf = device_buffer(std::vector<int32_t>{0, 30, 2, 17, 40, 0}, "slots");
+  for (uint32_t head_dim : {64u, 128u}) {
+    const uint32_t q_dim = q_heads * head_dim, kv_dim = kv_heads * head_dim, width = q_dim + 2 * kv_dim + 5;
+    std::vector<float> inv(head_dim / 2);
+    for (uint32_t j = 0; j < head_dim / 2; ++j) inv[j] = float(1.0 / std::pow(500000.0, 2.0 * j / head_dim));
+    vk::Buffer tbuf = device_buffer(ops::rope_table(inv, table_positions), "rope table");
+    const std::vector<float> x = random_floats(size_t(rows) * width + 3, 91 + head_dim, -3, 3);
+    const std::vector<uint32_t> cache_init(size_t(capacity) * kv_dim / 2, 0x7e007e00u);
+    for (uint32_t norm_wg : {8u, 64u, 512u})
+      for (auto pairing : {ops::RopePairing::Interleaved, ops::RopePairing::RotateHalf}) {
+        SCOPED_TRACE(fmt::format("head_dim {}, norm workgroup {}, pairing {}", head_dim, norm_wg, int(pairing)));
+        gpu().norm_workgroup = norm_wg;
+        std::vector<float> qkv_out[2];
+        std::vector<uint32_t> k_out[2], v_out[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          vk::Buffer xbuf = device_buffer(x, "qkv");
+          vk::Buffer kbuf = device_buffer(cache_init, "k cache"), vbuf = device_buffer(cache_init, "v cache");
+          const ops::KvLayer kv{vk::BufferRange(kbuf), vk::BufferRange(vbuf), capacity, kv_dim};
+          const ops::Act qkv(xbuf, width, 3);
+          const ops::IntVec pos{pbuf, 1}, slots{sbuf, 1};
+          rec.begin();
+          if (fused) {
+            ops::rope_norm_kv_write(oc, qkv, rows, {q_heads, head_dim, pos, tbuf, table_positions, pairing, slots, kv},
+                                    eps);
+          } else {
+            ops::rope(oc, qkv, rows, q_heads + kv_heads, head_dim, pos, tbuf, table_positions, pairing);
+            ops::rms_norm_heads(oc, qkv, rows, q_heads + kv_heads, head_dim, eps);
+            ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), rows, slots, kv);
+          }
+          rec.submit_and_wait();
+          qkv_out[fused] = read_back<float>(xbuf, x.size());
+          k_out[fused] = read_back<uint32_t>(kbuf, cache_init.size());
+          v_out[fused] = read_back<uint32_t>(vbuf, cache_init.size());
+        }
+        EXPECT_TRUE(bitwise_equal(qkv_out[1], qkv_out[0])) << "qkv rows";
+        EXPECT_EQ(k_out[1], k_out[0]) << "K cache";
+        EXPECT_EQ(v_out[1], v_out[0]) << "V cache";
+        EXPECT_NE(k_out[0][30 * kv_dim / 2], cache_init[0]) << "row 0's slot 30 was not written";
+      }
+  }
+  gpu().norm_workgroup = device_wg;
+}
+
 // rope_kv_write folded into the q | k | v product (ops::matmul_rope_kv, matvec.comp ROPE_KV) gives
 // the bits of the product then rope_kv_write: f16 in every vendor's configuration for 1 and 11
 // rows (chunks of 8 and 3), with both pairings and with none (NoPE layers: the cache writes,
@@ -516,7 +569,8 @@ TEST_F(OpsTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
 
   // Where it does not fold: the GEMM, heads of no whole quads, a part that starts inside a head,
   // and when turned off.
-  const ops::RopeKv rope{q_heads, head_dim, {}, {}, 64, ops::RopePairing::RotateHalf, {}, {{}, {}, 40, kv_heads * head_dim}};
+  const ops::KvLayer kv{{}, {}, 40, kv_heads * head_dim};
+  const ops::RopeKv rope{q_heads, head_dim, {}, {}, 64, ops::RopePairing::RotateHalf, {}, kv};
   EXPECT_TRUE(ops::rope_folds(gpu(), f16, 0, 8, ops::MatmulPath::Auto, rope));
   EXPECT_FALSE(ops::rope_folds(gpu(), f16, 0, 9, ops::MatmulPath::Auto, rope));
   EXPECT_TRUE(ops::rope_folds(gpu(), f16, 0, 9, ops::MatmulPath::Vector, rope));

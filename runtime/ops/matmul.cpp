@@ -281,7 +281,8 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
         {/*WG=*/shape.workgroup, /*OUTS=*/outs, /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/0,
          /*NORM_WG=*/norm_wg(oc.gpu, norm), /*ROWS=*/r, /*K_MAJOR=*/0, /*PAIRING=*/uint32_t(rope.pairing)});
     Act xr = x.row(r0), yr = qkv.row(r0).cols(first);
-    MatvecRopePush push{{{w.cols, w.rows, r, xr.offset, xr.stride, yr.offset, yr.stride, 0}, 0, norm ? norm->eps : 0.0f},
+    const GemmPush product{w.cols, w.rows, r, xr.offset, xr.stride, yr.offset, yr.stride, 0};
+    MatvecRopePush push{{product, 0, norm ? norm->eps : 0.0f},
                         {rope.head_dim, q_dim, kv_dim, first, rope.positions.offset + r0, rope.table_positions,
                          rope.slots.offset + r0, rope.kv.capacity}};
     // x, W, y, the norm weight (float weights only: the block formats' kernels have no such

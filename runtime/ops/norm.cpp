@@ -1,4 +1,7 @@
+#include <eaglevk/error.h>
+
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 
 namespace eaglevk::ops {
 namespace {
@@ -43,6 +46,30 @@ void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_
                   {x.reads(rows, heads * head_dim), vk::reads(oc.gpu.dummy), x.updates(rows, heads * head_dim),
                    vk::reads(oc.gpu.dummy)},
                   push, rows * heads, 1, 1, "qk_norm");
+}
+
+void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r, float eps) {
+  if (rows == 0) return;
+  const uint32_t hd = r.head_dim, kv_dim = r.kv.kv_dim;
+  if (hd == 0 || hd % 2 || hd > ATTENTION_MAX_HEAD_DIM || kv_dim % hd)
+    fail("rope_norm_kv_write: kv_dim {} is not a whole number of even heads of {} (at most {})", kv_dim, hd,
+         ATTENTION_MAX_HEAD_DIM);
+  if (r.pairing == RopePairing::None) fail("rope_norm_kv_write: a layer without rotation has no QK norm");
+  const uint32_t kv_heads = kv_dim / hd, heads = r.q_heads + kv_heads;
+  struct Push {
+    NormPush norm;
+    uint32_t q_heads, pos_offset, table_rows, slot_offset, capacity;
+  } push{{rows * heads, hd, qkv.offset, qkv.stride, qkv.offset, qkv.stride, eps, heads},
+         r.q_heads, r.positions.offset, r.table_positions, r.slots.offset, r.kv.capacity};
+  const vk::Kernel& kernel = oc.gpu.pipelines.get(
+      "norm_rope_kv", {/*WG=*/oc.gpu.norm_workgroup, /*HAS_WEIGHT=*/0u, /*LAYER_NORM=*/0u, uint32_t(r.pairing)});
+  // q and k are rotated and normalised in place; v is only read. The positions and the table sit
+  // in the bindings of the weight and the bias of the other norms.
+  oc.rec.dispatch(kernel,
+                  {qkv.reads(rows, heads * hd + kv_dim), vk::reads(r.positions.range), qkv.updates(rows, heads * hd),
+                   vk::reads(r.table), vk::reads(r.slots.range), vk::writes_scattered(r.kv.k, uint64_t(rows) * kv_dim * 2),
+                   vk::writes_scattered(r.kv.v, uint64_t(rows) * kv_dim * 2)},
+                  push, rows * heads, 1, 1, "rope_qk_norm_kv_write");
 }
 
 }  // namespace eaglevk::ops

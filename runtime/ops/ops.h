@@ -171,6 +171,13 @@ struct RopeKv {
 // RopePairing::None: kv_write alone (the table and positions are not read).
 void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope);
 
+// Llama-4's rope layers with QK norm: rope of the q and k heads, rms_norm_heads of them, then
+// kv_write of k and v at the slots, in one dispatch (norm.comp ROPE_KV) with the bits of the three
+// (each head's norm formed as rms_norm_heads forms it, with gpu.norm_workgroup invocations). qkv's
+// q and k columns end rotated and normalised, as after the three. head_dim at most
+// ATTENTION_MAX_HEAD_DIM.
+void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope, float eps);
+
 // rope_kv_write folded into the product that makes the columns [first, first + w.rows) of the
 // q | k | v rows (all of them, or one part of a matrix stored in several types): qkv.cols(first)
 // gets x W^T with its q heads rotated, and its k and v heads go to the caches, by rope.comp's
