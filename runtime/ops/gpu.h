@@ -72,7 +72,8 @@ struct Gpu {
   // second time for the norm's sums; docs/perf.md), and on a GPU it is not measured yet.
   bool fold_norms = false;
   // Fold rope_kv_write into the q | k | v product where ops::rope_folds allows (a dispatch fewer
-  // a layer); EAGLEVK_FOLD_ROPE=0 turns it off, for comparisons (tests set it).
+  // a layer), and run Llama-4's rope, QK norm and kv_write as one ops::rope_norm_kv_write;
+  // EAGLEVK_FOLD_ROPE=0 turns both off, for comparisons (tests set it).
   bool fold_rope = true;
   // Prefill products with more than MATVEC_MAX_ROWS rows run the GEMM's cooperative-matrix
   // kernel (shaders/gemm_coopmat.comp) where coopmat_unavailable() is empty. EAGLEVK_COOPMAT=1
