@@ -182,8 +182,8 @@ void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rop
 // q | k | v rows (all of them, or one part of a matrix stored in several types): qkv.cols(first)
 // gets x W^T with its q heads rotated, and its k and v heads go to the caches, by rope.comp's
 // expressions on the sums (matvec.comp ROPE_KV): the bits of matmul then rope_kv_write, one
-// dispatch fewer. rope_folds: gpu.fold_rope, the matrix-vector path, whole heads of even
-// quads, and the part bound whole.
+// dispatch fewer. rope_folds: gpu.fold_rope, the matrix-vector path, a part of whole heads
+// whose head_dim is a multiple of 4, and the part bound whole.
 bool rope_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t first, uint32_t rows, MatmulPath path,
                 const RopeKv& rope);
 void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first, Act qkv, uint32_t rows,
