@@ -227,17 +227,11 @@ void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
       params.attn_scale = c.attn_scale;
     }
     if (c.rope_layer[l] && c.use_qk_norm) {
-      // The QK norm comes between the rotation and the cache: one dispatch after the product, or
-      // three (EAGLEVK_FOLD_ROPE=0).
+      // The QK norm comes between the rotation and the cache: a dispatch of its own after the
+      // product, with them.
       norm_linear(oc, attn_in, L.qkv, qkv, T, path, "qkv");
-      if (oc.gpu.fold_rope) {
-        ops::rope_norm_kv_write(oc, qkv, T, {nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv},
-                                eps);
-      } else {
-        ops::rope(oc, qkv, T, nh + nkv, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved);
-        ops::rms_norm_heads(oc, qkv, T, nh + nkv, hd, eps);
-        ops::kv_write(oc, qkv.cols(q_dim), qkv.cols(q_dim + kv_dim), T, slots, kv);
-      }
+      ops::rope_norm_kv_write(oc, qkv, T, {nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv},
+                              eps);
     } else {
       // Rope layers without QK norm rotate q and k, NoPE layers only write the cache: both in the
       // q/k/v product's workgroups where they fold.

@@ -129,29 +129,28 @@ void matmul_rope_kv_parts(ops::OpContext& oc, ops::Act x, const DeviceMatrix& w,
 
 void linear_rope_kv(ops::OpContext& oc, ops::Act x, const DeviceMatrix& qkv_w, ops::Act qkv, uint32_t rows,
                     ops::MatmulPath path, const char* name, const ops::RopeKv& rope) {
-  if (rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
-    matmul_rope_kv_parts(oc, x, qkv_w, qkv, rows, path, name, rope, nullptr);
+  if (!rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
+    linear(oc, x, qkv_w, qkv, rows, false, path, name);
+    ops::rope_kv_write(oc, qkv, rows, rope);
     return;
   }
-  linear(oc, x, qkv_w, qkv, rows, false, path, name);
-  ops::rope_kv_write(oc, qkv, rows, rope);
+  matmul_rope_kv_parts(oc, x, qkv_w, qkv, rows, path, name, rope, nullptr);
 }
 
 void norm_linear_rope_kv(ops::OpContext& oc, const NormedInput& in, const DeviceMatrix& qkv_w, ops::Act qkv,
                          uint32_t rows, ops::MatmulPath path, const char* name, const ops::RopeKv& rope) {
+  if (!rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
+    norm_linear(oc, in, qkv_w, qkv, rows, path, name);
+    ops::rope_kv_write(oc, qkv, rows, rope);
+    return;
+  }
   if (!folds_into_every_part(oc.gpu, qkv_w, rows, path)) {
     ops::rms_norm(oc, in.x, &in.weight, in.normed, rows, qkv_w.cols, in.eps, in.name);
-    linear_rope_kv(oc, in.normed, qkv_w, qkv, rows, path, name, rope);
+    matmul_rope_kv_parts(oc, in.normed, qkv_w, qkv, rows, path, name, rope, nullptr);
     return;
   }
   const ops::NormFold fold{in.weight, in.eps};
-  if (rope_folds_into_every_part(oc.gpu, qkv_w, rows, path, rope)) {
-    matmul_rope_kv_parts(oc, in.x, qkv_w, qkv, rows, path, name, rope, &fold);
-    return;
-  }
-  for (size_t i = 0; i < qkv_w.parts.size(); ++i)
-    ops::matmul(oc, in.x, qkv_w.part(i), qkv.cols(qkv_w.parts[i].first_row), rows, false, path, name, &fold);
-  ops::rope_kv_write(oc, qkv, rows, rope);
+  matmul_rope_kv_parts(oc, in.x, qkv_w, qkv, rows, path, name, rope, &fold);
 }
 
 namespace {

@@ -124,14 +124,7 @@ uint rope_element(uint l) {
   if (PAIRING == 0u && rotated) return head + 2u * j + (i & 1u) + (i >> 1) * (p.head_dim / 2u);
   return head + 4u * j + i;
 }
-
-// rope.comp's rotation of a pair by (cos, sin); precise, so that no compiler contracts it into
-// fused multiply-adds in one kernel and not in another.
-vec2 rotate_pair(float x0, float x1, vec2 cs) {
-  precise float a = x0 * cs.x - x1 * cs.y;
-  precise float b = x1 * cs.x + x0 * cs.y;
-  return vec2(a, b);
-}
+#include "rope_pair.glsl"
 #endif
 
 // The workgroup's activation rows. Plain: rows 0..ROWS-1. EXPERTS: row_count (1..ROWS) rows of
@@ -266,9 +259,10 @@ uint rope_rows[MAX_OUTS];  // ROPE_KV: wrow(o), formed once
 uint wrow(uint o) {
 #if defined(ROPE_KV)
   return rope_rows[o];
-#endif
+#else
   if (!GLU) return n0 + min(o, outs - 1u);
   return (o < WRITES ? 0u : p.glu_up) + n0 + min(o % WRITES, outs - 1u);
+#endif
 }
 
 // Writes output o of row r from its dot product(s): sums[o] (and, with GLU, sums[o + WRITES]).
@@ -297,10 +291,10 @@ void store_quad(uint r, uint o, vec4 d) {
     uint f = PAIRING == 0u ? g % p.head_dim : (g % p.head_dim) / 2u, t = uint(position) * half_dim + f;
     vec2 c0 = cos_sin[t], c1 = cos_sin[t + 1u];
     if (PAIRING == 0u) {
-      vec2 a = rotate_pair(d.x, d.z, c0), b = rotate_pair(d.y, d.w, c1);
+      vec2 a = rope_rotate(d.x, d.z, c0), b = rope_rotate(d.y, d.w, c1);
       turned = vec4(a.x, b.x, a.y, b.y);
     } else {
-      turned = vec4(rotate_pair(d.x, d.y, c0), rotate_pair(d.z, d.w, c1));
+      turned = vec4(rope_rotate(d.x, d.y, c0), rope_rotate(d.z, d.w, c1));
     }
   }
   bool is_q = g < p.q_dim;

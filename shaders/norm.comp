@@ -44,6 +44,7 @@ shared float partial[64];  // one per subgroup: ops::norm_workgroup_for keeps to
 
 #if defined(ROPE_KV)
 #include "common.glsl"
+#include "rope_pair.glsl"
 #include "shared_constants.h"
 // In the bindings the weight and the bias take elsewhere (this variant reads neither), then after.
 layout(binding = 1, std430) readonly buffer Pos { int positions[]; };
@@ -69,18 +70,13 @@ float workgroup_sum(float v) {
 // Element i of the head at src after rotation by rope.comp's expression (unrotated where the
 // position lies outside the table, as rope.comp leaves it).
 float rotated(uint src, uint i, int position) {
-  uint half_dim = p.dim / 2u;
   if (position < 0 || uint(position) >= p.table_rows) return x[src + i];
-  bool first = PAIRING == 0u ? i < half_dim : (i & 1u) == 0u;
-  uint pair = PAIRING == 0u ? (first ? i : i - half_dim) : i / 2u;
-  uint partner = PAIRING == 0u ? (first ? i + half_dim : i - half_dim) : i ^ 1u;
-  vec2 cs = cos_sin[uint(position) * half_dim + pair];
-  float self = x[src + i], other = x[src + partner];
-  precise float r = first ? self * cs.x - other * cs.y : self * cs.x + other * cs.y;
-  return r;
+  RopeSlot s = rope_slot(i, p.dim, PAIRING);
+  vec2 cs = cos_sin[uint(position) * (p.dim / 2u) + s.freq];
+  return rope_rotated(x[src + i], x[src + s.partner], s.first, cs);
 }
 
-void main_rope_kv() {
+void main() {
   uint row = gl_WorkGroupID.x;
   if (row >= p.rows) return;
   uint token = row / p.inner, h = row % p.inner;
@@ -107,13 +103,9 @@ void main_rope_kv() {
     v_cache[dst + j] = pack_half2_rne(x[v_src + 2u * j], x[v_src + 2u * j + 1u]);
   }
 }
-#endif
 
+#else
 void main() {
-#if defined(ROPE_KV)
-  main_rope_kv();
-  return;
-#endif
   uint row = gl_WorkGroupID.x;
   if (row >= p.rows) return;
   uint outer = row / p.inner, sub = row % p.inner;
@@ -141,3 +133,4 @@ void main() {
     y[dst + i] = HAS_WEIGHT ? w[i] * v : v;
   }
 }
+#endif

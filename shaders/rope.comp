@@ -12,6 +12,7 @@
 layout(local_size_x = 64) in;
 #include "grid.glsl"
 layout(constant_id = 0) const uint PAIRING = 0;
+#include "rope_pair.glsl"
 
 layout(binding = 0, std430) buffer X { float x[]; };
 layout(binding = 1, std430) readonly buffer Pos { int pos[]; };
@@ -42,26 +43,17 @@ void rotate_pair(uint base, uint i, int position) {
   vec2 cs = cos_sin[uint(position) * half_dim + i];
   uint a = PAIRING == 0u ? base + i : base + 2u * i;
   uint b = PAIRING == 0u ? base + i + half_dim : base + 2u * i + 1u;
-  float x0 = x[a], x1 = x[b];
-  // precise: no compiler may contract these into fused multiply-adds in one kernel and not in
-  // another (rope_kv_write's k, and matvec.comp's folded rotation, must give these bits).
-  precise float r0 = x0 * cs.x - x1 * cs.y;
-  precise float r1 = x1 * cs.x + x0 * cs.y;
-  x[a] = r0;
-  x[b] = r1;
+  vec2 r = rope_rotate(x[a], x[b], cs);
+  x[a] = r.x;
+  x[b] = r.y;
 }
 
 #if defined(KV_WRITE)
-// Element e of the head at `base` after rotation, by rotate_pair's expressions, without writing.
+// Element e of the head at `base` after rotation, by rotate_pair's arithmetic, without writing.
 float rotated(uint base, uint e, int position) {
-  uint half_dim = p.head_dim / 2u;
-  bool first = PAIRING == 0u ? e < half_dim : (e & 1u) == 0u;
-  uint i = PAIRING == 0u ? (first ? e : e - half_dim) : e / 2u;
-  uint partner = PAIRING == 0u ? (first ? e + half_dim : e - half_dim) : (first ? e + 1u : e - 1u);
-  vec2 cs = cos_sin[uint(position) * half_dim + i];
-  float self = x[base + e], other = x[base + partner];
-  precise float r = first ? self * cs.x - other * cs.y : self * cs.x + other * cs.y;
-  return r;
+  RopeSlot s = rope_slot(e, p.head_dim, PAIRING);
+  vec2 cs = cos_sin[uint(position) * (p.head_dim / 2u) + s.freq];
+  return rope_rotated(x[base + e], x[base + s.partner], s.first, cs);
 }
 #endif
 

@@ -51,11 +51,18 @@ void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_
 void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r, float eps) {
   if (rows == 0) return;
   const uint32_t hd = r.head_dim, kv_dim = r.kv.kv_dim;
-  if (hd == 0 || hd % 2 || hd > ATTENTION_MAX_HEAD_DIM || kv_dim % hd)
-    fail("rope_norm_kv_write: kv_dim {} is not a whole number of even heads of {} (at most {})", kv_dim, hd,
-         ATTENTION_MAX_HEAD_DIM);
+  if (hd == 0 || hd % 2 || kv_dim % hd)
+    fail("rope_norm_kv_write: kv_dim {} is not a whole number of even heads of {}", kv_dim, hd);
   if (r.pairing == RopePairing::None) fail("rope_norm_kv_write: a layer without rotation has no QK norm");
   const uint32_t kv_heads = kv_dim / hd, heads = r.q_heads + kv_heads;
+  if (!oc.gpu.fold_rope) {  // the three dispatches: the reference (EAGLEVK_FOLD_ROPE=0)
+    rope(oc, qkv, rows, heads, hd, r.positions, r.table, r.table_positions, r.pairing);
+    rms_norm_heads(oc, qkv, rows, heads, hd, eps);
+    kv_write(oc, qkv.cols(r.q_heads * hd), qkv.cols(heads * hd), rows, r.slots, r.kv);
+    return;
+  }
+  if (hd > ATTENTION_MAX_HEAD_DIM)  // the kernel keeps a head in shared memory
+    fail("rope_norm_kv_write: heads of {} (at most {})", hd, ATTENTION_MAX_HEAD_DIM);
   struct Push {
     NormPush norm;
     uint32_t q_heads, pos_offset, table_rows, slot_offset, capacity;

@@ -175,7 +175,7 @@ void rope_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope);
 // kv_write of k and v at the slots, in one dispatch (norm.comp ROPE_KV) with the bits of the three
 // (each head's norm formed as rms_norm_heads forms it, with gpu.norm_workgroup invocations). qkv's
 // q and k columns end rotated and normalised, as after the three. head_dim at most
-// ATTENTION_MAX_HEAD_DIM.
+// ATTENTION_MAX_HEAD_DIM. Without gpu.fold_rope it records the three.
 void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& rope, float eps);
 
 // rope_kv_write folded into the product that makes the columns [first, first + w.rows) of the
