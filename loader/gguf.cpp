@@ -53,8 +53,8 @@ struct GgmlType {
 constexpr GgmlType kGgmlTypes[] = {
     {0, "F32", DType::F32},        {1, "F16", DType::F16},         {2, "Q4_0", DType::Q4_0},
     {3, "Q4_1", DType::Q4_1},      {6, "Q5_0", DType::Q5_0},       {7, "Q5_1", DType::Q5_1},
-    {8, "Q8_0", DType::Q8_0},      {9, "Q8_1", std::nullopt},      {10, "Q2_K", std::nullopt},
-    {11, "Q3_K", std::nullopt},    {12, "Q4_K", DType::Q4_K},      {13, "Q5_K", DType::Q5_K},
+    {8, "Q8_0", DType::Q8_0},      {9, "Q8_1", std::nullopt},      {10, "Q2_K", DType::Q2_K},
+    {11, "Q3_K", DType::Q3_K},       {12, "Q4_K", DType::Q4_K},      {13, "Q5_K", DType::Q5_K},
     {14, "Q6_K", DType::Q6_K},     {15, "Q8_K", std::nullopt},     {16, "IQ2_XXS", std::nullopt},
     {17, "IQ2_XS", std::nullopt},  {18, "IQ3_XXS", std::nullopt},  {19, "IQ1_S", std::nullopt},
     {20, "IQ4_NL", std::nullopt},  {21, "IQ3_S", std::nullopt},    {22, "IQ2_S", std::nullopt},

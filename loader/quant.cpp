@@ -32,7 +32,8 @@ struct BlockFormat {
 constexpr BlockFormat kBlockFormats[] = {
     {DType::Q4_0, QK4_0_ELEMS, QK4_0_BYTES}, {DType::Q4_1, QK4_1_ELEMS, QK4_1_BYTES},
     {DType::Q5_0, QK5_0_ELEMS, QK5_0_BYTES}, {DType::Q5_1, QK5_1_ELEMS, QK5_1_BYTES},
-    {DType::Q8_0, QK8_0_ELEMS, QK8_0_BYTES}, {DType::Q4_K, QK_K_ELEMS, QK4_K_BYTES},
+    {DType::Q8_0, QK8_0_ELEMS, QK8_0_BYTES}, {DType::Q2_K, QK_K_ELEMS, QK2_K_BYTES},
+    {DType::Q3_K, QK_K_ELEMS, QK3_K_BYTES},  {DType::Q4_K, QK_K_ELEMS, QK4_K_BYTES},
     {DType::Q5_K, QK_K_ELEMS, QK5_K_BYTES},  {DType::Q6_K, QK_K_ELEMS, QK6_K_BYTES},
 };
 
@@ -206,6 +207,45 @@ void quant_q8_0(const float* x, uint8_t* b) {
 
 // ---- K-quants: 256-element super-blocks -----------------------------------------------------
 
+// Q2_K and Q3_K keep 2-bit codes four to a byte: element e of a super-block is in half
+// h = e / 128, byte l = e % 32 of that half's 32 code bytes, bits 2j, 2j + 1 for j = (e % 128) / 32.
+// Each 16 consecutive elements share a scale (group e / 16).
+int code2(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+// Q2_K: scales[16] (group g's 4-bit scale in the low nibble of byte g, its 4-bit min in the high
+// one), qs[64], d, dmin. x = (d * sc) * q - dmin * m.
+void dequant_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* qs = b + 16;
+  const float d = load_half(b + 80), dmin = load_half(b + 82);
+  for (int e = 0; e < 256; ++e) {
+    const int sc = scales[e / 16];
+    const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+    y[e] = dl * static_cast<float>(code2(qs, e)) - ml;
+  }
+}
+
+// Q3_K's sixteen 6-bit scales (stored plus 32) in 12 bytes: the low nibble of group g in byte g
+// (g < 8) or in the high nibble of byte g - 8, its top two bits in bits 2 (g / 4), +1 of byte
+// 8 + g % 4.
+int q3_scale(const uint8_t* s, int g) {
+  const int low = g < 8 ? s[g] & 0xF : s[g - 8] >> 4;
+  return (low | ((s[8 + g % 4] >> (2 * (g / 4))) & 3) << 4) - 32;
+}
+
+// Q3_K: hmask[32], qs[64], scales[12], d. Element e's third bit is bit e / 32 of hmask[e % 32];
+// a clear bit subtracts 4: q in [-4, 3]. x = (d * sc) * q.
+void dequant_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* scales = b + 96;
+  const float d = load_half(b + 108);
+  for (int e = 0; e < 256; ++e) {
+    const int q = code2(qs, e) - ((hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
+    y[e] = d * static_cast<float>(q3_scale(scales, e / 16)) * static_cast<float>(q);
+  }
+}
+
 // Q4_K/Q5_K: 8 six-bit sub-block scales and 8 six-bit mins in 12 bytes. Sub-blocks 0-3 keep
 // their scale in the low 6 bits of byte j and their min in byte j + 4. Sub-blocks 4-7 keep the
 // low nibbles of scale and min in byte j + 4 (scale low, min high) and their top two bits in the
@@ -285,13 +325,14 @@ void dequant_q6_k(const uint8_t* b, float* y) {
 }
 
 // An asymmetric fit of n values to x ~ scale * L - min_out, L in [0, nmax], min_out >= 0, by
-// weighted least squares (ggml's make_qkx2_quants without its mean-absolute-error option).
-// Starting from the plain min/max grid it tries nsteps + 1 grid spacings around nmax / (max -
-// min); for each it rounds, solves the 2x2 normal equations for scale and min and keeps the fit
-// with the smallest weighted squared error. The first-level fit keeps min at 0 when the data do
+// weighted least squares (ggml's make_qkx2_quants). Starting from the plain min/max grid it
+// tries nsteps + 1 grid spacings around nmax / (max - min); for each it rounds, solves the 2x2
+// normal equations for scale and min and keeps the fit with the smallest weighted error, squared
+// or (absolute_error, as Q2_K asks) absolute. The first-level fit keeps min at 0 when the data do
 // not reach below zero, so a positive block never gets a negative offset.
 float fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin, float rdelta, int nsteps,
-                    uint8_t* L, float& min_out) {
+                    bool absolute_error, uint8_t* L, float& min_out) {
+  auto cost = [absolute_error](float diff) { return absolute_error ? std::fabs(diff) : diff * diff; };
   float min = x[0], max = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -313,7 +354,7 @@ float fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin,
   for (int i = 0; i < n; ++i) {
     L[i] = uint8_t(std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax));
     const float diff = scale * static_cast<float>(L[i]) + min - x[i];
-    best_error += w[i] * (diff * diff);
+    best_error += w[i] * cost(diff);
   }
   uint8_t candidate[QK_K_ELEMS];
   for (int step = 0; step <= nsteps; ++step) {
@@ -338,7 +379,7 @@ float fit_scale_min(const float* x, const float* w, int n, int nmax, float rmin,
     float error = 0;
     for (int i = 0; i < n; ++i) {
       const float diff = this_scale * static_cast<float>(candidate[i]) + this_min - x[i];
-      error += w[i] * (diff * diff);
+      error += w[i] * cost(diff);
     }
     if (error < best_error) {
       std::copy(candidate, candidate + n, L);
@@ -389,6 +430,136 @@ float fit_symmetric(const float* x, int n, int nmax, uint8_t* L) {
   return scale;
 }
 
+// A symmetric 3-bit fit x ~ scale * (L - nmax), L - nmax in [-nmax, nmax - 1], weighted by x^2
+// (ggml's make_q3_quants with its refinement): from the grid that maps the largest magnitude to
+// -nmax it moves one value at a time to the level its least-squares scale without that value
+// suggests, keeping each move that explains more of the weighted energy (sumlx^2 / suml2), for
+// at most five passes. Returns that scale.
+float fit_q3(const float* x, int n, int nmax, int8_t* L) {
+  const float max = signed_absmax(x, n);
+  if (std::fabs(max) < 1e-15f) {
+    std::fill(L, L + n, 0);
+    return 0.0f;
+  }
+  const float iscale = static_cast<float>(-nmax) / max;
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::clamp(nearest_int(iscale * x[i]), -nmax, nmax - 1);
+    L[i] = int8_t(l);
+    const float w = x[i] * x[i], fl = static_cast<float>(l);
+    sumlx += w * x[i] * fl;  // ((w * x) * l), as ggml
+    suml2 += w * fl * fl;
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i], old = static_cast<float>(L[i]);
+      float slx = sumlx - w * x[i] * old;
+      if (!(slx > 0)) continue;
+      float sl2 = suml2 - w * old * old;
+      const int l = std::clamp(nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+      if (l == L[i]) continue;
+      const float fl = static_cast<float>(l);
+      slx += w * x[i] * fl;
+      sl2 += w * fl * fl;
+      if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = int8_t(l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  for (int i = 0; i < n; ++i) L[i] = int8_t(L[i] + nmax);
+  return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+// Packs 256 2-bit codes as code2 reads them.
+void pack_code2(const uint8_t* L, uint8_t* qs) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* q = L + 128 * h + l;
+      qs[32 * h + l] = uint8_t(q[0] | q[32] << 2 | q[64] << 4 | q[96] << 6);
+    }
+}
+
+// Q2_K (ggml's reference): each group of 16 fitted asymmetrically to 2 bits (weights |x|, absolute
+// error, grid -0.5 + 0.1 k, k = 0..15); the groups' scales and mins quantized to 4 bits against
+// the block's largest ones, and the values re-rounded with the stored scales.
+void quant_q2_k(const float* x, uint8_t* b) {
+  uint8_t L[QK_K_ELEMS];
+  float scales[16], mins[16];
+  float max_scale = 0, max_min = 0;
+  for (int g = 0; g < 16; ++g) {
+    float w[16];
+    for (int l = 0; l < 16; ++l) w[l] = std::fabs(x[16 * g + l]);
+    scales[g] = fit_scale_min(x + 16 * g, w, 16, 3, -0.5f, 0.1f, 15, true, L + 16 * g, mins[g]);
+    max_scale = std::max(max_scale, scales[g]);
+    max_min = std::max(max_min, mins[g]);
+  }
+  std::memset(b, 0, QK2_K_BYTES);
+  uint8_t* packed = b;
+  if (max_scale > 0) {
+    const float iscale = 15.0f / max_scale;
+    for (int g = 0; g < 16; ++g) packed[g] = uint8_t(nearest_int(iscale * scales[g]));
+    store_half(b + 80, max_scale / 15.0f);
+  }
+  if (max_min > 0) {
+    const float iscale = 15.0f / max_min;
+    for (int g = 0; g < 16; ++g) packed[g] |= uint8_t(nearest_int(iscale * mins[g]) << 4);
+    store_half(b + 82, max_min / 15.0f);
+  }
+  const float d = load_half(b + 80), dmin = load_half(b + 82);
+  for (int g = 0; g < 16; ++g) {
+    const float dl = d * static_cast<float>(packed[g] & 0xF);
+    if (dl == 0) continue;
+    const float ml = dmin * static_cast<float>(packed[g] >> 4);
+    for (int l = 0; l < 16; ++l) L[16 * g + l] = uint8_t(std::clamp(nearest_int((x[16 * g + l] + ml) / dl), 0, 3));
+  }
+  pack_code2(L, b + 16);
+}
+
+// Q3_K (ggml's reference): each group of 16 fitted symmetrically to 3 bits (fit_q3); the signed
+// scales quantized to 6 bits (stored plus 32) so that the largest-magnitude one becomes -32, and
+// the values re-rounded with the stored scales. The third bit of each code goes to hmask.
+void quant_q3_k(const float* x, uint8_t* b) {
+  int8_t L[QK_K_ELEMS];
+  float scales[16];
+  float max_scale = 0, max_abs_scale = 0;
+  for (int g = 0; g < 16; ++g) {
+    scales[g] = fit_q3(x + 16 * g, 16, 4, L + 16 * g);
+    if (std::fabs(scales[g]) > max_abs_scale) {
+      max_abs_scale = std::fabs(scales[g]);
+      max_scale = scales[g];
+    }
+  }
+  std::memset(b, 0, QK3_K_BYTES);
+  uint8_t* packed = b + 96;
+  if (max_scale != 0) {
+    const float iscale = -32.0f / max_scale;
+    for (int g = 0; g < 16; ++g) {
+      const int l = std::clamp<int>(int8_t(nearest_int(iscale * scales[g])), -32, 31) + 32;
+      packed[g % 8] |= uint8_t((l & 0xF) << (g < 8 ? 0 : 4));
+      packed[8 + g % 4] |= uint8_t((l >> 4) << (2 * (g / 4)));
+    }
+    store_half(b + 108, 1.0f / iscale);
+  }
+  const float d = load_half(b + 108);
+  for (int g = 0; g < 16; ++g) {
+    const float dl = d * static_cast<float>(q3_scale(packed, g));
+    if (dl == 0) continue;
+    for (int l = 0; l < 16; ++l) L[16 * g + l] = int8_t(std::clamp(nearest_int(x[16 * g + l] / dl), -4, 3) + 4);
+  }
+  uint8_t codes[QK_K_ELEMS];
+  for (int e = 0; e < 256; ++e) {
+    const bool high = L[e] > 3;
+    if (high) b[e % 32] |= uint8_t(1 << (e / 32));
+    codes[e] = uint8_t(high ? L[e] - 4 : L[e]);
+  }
+  pack_code2(codes, b + 32);
+}
+
 // Q4_K and Q5_K share everything but the quant width and the search grid (ggml's reference
 // quantizers: weights |x| + rms of the sub-block; grid -1 + 0.1 k, k = 0..20, for 4 bits and
 // -0.5 + 0.1 k, k = 0..15, for 5 bits). Sub-block scales and mins are then quantized to 6 bits
@@ -403,7 +574,7 @@ void quant_k_scaled(const float* x, int nmax, float rmin, int nsteps, uint8_t* b
     const float av_x = std::sqrt(sum_x2 / 32.0f);
     float w[32];
     for (int l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-    scales[sub] = fit_scale_min(xs, w, 32, nmax, rmin, 0.1f, nsteps, L + 32 * sub, mins[sub]);
+    scales[sub] = fit_scale_min(xs, w, 32, nmax, rmin, 0.1f, nsteps, false, L + 32 * sub, mins[sub]);
     max_scale = std::max(max_scale, scales[sub]);
     max_min = std::max(max_min, mins[sub]);
   }
@@ -500,6 +671,8 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::Q5_0: return dequant_q5_0;
     case DType::Q5_1: return dequant_q5_1;
     case DType::Q8_0: return dequant_q8_0;
+    case DType::Q2_K: return dequant_q2_k;
+    case DType::Q3_K: return dequant_q3_k;
     case DType::Q4_K: return dequant_q4_k;
     case DType::Q5_K: return dequant_q5_k;
     case DType::Q6_K: return dequant_q6_k;
@@ -514,6 +687,8 @@ QuantBlock quant_fn(DType dtype) {
     case DType::Q5_0: return quant_q5_0;
     case DType::Q5_1: return quant_q5_1;
     case DType::Q8_0: return quant_q8_0;
+    case DType::Q2_K: return quant_q2_k;
+    case DType::Q3_K: return quant_q3_k;
     case DType::Q4_K: return quant_q4_k;
     case DType::Q5_K: return quant_q5_k;
     case DType::Q6_K: return quant_q6_k;

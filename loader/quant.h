@@ -13,6 +13,9 @@
 //   Q4_K 256 elems, 144 B: d, dmin; scales[12]; qs[128]   8 sub-blocks of 32 with 6-bit scale
 //                         and min: x = d * sc * q - dmin * m
 //   Q5_K 256 elems, 176 B: d, dmin; scales[12]; qh[32]; qs[128]
+//   Q2_K 256 elems, 84 B: scales[16] (4-bit scale, 4-bit min); qs[64]; d, dmin   16 groups of 16:
+//                         x = d * sc * q - dmin * m, q in [0, 3]
+//   Q3_K 256 elems, 110 B: hmask[32]; qs[64]; scales[12] (6-bit); d    x = d * (sc - 32) * q, q in [-4, 3]
 //   Q6_K 256 elems, 210 B: ql[128]; qh[64]; int8 scales[16]; d    x = d * sc * (q - 32)
 #include <cstddef>
 #include <cstdint>

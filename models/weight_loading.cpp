@@ -27,12 +27,14 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
     case DType::Q5_0: return WeightType::Q5_0;
     case DType::Q5_1: return WeightType::Q5_1;
     case DType::Q8_0: return WeightType::Q8_0;
+    case DType::Q2_K: return WeightType::Q2_K;
+    case DType::Q3_K: return WeightType::Q3_K;
     case DType::Q4_K: return WeightType::Q4_K;
     case DType::Q5_K: return WeightType::Q5_K;
     case DType::Q6_K: return WeightType::Q6_K;
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q4_K, Q5_K, Q6_K",
+           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }

@@ -6,7 +6,7 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 #if defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_Q8_0) || \
-    defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+    defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
 #define W_QUANT
 #endif
 

@@ -2,8 +2,8 @@
 // when the variant defines one of W_Q4_0 ... W_Q6_K. Layouts: shared_constants.h and
 // loader/quant.h. The weights are read as 32-bit words and 16-byte quads (common.glsl's wword
 // and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34 and 210 bytes start on
-// 2-byte boundaries, so loads read the covering words and shift; Q4_K and Q5_K blocks (144, 176
-// bytes) sit on 16-byte boundaries and are read as quads. Every row is a whole number of blocks, so a block's words lie inside the binding.
+// 2-byte boundaries (Q2_K's 84 and Q3_K's 110 too), so loads read the covering words and shift;
+// Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as quads. Every row is a whole number of blocks, so a block's words lie inside the binding.
 //
 // A thread decodes a group of QGROUP = 32 consecutive elements of a row: a whole block of the
 // 32-element formats, one sub-block of a K-quant super-block (256 elements). q_load reads the
@@ -105,6 +105,71 @@ QGroup q_load(uint row, uint g) {
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = float(int8_at(byte32(q.lo, q.hi, 8u * c + i))) * q.d;
+}
+
+#elif defined(W_Q2_K) || defined(W_Q3_K)
+#define QK QK_K_ELEMS
+#if defined(W_Q2_K)
+#define QB QK2_K_BYTES
+#else
+#define QB QK3_K_BYTES
+#endif
+// Sub-block s = 4h + j = g % 8 of super-block g / 8: element l of it is bits 2j, 2j + 1 of byte
+// l of half h's 32 code bytes (all four sub-blocks of a half share them); its elements 0-15 and
+// 16-31 have the scales of groups 2s and 2s + 1 (16 elements each). Q2_K: scales[16] from byte
+// 0 (4-bit scale low, 4-bit min high), codes from byte 16, d and dmin at 80.
+// Q3_K: hmask[32] from byte 0 (bit s of hmask[l] set: the code as is; clear: minus 4), codes
+// from byte 32, scales[12] at 96 (group t's low nibble in byte t % 8, the low nibble for t < 8;
+// its top two bits at bit 2 (t / 4) of byte 8 + t % 4; stored plus 32), d at 108.
+struct QGroup {
+  uvec4 qs0, qs1;
+#if defined(W_Q3_K)
+  uvec4 hm0, hm1;
+#endif
+  uint s;
+  float d0, d1;  // d * scale of elements 0-15 and 16-31
+#if defined(W_Q2_K)
+  float m0, m1;  // dmin * min
+#endif
+};
+QGroup q_load(uint row, uint g) {
+  uint a = row + (g >> 3) * QB, s = g & 7u;
+  QGroup q;
+  q.s = s;
+#if defined(W_Q2_K)
+  q.qs0 = load_16(a + 16u + 32u * (s >> 2));
+  q.qs1 = load_16(a + 32u + 32u * (s >> 2));
+  uint sc = load_u16(a + 2u * s);
+  float d = load_half(a + 80u), dmin = load_half(a + 82u);
+  q.d0 = d * float(sc & 15u);
+  q.m0 = dmin * float((sc >> 4) & 15u);
+  q.d1 = d * float((sc >> 8) & 15u);
+  q.m1 = dmin * float(sc >> 12);
+#else
+  q.hm0 = load_16(a);
+  q.hm1 = load_16(a + 16u);
+  q.qs0 = load_16(a + 32u + 32u * (s >> 2));
+  q.qs1 = load_16(a + 48u + 32u * (s >> 2));
+  uint t = 2u * s;  // groups t and t + 1: bytes t % 8, + 1 and 8 + t % 4, + 1, the same shifts
+  uint lo = load_u16(a + 96u + (t & 7u)) >> (t < 8u ? 0u : 4u), hi = load_u16(a + 104u + (t & 3u)) >> (2u * (t >> 2));
+  float d = load_half(a + 108u);
+  q.d0 = d * float(int((lo & 15u) | ((hi & 3u) << 4)) - 32);
+  q.d1 = d * float(int(((lo >> 8) & 15u) | (((hi >> 8) & 3u) << 4)) - 32);
+#endif
+  return q;
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  uint shift = 2u * (q.s & 3u);
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    uint v = (byte32(q.qs0, q.qs1, e) >> shift) & 3u;
+#if defined(W_Q2_K)
+    w[i] = (c < 2u ? q.d0 : q.d1) * float(v) - (c < 2u ? q.m0 : q.m1);
+#else
+    int code = int(v) - (((byte32(q.hm0, q.hm1, e) >> q.s) & 1u) != 0u ? 0 : 4);
+    w[i] = (c < 2u ? q.d0 : q.d1) * float(code);
+#endif
+  }
 }
 
 #elif defined(W_Q4_K) || defined(W_Q5_K)

@@ -25,8 +25,8 @@ namespace {
 
 const fs::path kAssets = EAGLEVK_ASSETS;
 
-constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
-                                 DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 // Block bytes written field by field, little-endian.
 struct Block {
@@ -98,6 +98,9 @@ TEST(Quant, Geometry) {
   EXPECT_EQ(block_bytes(DType::Q4_K), 144u);
   EXPECT_EQ(block_bytes(DType::Q5_K), 176u);
   EXPECT_EQ(block_bytes(DType::Q6_K), 210u);
+  EXPECT_EQ(block_elements(DType::Q2_K), 256u);
+  EXPECT_EQ(block_bytes(DType::Q2_K), 84u);
+  EXPECT_EQ(block_bytes(DType::Q3_K), 110u);
   EXPECT_EQ(block_elements(DType::BF16), 1u);
   EXPECT_EQ(block_bytes(DType::BF16), 2u);
   EXPECT_EQ(block_bytes(DType::F32), 4u);
@@ -246,6 +249,61 @@ TEST(Quant, HandBuiltQ6_K) {
   EXPECT_EQ(decode(DType::Q6_K, b)[48], -184.0f);  // scale 3 = -128, q = 1399 % 64 = 55: 0.0625 * -128 * 23
 }
 
+// 2-bit codes of Q2_K and Q3_K: in each half of 128 elements, byte l (l < 32) holds elements l,
+// l + 32, l + 64 and l + 96 in bits 0-1, 2-3, 4-5 and 6-7.
+void put_2bit_codes(Block& b, const int* code) {
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const int* c = code + 128 * h + l;
+      b.u8(c[0] | c[32] << 2 | c[64] << 4 | c[96] << 6);
+    }
+}
+
+TEST(Quant, HandBuiltQ2_K) {
+  int q[256], sc[16], m[16];
+  for (int e = 0; e < 256; ++e) q[e] = (7 * e + 3) % 4;
+  Block b;
+  for (int g = 0; g < 16; ++g) {  // scales[16]: the group's scale in the low nibble, its min in the high
+    sc[g] = (5 * g + 1) % 16;
+    m[g] = (3 * g + 2) % 16;
+    b.u8(sc[g] | m[g] << 4);
+  }
+  put_2bit_codes(b, q);
+  b.u16(kHalf0_5), b.u16(kHalf0_25);  // d, dmin
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.5f * float(sc[e / 16]) * float(q[e]) - 0.25f * float(m[e / 16]);
+  expect_floats_eq(decode(DType::Q2_K, b), want, DType::Q2_K);
+  EXPECT_EQ(decode(DType::Q2_K, b)[37], 9.0f);  // group 2: scale 11, min 8, q = 262 % 4 = 2: 0.5 * 11 * 2 - 0.25 * 8
+}
+
+TEST(Quant, HandBuiltQ3_K) {
+  int q[256];  // signed, -4 .. 3
+  for (int e = 0; e < 256; ++e) q[e] = (5 * e + 1) % 8 - 4;
+  const int scales[16] = {-32, 31, 0, 5, -7, 12, 1, -1, 17, -20, 30, -31, 8, 3, -16, 25};
+  Block b;
+  for (int l = 0; l < 32; ++l) {  // hmask[l]: bit j set where element 32 j + l is not negative
+    int bits = 0;
+    for (int j = 0; j < 8; ++j) bits |= (q[32 * j + l] >= 0 ? 1 : 0) << j;
+    b.u8(bits);
+  }
+  int low[256];  // the code's low two bits: q + 4 when negative, q otherwise
+  for (int e = 0; e < 256; ++e) low[e] = (q[e] + 4) & 3;
+  put_2bit_codes(b, low);
+  uint8_t packed[12] = {};  // scale + 32: low nibbles in bytes 0-7 (groups 8-15 in the high half), top bits in 8-11
+  for (int g = 0; g < 16; ++g) {
+    const int u = scales[g] + 32;
+    packed[g % 8] |= uint8_t((u & 15) << (g < 8 ? 0 : 4));
+    packed[8 + g % 4] |= uint8_t((u >> 4) << (2 * (g / 4)));
+  }
+  for (uint8_t v : packed) b.u8(v);
+  b.u16(kHalf0_125);
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.125f * float(scales[e / 16]) * float(q[e]);
+  expect_floats_eq(decode(DType::Q3_K, b), want, DType::Q3_K);
+  EXPECT_EQ(decode(DType::Q3_K, b)[0], 12.0f);    // scale -32, q = 1 - 4 = -3
+  EXPECT_EQ(decode(DType::Q3_K, b)[200], -3.0f);  // group 12: scale 8, q = 1001 % 8 - 4 = -3
+}
+
 // Zero input gives zero blocks that decode to zero, for every type (d = 0 paths).
 TEST(Quant, ZerosStayZero) {
   std::vector<float> zeros(512, 0.0f), back(512, 1.0f);
@@ -268,7 +326,8 @@ struct RoundTripCase {
 };
 constexpr RoundTripCase kRoundTrip[] = {
     {DType::Q4_0, 0.15},  {DType::Q4_1, 0.11}, {DType::Q5_0, 0.07},  {DType::Q5_1, 0.052},
-    {DType::Q8_0, 0.009}, {DType::Q4_K, 0.10}, {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029},
+    {DType::Q8_0, 0.009}, {DType::Q2_K, 0.40},  {DType::Q3_K, 0.23}, {DType::Q4_K, 0.10},
+    {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029},
 };
 
 // The byte range of a block that holds quant nibbles (or int8 values), for the corrupted decoder.
@@ -279,6 +338,8 @@ std::pair<size_t, size_t> quant_bytes(DType t) {
     case DType::Q5_0: return {6, 22};
     case DType::Q5_1: return {8, 24};
     case DType::Q8_0: return {2, 34};
+    case DType::Q2_K: return {16, 80};
+    case DType::Q3_K: return {32, 96};
     case DType::Q4_K: return {16, 144};
     case DType::Q5_K: return {48, 176};
     case DType::Q6_K: return {0, 128};

@@ -33,11 +33,15 @@ constexpr double kAtol = 1e-4, kRtol = 1e-4;
 constexpr double kEmbedTol = 1e-6;
 
 const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
-                                  WeightType::Q8_0, WeightType::Q4_K, WeightType::Q5_K, WeightType::Q6_K};
+                                  WeightType::Q8_0, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
+                                  WeightType::Q5_K, WeightType::Q6_K};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
-// the 32-element blocks of Q4_0 to Q8_0, Q4_K for the K-quants' 16-element items.
-bool path_representative(WeightType t) { return t == WeightType::Q4_0 || t == WeightType::Q4_K; }
+// the 32-element blocks of Q4_0 to Q8_0, Q3_K for the 32-element groups of Q2_K and Q3_K
+// super-blocks, Q4_K for the other K-quants' 16-element items.
+bool path_representative(WeightType t) {
+  return t == WeightType::Q4_0 || t == WeightType::Q3_K || t == WeightType::Q4_K;
+}
 
 loader::DType dtype_of(WeightType t) {
   switch (t) {
@@ -46,6 +50,8 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::Q5_0: return loader::DType::Q5_0;
     case WeightType::Q5_1: return loader::DType::Q5_1;
     case WeightType::Q8_0: return loader::DType::Q8_0;
+    case WeightType::Q2_K: return loader::DType::Q2_K;
+    case WeightType::Q3_K: return loader::DType::Q3_K;
     case WeightType::Q4_K: return loader::DType::Q4_K;
     case WeightType::Q5_K: return loader::DType::Q5_K;
     case WeightType::Q6_K: return loader::DType::Q6_K;
@@ -387,6 +393,8 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
 std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> blocks) {
   auto flip = [&](size_t byte, uint8_t mask) { blocks[byte] ^= std::byte{mask}; };
   switch (t) {
+    case WeightType::Q2_K: flip(0, 0x01); break;    // scales[0]: group 0's 4-bit scale
+    case WeightType::Q3_K: flip(96, 0x01); break;   // scales[0]: group 0's 6-bit scale
     case WeightType::Q4_K:
     case WeightType::Q5_K: flip(4, 0x01); break;    // scales[0]: sub-block 0's 6-bit scale
     case WeightType::Q6_K: flip(192, 0x01); break;  // int8 scales[0]

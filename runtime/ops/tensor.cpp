@@ -23,6 +23,8 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::Q5_0, "q5_0", QK5_0_ELEMS, QK5_0_BYTES},
     {WeightType::Q5_1, "q5_1", QK5_1_ELEMS, QK5_1_BYTES},
     {WeightType::Q8_0, "q8_0", QK8_0_ELEMS, QK8_0_BYTES},
+    {WeightType::Q2_K, "q2_k", QK_K_ELEMS, QK2_K_BYTES},
+    {WeightType::Q3_K, "q3_k", QK_K_ELEMS, QK3_K_BYTES},
     {WeightType::Q4_K, "q4_k", QK_K_ELEMS, QK4_K_BYTES},
     {WeightType::Q5_K, "q5_k", QK_K_ELEMS, QK5_K_BYTES},
     {WeightType::Q6_K, "q6_k", QK_K_ELEMS, QK6_K_BYTES},
