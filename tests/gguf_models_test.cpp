@@ -16,12 +16,15 @@
 
 #include <fmt/format.h>
 
+#include "loader/gguf.h"
 #include "loader/model_files.h"
+#include "loader/quant.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "support/golden.h"
 #include "support/golden_check.h"
 #include "support/gpu_fixture.h"
+#include "support/real_dims.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -147,6 +150,71 @@ TEST_P(GgufQuantized, MatchesItsFloatGoldenAndReportsLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufQuantized, ::testing::Values("q8_0", "q6_k", "q4_k_m", "q4_0"));
+
+// A copy of a GGUF file with every block-quantized tensor decoded by the host's reference
+// decoder (loader::dequantize, checked against hand-built blocks and byte for byte against
+// llama-quantize in loader_quant_test) and stored as F32.
+void write_dequantized_copy(const fs::path& from, const fs::path& to) {
+  loader::GgufFile file = loader::GgufFile::open(from);
+  std::vector<std::pair<std::string, loader::GgufValue>> metadata;
+  for (const auto& key : file.header.key_order) metadata.emplace_back(key, *file.header.find(key));
+  std::vector<std::vector<float>> decoded;
+  decoded.reserve(file.header.tensors.size());
+  std::vector<loader::GgufTensorData> tensors;
+  for (const auto& t : file.header.tensors) {
+    loader::TensorView v = file.view(t);
+    if (!loader::is_quantized(t.dtype)) {
+      tensors.push_back({t.name, t.dtype, v.shape, v.span()});
+      continue;
+    }
+    std::vector<float>& x = decoded.emplace_back(v.numel());
+    loader::dequantize(t.dtype, file.data(t), x);
+    tensors.push_back({t.name, loader::DType::F32, v.shape, std::as_bytes(std::span<const float>(x))});
+  }
+  loader::write_gguf(to, metadata, tensors, file.header.alignment);
+}
+
+// The files desktop users with small cards run most, llama-quantize's Q2_K and Q3_K_M (Q2_K,
+// Q3_K, Q4_K, Q5_K and Q6_K tensors; assets/gguf/README.md), against the same model with every
+// quantized tensor decoded on the host and stored as F32: the kernels' decoding of each block
+// format inside the model, prefill (GEMM) and decode steps (matrix-vector) alike. No float
+// golden exists for these files; llama.cpp's own agreement on Q2_K/Q3_K is not measured.
+class GgufLowBit : public GpuTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
+  const std::string stem = fmt::format("tiny-llama3-{}", GetParam());
+  const fs::path reference_file = fs::temp_directory_path() / fmt::format("eaglevk-{}-{}-f32.gguf", stem, ::getpid());
+  write_dequantized_copy(gguf("tiny-llama3", stem), reference_file);
+  models::TargetModel model = models::load_target(gpu().ctx, gguf("tiny-llama3", stem));
+  models::TargetModel reference = models::load_target(gpu().ctx, reference_file.string());
+  fs::remove(reference_file);
+  engine::TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
+  const Golden golden = load_golden(asset("tiny-llama3"));
+  float worst_prefill = 0, worst_decode = 0;
+  size_t same_argmax = 0;
+  for (size_t i = 0; i < golden.prompts.size(); ++i) {
+    const std::vector<int32_t>& ids = golden.prompts[i].prompt_ids;
+    const uint32_t n = uint32_t(ids.size());
+    const std::vector<float> want = last_logits(reference_runner, ids, n);
+    const std::vector<float> got = last_logits(runner, ids, n);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t v = 0; v < got.size(); ++v) worst_prefill = std::max(worst_prefill, std::fabs(got[v] - want[v]));
+    same_argmax += argmax(got) == argmax(want);
+    if (i < 2) {  // every position a decode step
+      const std::vector<float> stepped = last_logits(runner, ids, 1);
+      for (size_t v = 0; v < got.size(); ++v) worst_decode = std::max(worst_decode, std::fabs(stepped[v] - want[v]));
+    }
+  }
+  fmt::print("{}.gguf vs its host-decoded F32 copy: worst logit difference {:.3g} (prefill, {} prompts), {:.3g} "
+             "(decode steps, 2 prompts); last-position argmax equal on {}/{}\n",
+             stem, worst_prefill, golden.prompts.size(), worst_decode, same_argmax, golden.prompts.size());
+  // Only the order of additions differs (the kernels read the blocks' codes and scales, the
+  // copy their decoded floats): within the golden tests' tolerance.
+  EXPECT_LT(worst_prefill, kLogitTolerance);
+  EXPECT_LT(worst_decode, kLogitTolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit, ::testing::Values("q2_k", "q3_k_m"));
 
 // A GGUF file alone, as llama.cpp users have it: eaglevk takes the documented defaults that
 // llama.cpp hard-codes, says so, and then computes what llama.cpp computes.
