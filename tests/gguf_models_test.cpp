@@ -175,10 +175,10 @@ void write_dequantized_copy(const fs::path& from, const fs::path& to) {
 }
 
 // The files desktop users with small cards run most, llama-quantize's Q2_K and Q3_K_M (Q2_K,
-// Q3_K, Q4_K, Q5_K and Q6_K tensors; assets/gguf/README.md), against the same model with every
+// Q3_K, Q4_K, Q5_K and Q6_K tensors; assets/gguf/low-bit.md), against the same model with every
 // quantized tensor decoded on the host and stored as F32: the kernels' decoding of each block
 // format inside the model, prefill (GEMM) and decode steps (matrix-vector) alike. No float
-// golden exists for these files; llama.cpp's own agreement on Q2_K/Q3_K is not measured.
+// golden exists for these files.
 class GgufLowBit : public GpuTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {

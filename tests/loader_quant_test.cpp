@@ -560,7 +560,7 @@ TEST(QuantFiles, Llama3TargetMatchesLlamaQuantize) {
 }
 
 // llama-quantize's Q2_K and Q3_K_M of the tiny-llama3 F16 file (made from that file, not from an
-// F32 one: assets/gguf/README.md), against our quantization of the same F16 values. The mixes
+// F32 one: assets/gguf/low-bit.md), against our quantization of the same F16 values. The mixes
 // cover Q2_K, Q3_K, Q4_K, Q5_K and Q6_K.
 TEST(QuantFiles, Q2_KAndQ3_K_MMatchLlamaQuantizeOnF16Gguf) {
   const fs::path dir = kAssets / "gguf" / "tiny-llama3";
