@@ -35,6 +35,7 @@ constexpr BlockFormat kBlockFormats[] = {
     {DType::Q8_0, QK8_0_ELEMS, QK8_0_BYTES}, {DType::Q2_K, QK_K_ELEMS, QK2_K_BYTES},
     {DType::Q3_K, QK_K_ELEMS, QK3_K_BYTES},  {DType::Q4_K, QK_K_ELEMS, QK4_K_BYTES},
     {DType::Q5_K, QK_K_ELEMS, QK5_K_BYTES},  {DType::Q6_K, QK_K_ELEMS, QK6_K_BYTES},
+    {DType::IQ4_NL, QK4_NL_ELEMS, QK4_NL_BYTES}, {DType::IQ4_XS, QK_K_ELEMS, QK4_XS_BYTES},
 };
 
 const BlockFormat* find_format(DType dtype) {
@@ -661,6 +662,121 @@ void quant_q6_k(const float* x, uint8_t* b) {
   }
 }
 
+// ---- IQ4_NL and IQ4_XS: 4-bit indices into a fixed non-linear table -------------------------
+// Each nibble selects one of 16 int8 levels, spaced more closely near zero. A 32-element run
+// keeps element j (j < 16) in the low nibble of byte j and element j + 16 in its high nibble,
+// as Q4_0 does. IQ4_NL: d; qs[16]: x = d * level. IQ4_XS: d; scales_h (u16); scales_l[4];
+// qs[128]: eight runs of 32, run r with the 6-bit scale (low nibble r % 2 of scales_l[r / 2],
+// top bits 2r, 2r + 1 of scales_h) minus 32: x = (d * (ls - 32)) * level.
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+void dequant_iq4_run(float d, const uint8_t* qs, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIq4Levels[qs[j] & 0xF]);
+    y[j + 16] = d * static_cast<float>(kIq4Levels[qs[j] >> 4]);
+  }
+}
+
+void dequant_iq4_nl(const uint8_t* b, float* y) { dequant_iq4_run(load_half(b), b + 2, y); }
+
+int iq4_xs_scale(const uint8_t* b, int run) {
+  const int high = (b[2] | b[3] << 8) >> (2 * run) & 3;
+  return ((b[4 + run / 2] >> (4 * (run % 2))) & 0xF | high << 4) - 32;
+}
+
+void dequant_iq4_xs(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int run = 0; run < 8; ++run)
+    dequant_iq4_run(d * static_cast<float>(iq4_xs_scale(b, run)), b + 8 + 16 * run, y + 32 * run);
+}
+
+// The level nearest to x (the upper one on a tie), by bisection as ggml's best_index_int8.
+int nearest_level(float x) {
+  if (x <= kIq4Levels[0]) return 0;
+  if (x >= kIq4Levels[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (x < kIq4Levels[mid] ? hi : lo) = mid;
+  }
+  return x - kIq4Levels[hi - 1] < kIq4Levels[hi] - x ? hi - 1 : hi;
+}
+
+// A run's scale as llama-quantize chooses it without an importance matrix (ggml's
+// quantize_row_iq4_nl_impl with ntry 7, which quantize_iq4_nl and quantize_iq4_xs pass; the
+// _ref entry points pass -1 and are not what files hold): weights x^2; starting from the scale
+// that maps the largest magnitude to the level -127, the least-squares scale of each of the
+// grids (k - 127) / max, k = -7..7, and the one that explains most weighted energy (sumqx^2 /
+// sumq2) wins. An all-zero run gets 0.
+float fit_iq4_run(const float* x) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j)
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  if (amax < 1e-15f) return 0.0f;
+  auto project = [&](float inverse, float& sumqx, float& sumq2) {
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float q = static_cast<float>(kIq4Levels[nearest_level(inverse * x[j])]), w = x[j] * x[j];
+      sumqx += w * q * x[j];  // ((w * q) * x), as ggml
+      sumq2 += w * q * q;
+    }
+  };
+  float sumqx, sumq2;
+  project(1.0f / (-max / static_cast<float>(kIq4Levels[0])), sumqx, sumq2);
+  float d = sumq2 > 0 ? sumqx / sumq2 : 0.0f, best = d * sumqx;
+  for (int k = -7; k <= 7; ++k) {
+    project(static_cast<float>(k + kIq4Levels[0]) / max, sumqx, sumq2);
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+// Writes a run's 32 indices for the scale d (0: the level nearest zero) in IQ4's nibble order.
+void put_iq4_run(const float* x, float d, uint8_t* qs) {
+  const float inverse = d != 0 ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 16; ++j)
+    qs[j] = uint8_t(nearest_level(inverse * x[j]) | nearest_level(inverse * x[j + 16]) << 4);
+}
+
+void quant_iq4_nl(const float* x, uint8_t* b) {
+  const float d = fit_iq4_run(x);
+  store_half(b, d);
+  put_iq4_run(x, d, b + 2);
+}
+
+// IQ4_XS: each run's scale fitted as IQ4_NL's, then the scales quantized to 6 bits against the
+// largest-magnitude one (d = -max / 32, kept unrounded for the indices as ggml does), and each
+// run's indices chosen for its stored scale.
+void quant_iq4_xs(const float* x, uint8_t* b) {
+  float scales[8], max_scale = 0, amax_scale = 0;
+  for (int run = 0; run < 8; ++run) {
+    scales[run] = fit_iq4_run(x + 32 * run);
+    if (std::fabs(scales[run]) > amax_scale) {
+      amax_scale = std::fabs(scales[run]);
+      max_scale = scales[run];
+    }
+  }
+  std::memset(b, 0, QK4_XS_BYTES);
+  const float d = -max_scale / 32.0f;
+  store_half(b, d);
+  const float inverse = d != 0 ? 1.0f / d : 0.0f;
+  uint16_t high = 0;
+  for (int run = 0; run < 8; ++run) {
+    const int l = std::clamp(nearest_int(inverse * scales[run]), -32, 31);
+    put_iq4_run(x + 32 * run, d * static_cast<float>(l), b + 8 + 16 * run);
+    b[4 + run / 2] |= uint8_t(((l + 32) & 0xF) << (4 * (run % 2)));
+    high |= uint16_t(((l + 32) >> 4) << (2 * run));
+  }
+  b[2] = uint8_t(high & 0xFF);
+  b[3] = uint8_t(high >> 8);
+}
+
 using DequantBlock = void (*)(const uint8_t*, float*);
 using QuantBlock = void (*)(const float*, uint8_t*);
 
@@ -676,6 +792,8 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::Q4_K: return dequant_q4_k;
     case DType::Q5_K: return dequant_q5_k;
     case DType::Q6_K: return dequant_q6_k;
+    case DType::IQ4_NL: return dequant_iq4_nl;
+    case DType::IQ4_XS: return dequant_iq4_xs;
     default: return nullptr;
   }
 }
@@ -692,6 +810,8 @@ QuantBlock quant_fn(DType dtype) {
     case DType::Q4_K: return quant_q4_k;
     case DType::Q5_K: return quant_q5_k;
     case DType::Q6_K: return quant_q6_k;
+    case DType::IQ4_NL: return quant_iq4_nl;
+    case DType::IQ4_XS: return quant_iq4_xs;
     default: return nullptr;
   }
 }

@@ -17,6 +17,9 @@
 //                         x = d * sc * q - dmin * m, q in [0, 3]
 //   Q3_K 256 elems, 110 B: hmask[32]; qs[64]; scales[12] (6-bit); d    x = d * (sc - 32) * q, q in [-4, 3]
 //   Q6_K 256 elems, 210 B: ql[128]; qh[64]; int8 scales[16]; d    x = d * sc * (q - 32)
+//   IQ4_NL 32 elems, 18 B: d; qs[16] (as Q4_0)      x = d * level[q], 16 fixed int8 levels (-127 .. 113)
+//   IQ4_XS 256 elems, 136 B: d; scales_h (u16); scales_l[4]; qs[128]   8 runs of 32 with 6-bit
+//                         scales: x = d * (sc - 32) * level[q]
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -40,10 +43,11 @@ std::optional<uint64_t> quantized_bytes(DType dtype, uint64_t row_length, uint64
 // Works for the plain float types too (F32, F16, BF16).
 void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
 
-// Encodes `in` (a multiple of the block) into blocks, appended to `out`. Every type follows
-// ggml's reference quantizer (quantize_row_*_ref: what llama-quantize runs without an importance
-// matrix) and gives the same bytes; the K-quants choose sub-block scales by its weighted
-// least-squares search over candidate grid spacings.
+// Encodes `in` (a multiple of the block) into blocks, appended to `out`. Every type follows the
+// quantizer llama-quantize runs without an importance matrix and gives the same bytes: ggml's
+// quantize_row_*_ref, and for IQ4_NL and IQ4_XS its quantize_iq4_* (seven grid tries each way,
+// which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
+// least-squares searches over candidate grid spacings.
 void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);
 
 }  // namespace eaglevk::loader

@@ -32,9 +32,11 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
     case DType::Q4_K: return WeightType::Q4_K;
     case DType::Q5_K: return WeightType::Q5_K;
     case DType::Q6_K: return WeightType::Q6_K;
+    case DType::IQ4_NL: return WeightType::IQ4_NL;
+    case DType::IQ4_XS: return WeightType::IQ4_XS;
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K",
+           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }

@@ -6,7 +6,8 @@
 #extension GL_EXT_control_flow_attributes : enable
 
 #if defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_Q8_0) || \
-    defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+    defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K) || \
+    defined(W_IQ4_NL) || defined(W_IQ4_XS)
 #define W_QUANT
 #endif
 

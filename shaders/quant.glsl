@@ -1,12 +1,13 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
-// when the variant defines one of W_Q4_0 ... W_Q6_K. Layouts: shared_constants.h and
-// loader/quant.h. The weights are read as 32-bit words and 16-byte quads (common.glsl's wword
-// and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34 and 210 bytes start on
-// 2-byte boundaries (Q2_K's 84 and Q3_K's 110 too), so loads read the covering words and shift;
-// Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as quads. Every row is a whole number of blocks, so a block's words lie inside the binding.
+// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ4_NL or W_IQ4_XS. Layouts:
+// shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
+// (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 84,
+// 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the covering words and shift;
+// Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as quads. Every
+// row is a whole number of blocks, so a block's words lie inside the binding.
 //
 // A thread decodes a group of QGROUP = 32 consecutive elements of a row: a whole block of the
-// 32-element formats, one sub-block of a K-quant super-block (256 elements). q_load reads the
+// 32-element formats, one sub-block of a 256-element super-block (K-quants, IQ4_XS). q_load reads the
 // group's bytes and decodes its scales once; q_decode8 turns eight of its elements into floats
 // with the arithmetic of ggml's dequantize_row_* (loader/quant.cpp, the tests' reference).
 #include "shared_constants.h"
@@ -105,6 +106,39 @@ QGroup q_load(uint row, uint g) {
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = float(int8_at(byte32(q.lo, q.hi, 8u * c + i))) * q.d;
+}
+
+#elif defined(W_IQ4_NL) || defined(W_IQ4_XS)
+// 4-bit indices into 16 fixed int8 levels (loader/quant.cpp): element j < 16 of a 32-element
+// run in the low nibble of byte j, element j + 16 in its high nibble. IQ4_NL: a run is a block,
+// d then 16 bytes. IQ4_XS: run r = g % 8 of super-block g / 8; bytes 0-7 hold d, the scales' top
+// bits (bits 2r, 2r + 1 of the u16 at 2) and low nibbles (nibble r % 2 of byte 4 + r / 2); the
+// run's 16 bytes start at 8 + 16 r; its scale is d * (6-bit value - 32).
+const float kIq4Levels[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
+                                       38.0, 53.0, 69.0, 89.0, 113.0);
+#if defined(W_IQ4_NL)
+#define QK QK4_NL_ELEMS
+#define QB QK4_NL_BYTES
+#else
+#define QK QK_K_ELEMS
+#define QB QK4_XS_BYTES
+#endif
+struct QGroup { uvec4 qs; float d; };
+QGroup q_load(uint row, uint g) {
+#if defined(W_IQ4_NL)
+  uint a = row + g * QB;
+  return QGroup(load_16(a + 2u), load_half(a));
+#else
+  uint a = row + (g >> 3) * QB, r = g & 7u;
+  uint high = (load_u16(a + 2u) >> (2u * r)) & 3u, low = (load_u16(a + 4u + 2u * (r >> 2)) >> (4u * (r & 3u))) & 15u;
+  return QGroup(load_16(a + 8u + 16u * r), load_half(a) * float(int(low | (high << 4)) - 32));
+#endif
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    w[i] = q.d * kIq4Levels[(byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u];
+  }
 }
 
 #elif defined(W_Q2_K) || defined(W_Q3_K)

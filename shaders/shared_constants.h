@@ -34,9 +34,12 @@
 #define QK5_1_BYTES 24   // f16 d, f16 m, 4 bytes of high bits, 16 bytes of nibbles
 #define QK8_0_ELEMS 32
 #define QK8_0_BYTES 34   // f16 d, 32 int8
+#define QK4_NL_ELEMS 32
+#define QK4_NL_BYTES 18  // f16 d, 16 bytes of nibbles indexing the non-linear table
 #define QK_K_ELEMS 256   // the K-quants' super-block
 #define QK2_K_BYTES 84   // 16 bytes of 4-bit scale|min pairs, 64 bytes of 2-bit codes, f16 d, f16 dmin
 #define QK3_K_BYTES 110  // 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
+#define QK4_XS_BYTES 136 // f16 d, u16 scale high bits, 4 bytes of scale low nibbles, 128 bytes of nibbles
 #define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 #define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
 #define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d

@@ -174,8 +174,8 @@ void write_dequantized_copy(const fs::path& from, const fs::path& to) {
   loader::write_gguf(to, metadata, tensors, file.header.alignment);
 }
 
-// The files desktop users with small cards run most, llama-quantize's Q2_K and Q3_K_M (Q2_K,
-// Q3_K, Q4_K, Q5_K and Q6_K tensors; assets/gguf/low-bit.md), against the same model with every
+// Files desktop users with small cards run, llama-quantize's Q2_K, Q3_K_M, IQ4_NL and IQ4_XS
+// (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS tensors; assets/gguf/low-bit.md), against the same model with every
 // quantized tensor decoded on the host and stored as F32: the kernels' decoding of each block
 // format inside the model, prefill (GEMM) and decode steps (matrix-vector) alike. No float
 // golden exists for these files.
@@ -214,7 +214,7 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   EXPECT_LT(worst_decode, kLogitTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit, ::testing::Values("q2_k", "q3_k_m"));
+INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit, ::testing::Values("q2_k", "q3_k_m", "iq4_nl", "iq4_xs"));
 
 // A GGUF file alone, as llama.cpp users have it: eaglevk takes the documented defaults that
 // llama.cpp hard-codes, says so, and then computes what llama.cpp computes.

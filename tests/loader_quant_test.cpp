@@ -28,7 +28,8 @@ namespace {
 const fs::path kAssets = EAGLEVK_ASSETS;
 
 constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                 DType::IQ4_NL, DType::IQ4_XS};
 
 // Block bytes written field by field, little-endian.
 struct Block {
@@ -103,6 +104,10 @@ TEST(Quant, Geometry) {
   EXPECT_EQ(block_elements(DType::Q2_K), 256u);
   EXPECT_EQ(block_bytes(DType::Q2_K), 84u);
   EXPECT_EQ(block_bytes(DType::Q3_K), 110u);
+  EXPECT_EQ(block_elements(DType::IQ4_NL), 32u);
+  EXPECT_EQ(block_bytes(DType::IQ4_NL), 18u);
+  EXPECT_EQ(block_elements(DType::IQ4_XS), 256u);
+  EXPECT_EQ(block_bytes(DType::IQ4_XS), 136u);
   EXPECT_EQ(block_elements(DType::BF16), 1u);
   EXPECT_EQ(block_bytes(DType::BF16), 2u);
   EXPECT_EQ(block_bytes(DType::F32), 4u);
@@ -306,6 +311,39 @@ TEST(Quant, HandBuiltQ3_K) {
   EXPECT_EQ(decode(DType::Q3_K, b)[200], -3.0f);  // group 12: scale 8, q = 1001 % 8 - 4 = -3
 }
 
+// IQ4's 16 levels, from ggml's kvalues_iq4nl table (ggml-common.h).
+constexpr int kIq4[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(Quant, HandBuiltIQ4_NL) {
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = (11 * e + 4) % 16;
+  Block b;
+  b.u16(kHalfMinus0_75);
+  for (int j = 0; j < 16; ++j) b.u8(q[j] | q[j + 16] << 4);  // as Q4_0: element j low, j + 16 high
+  std::vector<float> want(32);
+  for (int e = 0; e < 32; ++e) want[e] = -0.75f * float(kIq4[q[e]]);
+  expect_floats_eq(decode(DType::IQ4_NL, b), want, DType::IQ4_NL);
+  EXPECT_EQ(decode(DType::IQ4_NL, b)[1], -84.75f);  // index 15: -0.75 * 113
+}
+
+TEST(Quant, HandBuiltIQ4_XS) {
+  int q[256];
+  for (int e = 0; e < 256; ++e) q[e] = (7 * e + 2) % 16;
+  const int scales[8] = {-32, 31, 0, 1, -1, 17, -20, 9};  // stored plus 32 in 6 bits
+  Block b;
+  b.u16(kHalf0_125);
+  int high = 0;
+  for (int r = 0; r < 8; ++r) high |= ((scales[r] + 32) >> 4) << (2 * r);
+  b.u16(uint16_t(high));
+  for (int p = 0; p < 4; ++p) b.u8(((scales[2 * p] + 32) & 15) | ((scales[2 * p + 1] + 32) & 15) << 4);
+  for (int r = 0; r < 8; ++r)
+    for (int j = 0; j < 16; ++j) b.u8(q[32 * r + j] | q[32 * r + j + 16] << 4);
+  std::vector<float> want(256);
+  for (int e = 0; e < 256; ++e) want[e] = 0.125f * float(scales[e / 32]) * float(kIq4[q[e]]);
+  expect_floats_eq(decode(DType::IQ4_XS, b), want, DType::IQ4_XS);
+  EXPECT_EQ(decode(DType::IQ4_XS, b)[40], 96.875f);  // run 1 (scale 31), index 282 % 16 = 10: 0.125 * 31 * 25
+}
+
 // Zero input gives zero blocks that decode to zero, for every type (d = 0 paths).
 TEST(Quant, ZerosStayZero) {
   std::vector<float> zeros(512, 0.0f), back(512, 1.0f);
@@ -329,7 +367,7 @@ struct RoundTripCase {
 constexpr RoundTripCase kRoundTrip[] = {
     {DType::Q4_0, 0.15},  {DType::Q4_1, 0.11}, {DType::Q5_0, 0.07},  {DType::Q5_1, 0.052},
     {DType::Q8_0, 0.009}, {DType::Q2_K, 0.40},  {DType::Q3_K, 0.23}, {DType::Q4_K, 0.10},
-    {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029},
+    {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029}, {DType::IQ4_NL, 0.125}, {DType::IQ4_XS, 0.13},
 };
 
 // The byte range of a block that holds quant nibbles (or int8 values), for the corrupted decoder.
@@ -345,6 +383,8 @@ std::pair<size_t, size_t> quant_bytes(DType t) {
     case DType::Q4_K: return {16, 144};
     case DType::Q5_K: return {48, 176};
     case DType::Q6_K: return {0, 128};
+    case DType::IQ4_NL: return {2, 18};
+    case DType::IQ4_XS: return {8, 136};
     default: return {0, 0};
   }
 }
@@ -559,10 +599,10 @@ TEST(QuantFiles, Llama3TargetMatchesLlamaQuantize) {
   }
 }
 
-// llama-quantize's Q2_K and Q3_K_M of the tiny-llama3 F16 file (made from that file, not from an
-// F32 one: assets/gguf/low-bit.md), against our quantization of the same F16 values. The mixes
-// cover Q2_K, Q3_K, Q4_K, Q5_K and Q6_K.
-TEST(QuantFiles, Q2_KAndQ3_K_MMatchLlamaQuantizeOnF16Gguf) {
+// llama-quantize's Q2_K, Q3_K_M, IQ4_NL and IQ4_XS of the tiny-llama3 F16 file (made from that
+// file, not from an F32 one: assets/gguf/low-bit.md), against our quantization of the same F16
+// values. The mixes cover Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS.
+TEST(QuantFiles, LowBitMixesMatchLlamaQuantizeOnF16Gguf) {
   const fs::path dir = kAssets / "gguf" / "tiny-llama3";
   GgufFile f16 = GgufFile::open(dir / "tiny-llama3-f16.gguf");
   const SourceValues from_f16 = [&](const std::string& name) -> std::optional<std::vector<float>> {
@@ -572,10 +612,16 @@ TEST(QuantFiles, Q2_KAndQ3_K_MMatchLlamaQuantizeOnF16Gguf) {
     dequantize(DType::F16, f16.data(*t), x);
     return x;
   };
-  for (const char* file : {"tiny-llama3-q2_k.gguf", "tiny-llama3-q3_k_m.gguf"}) {
+  const std::pair<const char*, std::vector<DType>> kFiles[] = {
+      {"tiny-llama3-q2_k.gguf", {DType::Q2_K, DType::Q3_K, DType::Q6_K}},
+      {"tiny-llama3-q3_k_m.gguf", {DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}},
+      {"tiny-llama3-iq4_nl.gguf", {DType::IQ4_NL, DType::Q5_K, DType::Q6_K}},
+      {"tiny-llama3-iq4_xs.gguf", {DType::IQ4_XS, DType::Q5_K, DType::Q6_K}},
+  };
+  for (const auto& [file, types] : kFiles) {
     FileReport r = compare_file(dir / file, from_f16);
     EXPECT_EQ(r.tensors, 8u * 7 + 2) << file;
-    for (DType t : {DType::Q3_K, DType::Q6_K}) EXPECT_TRUE(r.worst_error.contains(t)) << file << " has no " << dtype_name(t);
+    for (DType t : types) EXPECT_TRUE(r.worst_error.contains(t)) << file << " has no " << dtype_name(t);
   }
 }
 

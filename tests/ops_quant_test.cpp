@@ -34,11 +34,11 @@ constexpr double kEmbedTol = 1e-6;
 
 const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                   WeightType::Q8_0, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
-                                  WeightType::Q5_K, WeightType::Q6_K};
+                                  WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
-// the 32-element blocks of Q4_0 to Q8_0, Q3_K for the 32-element groups of Q2_K and Q3_K
-// super-blocks, Q4_K for the other K-quants' 16-element items.
+// the 32-element blocks of Q4_0 to Q8_0 and IQ4_NL, Q3_K for the 32-element groups of the Q2_K,
+// Q3_K and IQ4_XS super-blocks, Q4_K for the other K-quants' 16-element items.
 bool path_representative(WeightType t) {
   return t == WeightType::Q4_0 || t == WeightType::Q3_K || t == WeightType::Q4_K;
 }
@@ -55,6 +55,8 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::Q4_K: return loader::DType::Q4_K;
     case WeightType::Q5_K: return loader::DType::Q5_K;
     case WeightType::Q6_K: return loader::DType::Q6_K;
+    case WeightType::IQ4_NL: return loader::DType::IQ4_NL;
+    case WeightType::IQ4_XS: return loader::DType::IQ4_XS;
     default: break;
   }
   ADD_FAILURE() << "not a block type";

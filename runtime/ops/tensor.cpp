@@ -28,6 +28,8 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::Q4_K, "q4_k", QK_K_ELEMS, QK4_K_BYTES},
     {WeightType::Q5_K, "q5_k", QK_K_ELEMS, QK5_K_BYTES},
     {WeightType::Q6_K, "q6_k", QK_K_ELEMS, QK6_K_BYTES},
+    {WeightType::IQ4_NL, "iq4_nl", QK4_NL_ELEMS, QK4_NL_BYTES},
+    {WeightType::IQ4_XS, "iq4_xs", QK_K_ELEMS, QK4_XS_BYTES},
 };
 const WeightTypeInfo& info(WeightType t) {
   for (const auto& e : kWeightTypes)
