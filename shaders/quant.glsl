@@ -114,8 +114,14 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 // d then 16 bytes. IQ4_XS: run r = g % 8 of super-block g / 8; bytes 0-7 hold d, the scales' top
 // bits (bits 2r, 2r + 1 of the u16 at 2) and low nibbles (nibble r % 2 of byte 4 + r / 2); the
 // run's 16 bytes start at 8 + 16 r; its scale is d * (6-bit value - 32).
-const float kIq4Levels[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
-                                       38.0, 53.0, 69.0, 89.0, 113.0);
+// Level i of -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113: the int8
+// levels four to a word, the word picked by selects, so that the lookup stays in registers (an
+// array indexed per invocation becomes a gather from memory on some GPUs and on llvmpipe).
+float iq4_level(uint i) {
+  uint word = (i & 8u) != 0u ? ((i & 4u) != 0u ? 0x71594535u : 0x26190d01u)
+                             : ((i & 4u) != 0u ? 0xf6eaddcfu : 0xbfad9881u);
+  return float(int(word << (24u - 8u * (i & 3u))) >> 24);
+}
 #if defined(W_IQ4_NL)
 #define QK QK4_NL_ELEMS
 #define QB QK4_NL_BYTES
@@ -137,7 +143,7 @@ QGroup q_load(uint row, uint g) {
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) {
     uint e = 8u * c + i;
-    w[i] = q.d * kIq4Levels[(byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u];
+    w[i] = q.d * iq4_level((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u);
   }
 }
 
