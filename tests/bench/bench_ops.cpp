@@ -64,7 +64,8 @@ void BM_CopyBandwidth(benchmark::State& state) {
 constexpr ops::WeightType kMatvecTypes[] = {
     ops::WeightType::F32,  ops::WeightType::F16,  ops::WeightType::BF16, ops::WeightType::Q8_0,
     ops::WeightType::Q6_K, ops::WeightType::Q5_K, ops::WeightType::Q5_1, ops::WeightType::Q5_0,
-    ops::WeightType::Q4_K, ops::WeightType::Q4_1, ops::WeightType::Q4_0};
+    ops::WeightType::Q4_K, ops::WeightType::Q4_1, ops::WeightType::Q4_0, ops::WeightType::Q3_K,
+    ops::WeightType::Q2_K, ops::WeightType::IQ4_XS, ops::WeightType::IQ4_NL};
 
 // Arguments: index into kMatvecTypes, output features n, input width k, activation rows (1 for
 // a decode step, up to 8 for a verify pass). The weight bytes are a repeated f16 pattern: any
