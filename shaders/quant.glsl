@@ -301,7 +301,7 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 }
 #endif
 
-#if defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
+#if defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K)
 // ---- Items: how matrix-vector kernels read the K-quants ----------------------------------
 // The 32-element groups above suit a thread that decodes whole groups (gemm tiles, embedding
 // rows); a matrix-vector product is cheaper per weight when it keeps the codes packed. Sixteen
@@ -313,15 +313,51 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 #define KQ_ITEMS 16u
 struct KItem { uvec4 codes; vec4 scale, minv; };
 
-#if defined(W_Q6_K)
-// Item t = 8h + m: elements 128h + 32k + 4m + [0, 4) for run k = 0..3, i.e. bytes 4m..4m+3 of
-// the 32-byte rows l of ggml's dequantize_row_q6_K: ql[64h + l] (k = 0, 2 low/high nibble),
-// ql[64h + 32 + l] (k = 1, 3), bits 2k, 2k+1 of qh[32h + l]; scale index 8h + m/4 + 2k.
 uint load_u32(uint a) {  // bytes [a, a + 4), a even
   uint i = a >> 2;
   return (a & 2u) == 0u ? wword(i) : (wword(i) >> 16) | (wword(i + 1u) << 16);
 }
+uint load_u8(uint a) { return (wword(a >> 2) >> (8u * (a & 3u))) & 0xffu; }
+
+#if defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q6_K)
+// Item t = 8h + m: elements 128h + 32k + 4m + [0, 4) for run k = 0..3 (bytes 4m .. 4m + 3 of the
+// half's 32-byte code rows); each run lies in one 16-element scale group, 8h + 2k + m / 4.
 uint kq_run_start(uint t, uint k) { return 128u * (t >> 3) + 32u * k + 4u * (t & 7u); }
+#endif
+
+#if defined(W_Q2_K) || defined(W_Q3_K)
+// Q2_K and Q3_K: run k's 2-bit codes are bits 2k, 2k + 1 of the item's code word (qs[32h + 4m
+// ..]); Q3_K's third bits are bit 4h + k of the hmask word at 4m, and a run's weights are
+// d * sc * (code - 4), so minv is 4 scale (exact). Q2_K's runs take their group's scale and min.
+KItem kq_load(uint row, uint item) {
+  uint a = row + (item / KQ_ITEMS) * QB, t = item % KQ_ITEMS, h = t >> 3, m = t & 7u;
+  KItem w;
+#if defined(W_Q2_K)
+  uint q = load_u32(a + 16u + 32u * h + 4u * m);
+  w.codes = uvec4(q, q >> 2, q >> 4, q >> 6) & 0x03030303u;
+  float d = load_half(a + 80u), dmin = load_half(a + 82u);
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    uint sc = load_u8(a + 8u * h + 2u * k + (m >> 2));
+    w.scale[k] = d * float(sc & 15u);
+    w.minv[k] = dmin * float(sc >> 4);
+  }
+#else
+  uint q = load_u32(a + 32u + 32u * h + 4u * m), hm = load_u32(a + 4u * m) >> (4u * h);
+  w.codes = (uvec4(q, q >> 2, q >> 4, q >> 6) & 0x03030303u) | ((uvec4(hm, hm >> 1, hm >> 2, hm >> 3) & 0x01010101u) << 2);
+  float d = load_half(a + 108u);
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    uint g = 8u * h + 2u * k + (m >> 2);  // its low nibble: byte g % 8, the high half for g >= 8
+    uint low = (load_u8(a + 96u + (g & 7u)) >> (4u * h)) & 15u, high = (load_u8(a + 104u + (g & 3u)) >> (2u * (g >> 2))) & 3u;
+    w.scale[k] = d * float(int(low | (high << 4)) - 32);
+  }
+  w.minv = 4.0 * w.scale;
+#endif
+  return w;
+}
+#elif defined(W_Q6_K)
+// Q6_K: bytes 4m..4m+3 of the 32-byte rows l of ggml's dequantize_row_q6_K: ql[64h + l] (k = 0,
+// 2 low/high nibble), ql[64h + 32 + l] (k = 1, 3), bits 2k, 2k+1 of qh[32h + l]; scale index
+// 8h + m/4 + 2k.
 KItem kq_load(uint row, uint item) {
   uint a = row + (item / KQ_ITEMS) * QB, t = item % KQ_ITEMS, h = t >> 3, m = t & 7u;
   uint lo = load_u32(a + 64u * h + 4u * m), hi = load_u32(a + 64u * h + 32u + 4u * m);
