@@ -527,14 +527,8 @@ void quant_q2_k(const float* x, uint8_t* b) {
 void quant_q3_k(const float* x, uint8_t* b) {
   int8_t L[QK_K_ELEMS];
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int g = 0; g < 16; ++g) {
-    scales[g] = fit_q3(x + 16 * g, 16, 4, L + 16 * g);
-    if (std::fabs(scales[g]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[g]);
-      max_scale = scales[g];
-    }
-  }
+  for (int g = 0; g < 16; ++g) scales[g] = fit_q3(x + 16 * g, 16, 4, L + 16 * g);
+  const float max_scale = signed_absmax(scales, 16);
   std::memset(b, 0, QK3_K_BYTES);
   uint8_t* packed = b + 96;
   if (max_scale != 0) {
@@ -632,16 +626,10 @@ void quant_q5_k(const float* x, uint8_t* b) {
 void quant_q6_k(const float* x, uint8_t* b) {
   uint8_t L[QK_K_ELEMS];
   float scales[16];
-  float max_scale = 0, max_abs_scale = 0;
-  for (int sub = 0; sub < 16; ++sub) {
-    scales[sub] = fit_symmetric(x + 16 * sub, 16, 32, L + 16 * sub);
-    if (std::fabs(scales[sub]) > max_abs_scale) {
-      max_abs_scale = std::fabs(scales[sub]);
-      max_scale = scales[sub];
-    }
-  }
+  for (int sub = 0; sub < 16; ++sub) scales[sub] = fit_symmetric(x + 16 * sub, 16, 32, L + 16 * sub);
+  const float max_scale = signed_absmax(scales, 16);
   std::memset(b, 0, QK6_K_BYTES);
-  if (max_abs_scale < 1e-15f) return;  // an all-zero block: d = 0, everything zero
+  if (std::fabs(max_scale) < 1e-15f) return;  // an all-zero block: d = 0, everything zero
   int8_t* stored_scales = reinterpret_cast<int8_t*>(b + 192);
   const float iscale = -128.0f / max_scale;
   store_half(b + 208, 1.0f / iscale);
@@ -709,13 +697,8 @@ int nearest_level(float x) {
 // grids (k - 127) / max, k = -7..7, and the one that explains most weighted energy (sumqx^2 /
 // sumq2) wins. An all-zero run gets 0.
 float fit_iq4_run(const float* x) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j)
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  if (amax < 1e-15f) return 0.0f;
+  const float max = signed_absmax(x, 32);
+  if (std::fabs(max) < 1e-15f) return 0.0f;
   auto project = [&](float inverse, float& sumqx, float& sumq2) {
     sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
@@ -754,16 +737,10 @@ void quant_iq4_nl(const float* x, uint8_t* b) {
 // largest-magnitude one (d = -max / 32, kept unrounded for the indices as ggml does), and each
 // run's indices chosen for its stored scale.
 void quant_iq4_xs(const float* x, uint8_t* b) {
-  float scales[8], max_scale = 0, amax_scale = 0;
-  for (int run = 0; run < 8; ++run) {
-    scales[run] = fit_iq4_run(x + 32 * run);
-    if (std::fabs(scales[run]) > amax_scale) {
-      amax_scale = std::fabs(scales[run]);
-      max_scale = scales[run];
-    }
-  }
+  float scales[8];
+  for (int run = 0; run < 8; ++run) scales[run] = fit_iq4_run(x + 32 * run);
   std::memset(b, 0, QK4_XS_BYTES);
-  const float d = -max_scale / 32.0f;
+  const float d = -signed_absmax(scales, 8) / 32.0f;
   store_half(b, d);
   const float inverse = d != 0 ? 1.0f / d : 0.0f;
   uint16_t high = 0;

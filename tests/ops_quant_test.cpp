@@ -37,11 +37,9 @@ const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType
                                   WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
-// the 32-element blocks of Q4_0 to Q8_0 and IQ4_NL, IQ4_XS for the 32-element groups of its
-// super-blocks, Q4_K for the K-quants' 16-element items.
-bool path_representative(WeightType t) {
-  return t == WeightType::Q4_0 || t == WeightType::IQ4_XS || t == WeightType::Q4_K;
-}
+// the 32-element groups (the blocks of Q4_0 to Q8_0 and IQ4_NL, IQ4_XS's runs: one loop for all),
+// Q4_K for the K-quants' 16-element items.
+bool path_representative(WeightType t) { return t == WeightType::Q4_0 || t == WeightType::Q4_K; }
 
 loader::DType dtype_of(WeightType t) {
   switch (t) {
