@@ -668,8 +668,8 @@ void dequant_iq4_run(float d, const uint8_t* qs, float* y) {
 void dequant_iq4_nl(const uint8_t* b, float* y) { dequant_iq4_run(load_half(b), b + 2, y); }
 
 int iq4_xs_scale(const uint8_t* b, int run) {
-  const int high = (b[2] | b[3] << 8) >> (2 * run) & 3;
-  return ((b[4 + run / 2] >> (4 * (run % 2))) & 0xF | high << 4) - 32;
+  const int high = ((b[2] | b[3] << 8) >> (2 * run)) & 3;
+  return (((b[4 + run / 2] >> (4 * (run % 2))) & 0xF) | high << 4) - 32;
 }
 
 void dequant_iq4_xs(const uint8_t* b, float* y) {
