@@ -60,6 +60,14 @@ std::string dataset() {
     }
     return p;
   }();
+  // Removed when the process ends (the tests write every other file under temp() themselves).
+  static const struct RemoveAtExit {
+    fs::path p;
+    ~RemoveAtExit() {
+      std::error_code ignored;
+      fs::remove(p, ignored);
+    }
+  } remove_at_exit{path};
   return path.string();
 }
 
