@@ -40,9 +40,8 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::I32, "I32", 4},   {DType::I16, "I16", 2},   {DType::I8, "I8", 1},     {DType::U8, "U8", 1},
     {DType::BOOL, "BOOL", 1}, {DType::F64, "F64", 8},   {DType::Q4_0, "Q4_0", 0}, {DType::Q4_1, "Q4_1", 0},
     {DType::Q5_0, "Q5_0", 0}, {DType::Q5_1, "Q5_1", 0}, {DType::Q8_0, "Q8_0", 0}, {DType::Q2_K, "Q2_K", 0},
-    {DType::Q3_K, "Q3_K", 0}, {DType::Q4_K, "Q4_K", 0},
-    {DType::Q5_K, "Q5_K", 0}, {DType::Q6_K, "Q6_K", 0}, {DType::IQ4_NL, "IQ4_NL", 0},
-    {DType::IQ4_XS, "IQ4_XS", 0},
+    {DType::Q3_K, "Q3_K", 0}, {DType::Q4_K, "Q4_K", 0}, {DType::Q5_K, "Q5_K", 0}, {DType::Q6_K, "Q6_K", 0},
+    {DType::IQ4_NL, "IQ4_NL", 0}, {DType::IQ4_XS, "IQ4_XS", 0},
 };
 
 const DTypeInfo& info(DType dtype) {

@@ -16,6 +16,11 @@
 
 // Bytes [a, a + 2) and [a, a + 16) of the binding; a is even.
 uint load_u16(uint a) { return (wword(a >> 2) >> ((a & 2u) * 8u)) & 0xffffu; }
+uint load_u8(uint a) { return (wword(a >> 2) >> (8u * (a & 3u))) & 0xffu; }
+uint load_u32(uint a) {  // bytes [a, a + 4), a even
+  uint i = a >> 2;
+  return (a & 2u) == 0u ? wword(i) : (wword(i) >> 16) | (wword(i + 1u) << 16);
+}
 float load_half(uint a) { return unpackHalf2x16(load_u16(a)).x; }
 uvec4 load_16(uint a) {
   uint i = a >> 2;
@@ -161,6 +166,14 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 // Q3_K: hmask[32] from byte 0 (bit s of hmask[l] set: the code as is; clear: minus 4), codes
 // from byte 32, scales[12] at 96 (group t's low nibble in byte t % 8, the low nibble for t < 8;
 // its top two bits at bit 2 (t / 4) of byte 8 + t % 4; stored plus 32), d at 108.
+#if defined(W_Q3_K)
+// Group t's signed scale, from the super-block at byte a.
+int q3k_scale(uint a, uint t) {
+  uint low = (load_u8(a + 96u + (t & 7u)) >> (t < 8u ? 0u : 4u)) & 15u;
+  uint high = (load_u8(a + 104u + (t & 3u)) >> (2u * (t >> 2))) & 3u;
+  return int(low | (high << 4)) - 32;
+}
+#endif
 struct QGroup {
   uvec4 qs0, qs1;
 #if defined(W_Q3_K)
@@ -190,11 +203,9 @@ QGroup q_load(uint row, uint g) {
   q.hm1 = load_16(a + 16u);
   q.qs0 = load_16(a + 32u + 32u * (s >> 2));
   q.qs1 = load_16(a + 48u + 32u * (s >> 2));
-  uint t = 2u * s;  // groups t and t + 1: bytes t % 8, + 1 and 8 + t % 4, + 1, the same shifts
-  uint lo = load_u16(a + 96u + (t & 7u)) >> (t < 8u ? 0u : 4u), hi = load_u16(a + 104u + (t & 3u)) >> (2u * (t >> 2));
   float d = load_half(a + 108u);
-  q.d0 = d * float(int((lo & 15u) | ((hi & 3u) << 4)) - 32);
-  q.d1 = d * float(int(((lo >> 8) & 15u) | (((hi >> 8) & 3u) << 4)) - 32);
+  q.d0 = d * float(q3k_scale(a, 2u * s));
+  q.d1 = d * float(q3k_scale(a, 2u * s + 1u));
 #endif
   return q;
 }
@@ -313,12 +324,6 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
 #define KQ_ITEMS 16u
 struct KItem { uvec4 codes; vec4 scale, minv; };
 
-uint load_u32(uint a) {  // bytes [a, a + 4), a even
-  uint i = a >> 2;
-  return (a & 2u) == 0u ? wword(i) : (wword(i) >> 16) | (wword(i + 1u) << 16);
-}
-uint load_u8(uint a) { return (wword(a >> 2) >> (8u * (a & 3u))) & 0xffu; }
-
 #if defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q6_K)
 // Item t = 8h + m: elements 128h + 32k + 4m + [0, 4) for run k = 0..3 (bytes 4m .. 4m + 3 of the
 // half's 32-byte code rows); each run lies in one 16-element scale group, 8h + 2k + m / 4.
@@ -345,11 +350,7 @@ KItem kq_load(uint row, uint item) {
   uint q = load_u32(a + 32u + 32u * h + 4u * m), hm = load_u32(a + 4u * m) >> (4u * h);
   w.codes = (uvec4(q, q >> 2, q >> 4, q >> 6) & 0x03030303u) | ((uvec4(hm, hm >> 1, hm >> 2, hm >> 3) & 0x01010101u) << 2);
   float d = load_half(a + 108u);
-  [[unroll]] for (uint k = 0; k < 4; ++k) {
-    uint g = 8u * h + 2u * k + (m >> 2);  // its low nibble: byte g % 8, the high half for g >= 8
-    uint low = (load_u8(a + 96u + (g & 7u)) >> (4u * h)) & 15u, high = (load_u8(a + 104u + (g & 3u)) >> (2u * (g >> 2))) & 3u;
-    w.scale[k] = d * float(int(low | (high << 4)) - 32);
-  }
+  [[unroll]] for (uint k = 0; k < 4; ++k) w.scale[k] = d * float(q3k_scale(a, 8u * h + 2u * k + (m >> 2)));
   w.minv = 4.0 * w.scale;
 #endif
   return w;
@@ -369,10 +370,7 @@ KItem kq_load(uint row, uint item) {
                   ((hi >> 4) & 0x0f0f0f0fu) | ((qh >> 2) & 0x30303030u));
   float d = load_half(a + 208u);
   uint sc = a + 192u + 8u * h + (m >> 2);
-  [[unroll]] for (uint k = 0; k < 4; ++k) {
-    uint b = sc + 2u * k;
-    w.scale[k] = d * float(int8_at(wword(b >> 2) >> (8u * (b & 3u))));
-  }
+  [[unroll]] for (uint k = 0; k < 4; ++k) w.scale[k] = d * float(int8_at(load_u8(sc + 2u * k)));
   w.minv = 32.0 * w.scale;  // codes are offset by 32; exact (a power of two)
   return w;
 }
