@@ -55,12 +55,12 @@ constexpr GgmlType kGgmlTypes[] = {
     {3, "Q4_1", DType::Q4_1},      {6, "Q5_0", DType::Q5_0},       {7, "Q5_1", DType::Q5_1},
     {8, "Q8_0", DType::Q8_0},      {9, "Q8_1", std::nullopt},      {10, "Q2_K", DType::Q2_K},
     {11, "Q3_K", DType::Q3_K},     {12, "Q4_K", DType::Q4_K},      {13, "Q5_K", DType::Q5_K},
-    {14, "Q6_K", DType::Q6_K},     {15, "Q8_K", std::nullopt},     {16, "IQ2_XXS", std::nullopt},
-    {17, "IQ2_XS", std::nullopt},  {18, "IQ3_XXS", std::nullopt},  {19, "IQ1_S", std::nullopt},
-    {20, "IQ4_NL", DType::IQ4_NL}, {21, "IQ3_S", std::nullopt},    {22, "IQ2_S", std::nullopt},
+    {14, "Q6_K", DType::Q6_K},     {15, "Q8_K", std::nullopt},     {16, "IQ2_XXS", DType::IQ2_XXS},
+    {17, "IQ2_XS", DType::IQ2_XS},  {18, "IQ3_XXS", DType::IQ3_XXS},  {19, "IQ1_S", DType::IQ1_S},
+    {20, "IQ4_NL", DType::IQ4_NL}, {21, "IQ3_S", DType::IQ3_S},    {22, "IQ2_S", DType::IQ2_S},
     {23, "IQ4_XS", DType::IQ4_XS}, {24, "I8", DType::I8},          {25, "I16", DType::I16},
     {26, "I32", DType::I32},       {27, "I64", DType::I64},        {28, "F64", DType::F64},
-    {29, "IQ1_M", std::nullopt},   {30, "BF16", DType::BF16},      {34, "TQ1_0", std::nullopt},
+    {29, "IQ1_M", DType::IQ1_M},   {30, "BF16", DType::BF16},      {34, "TQ1_0", std::nullopt},
     {35, "TQ2_0", std::nullopt},   {39, "MXFP4", std::nullopt},
 };
 

@@ -5,9 +5,11 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include <eaglevk/error.h>
 
+#include "shaders/iq_grids.h"
 #include "shaders/shared_constants.h"
 
 // Everything here works on single blocks through byte pointers; the arithmetic is written in
@@ -36,6 +38,10 @@ constexpr BlockFormat kBlockFormats[] = {
     {DType::Q3_K, QK_K_ELEMS, QK3_K_BYTES},  {DType::Q4_K, QK_K_ELEMS, QK4_K_BYTES},
     {DType::Q5_K, QK_K_ELEMS, QK5_K_BYTES},  {DType::Q6_K, QK_K_ELEMS, QK6_K_BYTES},
     {DType::IQ4_NL, QK4_NL_ELEMS, QK4_NL_BYTES}, {DType::IQ4_XS, QK_K_ELEMS, QK4_XS_BYTES},
+    {DType::IQ1_S, QK_K_ELEMS, QK1_S_BYTES},     {DType::IQ1_M, QK_K_ELEMS, QK1_M_BYTES},
+    {DType::IQ2_XXS, QK_K_ELEMS, QK2_XXS_BYTES}, {DType::IQ2_XS, QK_K_ELEMS, QK2_XS_BYTES},
+    {DType::IQ2_S, QK_K_ELEMS, QK2_S_BYTES},     {DType::IQ3_XXS, QK_K_ELEMS, QK3_XXS_BYTES},
+    {DType::IQ3_S, QK_K_ELEMS, QK3_S_BYTES},
 };
 
 const BlockFormat* find_format(DType dtype) {
@@ -754,6 +760,165 @@ void quant_iq4_xs(const float* x, uint8_t* b) {
   b[3] = uint8_t(high >> 8);
 }
 
+// ---- IQ1, IQ2, IQ3: lattice grids ----------------------------------------------------------
+// A 256-element super-block of eight 32-element groups, each with its own scale; a group's
+// elements come in runs of 8 (IQ1, IQ2: one grid entry of 8 magnitudes) or 4 (IQ3: one entry of
+// 4) selected by an index, and (IQ2, IQ3) a sign per element. Where a run's signs are stored as 7
+// bits, the eighth makes their count even (ggml's ksigns_iq2xs). The grids: shaders/iq_grids.h.
+// Values are computed as ggml's dequantize_row_iq*: (scale * magnitude) * sign, or for IQ1
+// scale * (grid value + delta).
+constexpr uint32_t kIq2xxsGrid[] = {IQ2XXS_GRID_WORDS};
+constexpr uint32_t kIq2xsGrid[] = {IQ2XS_GRID_WORDS};
+constexpr uint32_t kIq2sGrid[] = {IQ2S_GRID_WORDS};
+constexpr uint32_t kIq1sGrid[] = {IQ1S_GRID_WORDS};
+constexpr uint32_t kIq3xxsGrid[] = {IQ3XXS_GRID_WORDS};
+constexpr uint32_t kIq3sGrid[] = {IQ3S_GRID_WORDS};
+static_assert(std::size(kIq2xxsGrid) == 128 && std::size(kIq2xsGrid) == 256 && std::size(kIq2sGrid) == 512 &&
+              std::size(kIq1sGrid) == 1024 && std::size(kIq3xxsGrid) == 256 && std::size(kIq3sGrid) == 512);
+
+// The 2-bit code of element j of entry i of a packed grid (two 16-bit entries to a word).
+int grid_code(const uint32_t* words, int i, int j) { return int(words[i / 2] >> (16 * (i % 2) + 2 * j)) & 3; }
+
+uint8_t even_signs(uint32_t seven_bits) {
+  const uint32_t s = seven_bits & 127;
+  return uint8_t(s | (std::popcount(s) & 1) << 7);
+}
+
+uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+uint16_t load_u16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
+
+// Eight elements of an IQ2 grid entry with their signs (bit j set: element j negative).
+void put_iq2_run(const uint32_t* grid, int index, uint8_t signs, float scale, float* y) {
+  constexpr float kMagnitude[3] = {8.0f, 25.0f, 43.0f};
+  for (int j = 0; j < 8; ++j) y[j] = scale * kMagnitude[grid_code(grid, index, j)] * ((signs >> j) & 1 ? -1.0f : 1.0f);
+}
+
+// Four elements of an IQ3 grid entry; `signs` bit j is element j's sign.
+void put_iq3_quad(uint32_t entry, uint32_t signs, float scale, float* y) {
+  for (int j = 0; j < 4; ++j)
+    y[j] = scale * static_cast<float>((entry >> (8 * j)) & 0xFF) * ((signs >> j) & 1 ? -1.0f : 1.0f);
+}
+
+// Eight elements of an IQ1_S grid entry (values -1, 0, 1) shifted by delta (+-1/8).
+void put_iq1_run(int index, float delta, float scale, float* y) {
+  for (int j = 0; j < 8; ++j) y[j] = scale * (static_cast<float>(grid_code(kIq1sGrid, index, j) - 1) + delta);
+}
+
+// IQ2_XXS: d; per group 8 bytes: four entry indices, then a u32 of four 7-bit sign sets and the
+// 4-bit scale s on top: scale d * (0.5 + s) * 0.25.
+void dequant_iq2_xxs(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint8_t* q = b + 2 + 8 * g;
+    const uint32_t aux = load_u32(q + 4);
+    const float scale = d * (0.5f + static_cast<float>(aux >> 28)) * 0.25f;
+    for (int l = 0; l < 4; ++l) put_iq2_run(kIq2xxsGrid, q[l], even_signs(aux >> (7 * l)), scale, y + 8 * l);
+  }
+}
+
+// IQ2_XS: d; per group four u16 (9-bit entry index, 7 sign bits above it); scales[8] after them,
+// runs 0-1 of group g with the low nibble of scales[g], runs 2-3 with the high one.
+void dequant_iq2_xs(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint8_t sc = b[66 + g];
+    const float scale[2] = {d * (0.5f + static_cast<float>(sc & 0xF)) * 0.25f,
+                            d * (0.5f + static_cast<float>(sc >> 4)) * 0.25f};
+    for (int l = 0; l < 4; ++l) {
+      const uint16_t q = load_u16(b + 2 + 8 * g + 2 * l);
+      put_iq2_run(kIq2xsGrid, q & 511, even_signs(q >> 9), scale[l / 2], y + 8 * l);
+    }
+  }
+}
+
+// IQ2_S: d; qs[32] (low 8 bits of each run's 10-bit index), signs[32] (8 sign bits a run),
+// qh[8] (bits 2l, 2l + 1 of qh[g]: the index's top bits for run l of group g), scales[8] as IQ2_XS.
+void dequant_iq2_s(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint8_t sc = b[74 + g], qh = b[66 + g];
+    const float scale[2] = {d * (0.5f + static_cast<float>(sc & 0xF)) * 0.25f,
+                            d * (0.5f + static_cast<float>(sc >> 4)) * 0.25f};
+    for (int l = 0; l < 4; ++l) {
+      const int index = b[2 + 4 * g + l] | ((qh >> (2 * l)) & 3) << 8;
+      put_iq2_run(kIq2sGrid, index, b[34 + 4 * g + l], scale[l / 2], y + 8 * l);
+    }
+  }
+}
+
+// IQ3_XXS: d; qs[64] (two entry indices a run of 8, 8 a group); then a u32 a group of four
+// 7-bit sign sets and the 4-bit scale s: scale d * (0.5 + s) * 0.5.
+void dequant_iq3_xxs(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint8_t* q = b + 2 + 8 * g;
+    const uint32_t aux = load_u32(b + 66 + 4 * g);
+    const float scale = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t signs = even_signs(aux >> (7 * l));
+      put_iq3_quad(kIq3xxsGrid[q[2 * l]], signs, scale, y + 8 * l);
+      put_iq3_quad(kIq3xxsGrid[q[2 * l + 1]], signs >> 4, scale, y + 8 * l + 4);
+    }
+  }
+}
+
+// IQ3_S: d; qs[64] (low 8 bits of two 9-bit indices a run); qh[8] (bit k of qh[g]: top bit of
+// group g's index k); signs[32] (8 a run); scales[4] (group g's 4-bit s in nibble g % 2 of
+// scales[g / 2]): scale d * (1 + 2 s).
+void dequant_iq3_s(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint8_t qh = b[66 + g];
+    const float scale = d * static_cast<float>(1 + 2 * ((b[106 + g / 2] >> (4 * (g % 2))) & 0xF));
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t signs = b[74 + 4 * g + l];
+      const int i0 = b[2 + 8 * g + 2 * l] | ((qh >> (2 * l)) & 1) << 8;
+      const int i1 = b[2 + 8 * g + 2 * l + 1] | ((qh >> (2 * l + 1)) & 1) << 8;
+      put_iq3_quad(kIq3sGrid[i0], signs, scale, y + 8 * l);
+      put_iq3_quad(kIq3sGrid[i1], signs >> 4, scale, y + 8 * l + 4);
+    }
+  }
+}
+
+// IQ1_S: d; qs[32] (low 8 bits of 11-bit indices, one a run); qh[8] u16, one a group: bits 3l
+// .. 3l + 2 the top bits of run l's index, bits 12-14 the scale s (d * (2 s + 1)), bit 15 the
+// delta's sign (set: -1/8).
+void dequant_iq1_s(const uint8_t* b, float* y) {
+  const float d = load_half(b);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint16_t qh = load_u16(b + 34 + 2 * g);
+    const float scale = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+    const float delta = (qh & 0x8000) ? -0.125f : 0.125f;
+    for (int l = 0; l < 4; ++l) put_iq1_run(b[2 + 4 * g + l] | ((qh >> (3 * l)) & 7) << 8, delta, scale, y + 8 * l);
+  }
+}
+
+// IQ1_M: qs[32] as IQ1_S; qh[16], two a group: each byte holds two runs' 3 top index bits
+// (bits 0-2, 4-6) and delta signs (bits 3, 7); scales as four u16: group g's runs 0-1 and 2-3
+// take 3-bit scales at bits 6 (g % 2) and 6 (g % 2) + 3 of u16 g / 2 (d * (2 s + 1)); d is the
+// f16 whose four nibbles are the top nibbles of the four u16.
+void dequant_iq1_m(const uint8_t* b, float* y) {
+  uint16_t sc[4];
+  for (int i = 0; i < 4; ++i) sc[i] = load_u16(b + 48 + 2 * i);
+  const uint16_t d_bits = uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  const float d = f16_to_f32(d_bits);
+  for (int g = 0; g < 8; ++g, y += 32) {
+    const uint16_t s = sc[g / 2];
+    const float scale[2] = {d * static_cast<float>(2 * ((s >> (6 * (g % 2))) & 7) + 1),
+                            d * static_cast<float>(2 * ((s >> (6 * (g % 2) + 3)) & 7) + 1)};
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t qh = b[32 + 2 * g + l / 2] >> (4 * (l % 2));
+      const float delta = (qh & 8) ? -0.125f : 0.125f;
+      put_iq1_run(b[4 * g + l] | (qh & 7) << 8, delta, scale[l / 2], y + 8 * l);
+    }
+  }
+}
+
 using DequantBlock = void (*)(const uint8_t*, float*);
 using QuantBlock = void (*)(const float*, uint8_t*);
 
@@ -771,6 +936,13 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::Q6_K: return dequant_q6_k;
     case DType::IQ4_NL: return dequant_iq4_nl;
     case DType::IQ4_XS: return dequant_iq4_xs;
+    case DType::IQ1_S: return dequant_iq1_s;
+    case DType::IQ1_M: return dequant_iq1_m;
+    case DType::IQ2_XXS: return dequant_iq2_xxs;
+    case DType::IQ2_XS: return dequant_iq2_xs;
+    case DType::IQ2_S: return dequant_iq2_s;
+    case DType::IQ3_XXS: return dequant_iq3_xxs;
+    case DType::IQ3_S: return dequant_iq3_s;
     default: return nullptr;
   }
 }
@@ -848,6 +1020,10 @@ void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& ou
     fail("quantize {}: {} elements is not a whole number of {}-element blocks", dtype_name(dtype), in.size(),
          format->elements);
   const QuantBlock encode = quant_fn(dtype);
+  if (!encode)
+    fail("quantize: eaglevk reads {} blocks but does not write them (llama-quantize needs an importance matrix "
+         "and a lattice search for them)",
+         dtype_name(dtype));
   const size_t n_blocks = in.size() / format->elements;
   const size_t start = out.size();
   out.resize(start + n_blocks * format->bytes);

@@ -20,6 +20,10 @@
 //   IQ4_NL 32 elems, 18 B: d; qs[16] (as Q4_0)      x = d * level[q], 16 fixed int8 levels (-127 .. 113)
 //   IQ4_XS 256 elems, 136 B: d; scales_h (u16); scales_l[4]; qs[128]   8 runs of 32 with 6-bit
 //                         scales: x = d * (sc - 32) * level[q]
+//   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S  256 elems, 50/56/66/74/82/98/110 B: eight
+//                         groups of 32 with a scale each; runs of 8 (4 for IQ3) elements take the
+//                         magnitudes of a lattice grid entry (shaders/iq_grids.h) by index, with
+//                         per-element signs (IQ2, IQ3) or a +-1/8 shift (IQ1). Fields: quant.cpp.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,7 +51,8 @@ void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
 // quantizer llama-quantize runs without an importance matrix and gives the same bytes: ggml's
 // quantize_row_*_ref, and for IQ4_NL and IQ4_XS its quantize_iq4_* (seven grid tries each way,
 // which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
-// least-squares searches over candidate grid spacings.
+// least-squares searches over candidate grid spacings. The lattice formats (IQ1_S ... IQ3_S) are
+// decoded only: quantize refuses them (llama-quantize needs an importance matrix for them).
 void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);
 
 }  // namespace eaglevk::loader

@@ -41,7 +41,9 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::BOOL, "BOOL", 1}, {DType::F64, "F64", 8},   {DType::Q4_0, "Q4_0", 0}, {DType::Q4_1, "Q4_1", 0},
     {DType::Q5_0, "Q5_0", 0}, {DType::Q5_1, "Q5_1", 0}, {DType::Q8_0, "Q8_0", 0}, {DType::Q2_K, "Q2_K", 0},
     {DType::Q3_K, "Q3_K", 0}, {DType::Q4_K, "Q4_K", 0}, {DType::Q5_K, "Q5_K", 0}, {DType::Q6_K, "Q6_K", 0},
-    {DType::IQ4_NL, "IQ4_NL", 0}, {DType::IQ4_XS, "IQ4_XS", 0},
+    {DType::IQ4_NL, "IQ4_NL", 0}, {DType::IQ4_XS, "IQ4_XS", 0}, {DType::IQ1_S, "IQ1_S", 0},
+    {DType::IQ1_M, "IQ1_M", 0}, {DType::IQ2_XXS, "IQ2_XXS", 0}, {DType::IQ2_XS, "IQ2_XS", 0},
+    {DType::IQ2_S, "IQ2_S", 0}, {DType::IQ3_XXS, "IQ3_XXS", 0}, {DType::IQ3_S, "IQ3_S", 0},
 };
 
 const DTypeInfo& info(DType dtype) {

@@ -2,6 +2,7 @@
 // Embedding row gather: out[t, :] = table[ids[t], :]. The table may be bound in row chunks
 // (rows [row_base, row_base + row_count)) when it exceeds maxStorageBufferRange.
 #define WEIGHT_BINDING 1
+#define IQ_GRID_BINDING 3  // after ids, weights, out
 #include "common.glsl"
 layout(local_size_x_id = 0) in;
 

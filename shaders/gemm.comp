@@ -16,6 +16,11 @@
 // chains as in a product of its own, so its bits do not depend on the other rows.
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
+#if defined(ROW_IDS)
+#define IQ_GRID_BINDING 4  // the lattice formats' grid, after the row lists
+#else
+#define IQ_GRID_BINDING 3
+#endif
 #include "common.glsl"
 #if defined(TEXEL_LOADS)
 layout(local_size_x = 8, local_size_y = 8) in;

@@ -21,6 +21,11 @@
 #include "shared_constants.h"
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
+#if defined(ROW_IDS)
+#define IQ_GRID_BINDING 4  // the lattice formats' grid, after the row lists
+#else
+#define IQ_GRID_BINDING 3
+#endif
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;              // four subgroups of the device's one size

@@ -42,6 +42,14 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #define X_BINDING 0
 #define WEIGHT_BINDING 1
+// The lattice formats' grid, after the last buffer (block formats have no norm-weight binding).
+#if defined(EXPERTS)
+#define IQ_GRID_BINDING 4
+#elif defined(ROPE_KV)
+#define IQ_GRID_BINDING 8
+#else
+#define IQ_GRID_BINDING 3
+#endif
 #include "common.glsl"
 #include "shared_constants.h"
 layout(local_size_x_id = 0) in;

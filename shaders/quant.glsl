@@ -1,5 +1,5 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
-// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ4_NL or W_IQ4_XS. Layouts:
+// when the variant defines one of W_Q4_0 ... W_Q6_K or W_IQ1_S ... W_IQ4_XS. Layouts:
 // shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
 // (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 84,
 // 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the covering words and shift;
@@ -150,6 +150,124 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
     uint e = 8u * c + i;
     w[i] = q.d * iq4_level((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u);
   }
+}
+
+#elif defined(W_IQ1_S) || defined(W_IQ1_M) || defined(W_IQ2_XXS) || defined(W_IQ2_XS) || defined(W_IQ2_S) || \
+    defined(W_IQ3_XXS) || defined(W_IQ3_S)
+// The lattice formats (loader/quant.cpp has the layouts): group s = g % 8 of super-block g / 8
+// is four runs of 8 elements; run l is one grid entry (IQ1, IQ2) or two of 4 (IQ3), with a sign
+// per element (IQ2, IQ3; bit 8l + j of QGroup.signs) or a shift of +-1/8 (IQ1, bit l of
+// QGroup.dneg set: -1/8). Runs 0-1 take scale s01, runs 2-3 s23. IQ3's two 9-bit indices of a
+// run share a word (the second at bit 16).
+#define QK QK_K_ELEMS
+#if defined(W_IQ1_S)
+#define QB QK1_S_BYTES
+#elif defined(W_IQ1_M)
+#define QB QK1_M_BYTES
+#elif defined(W_IQ2_XXS)
+#define QB QK2_XXS_BYTES
+#elif defined(W_IQ2_XS)
+#define QB QK2_XS_BYTES
+#elif defined(W_IQ2_S)
+#define QB QK2_S_BYTES
+#elif defined(W_IQ3_XXS)
+#define QB QK3_XXS_BYTES
+#else
+#define QB QK3_S_BYTES
+#endif
+// The format's grid (shaders/iq_grids.h), bound after the kernel's other buffers
+// (runtime/ops/lattice_grids.h says why it is not a constant array); the kernel defines
+// IQ_GRID_BINDING.
+layout(binding = IQ_GRID_BINDING, std430) readonly buffer IqGrid { uint iq_grid[]; };
+struct QGroup { uvec4 idx; uint signs, dneg; float s01, s23; };
+// Four 7-bit sign sets (at bits 0, 7, 14, 21) made 8-bit with even parity, one per byte.
+uint even_signs(uint bits) {
+  uint out_signs = 0u;
+  [[unroll]] for (uint l = 0; l < 4; ++l) {
+    uint s = (bits >> (7u * l)) & 127u;
+    out_signs |= (s | ((uint(bitCount(s)) & 1u) << 7)) << (8u * l);
+  }
+  return out_signs;
+}
+// d * (0.5 + s) * 0.25, the IQ2 scales' formula (IQ3_XXS: * 0.5).
+float iq2_scale(float d, uint s) { return d * (0.5 + float(s)) * 0.25; }
+QGroup q_load(uint row, uint g) {
+  uint a = row + (g >> 3) * QB, s = g & 7u;
+  QGroup q;
+  q.dneg = 0u;
+#if defined(W_IQ2_XXS)
+  uint lo = load_u32(a + 2u + 8u * s), hi = load_u32(a + 6u + 8u * s);
+  q.idx = uvec4(lo, lo >> 8, lo >> 16, lo >> 24) & 0xffu;
+  q.signs = even_signs(hi);
+  q.s01 = q.s23 = iq2_scale(load_half(a), hi >> 28);
+#elif defined(W_IQ2_XS)
+  uint lo = load_u32(a + 2u + 8u * s), hi = load_u32(a + 6u + 8u * s);
+  uvec4 v = uvec4(lo, lo >> 16, hi, hi >> 16) & 0xffffu;
+  q.idx = v & 511u;
+  q.signs = even_signs((v.x >> 9) | ((v.y >> 9) << 7) | ((v.z >> 9) << 14) | ((v.w >> 9) << 21));
+  uint sc = load_u8(a + 66u + s);
+  float d = load_half(a);
+  q.s01 = iq2_scale(d, sc & 15u);
+  q.s23 = iq2_scale(d, sc >> 4);
+#elif defined(W_IQ2_S)
+  uint lo = load_u32(a + 2u + 4u * s), qh = load_u8(a + 66u + s), sc = load_u8(a + 74u + s);
+  q.idx = (uvec4(lo, lo >> 8, lo >> 16, lo >> 24) & 0xffu) | ((uvec4(qh, qh >> 2, qh >> 4, qh >> 6) & 3u) << 8);
+  q.signs = load_u32(a + 34u + 4u * s);
+  float d = load_half(a);
+  q.s01 = iq2_scale(d, sc & 15u);
+  q.s23 = iq2_scale(d, sc >> 4);
+#elif defined(W_IQ3_XXS)
+  uint lo = load_u32(a + 2u + 8u * s), hi = load_u32(a + 6u + 8u * s), aux = load_u32(a + 66u + 4u * s);
+  q.idx = (uvec4(lo, lo >> 16, hi, hi >> 16) & 0xffu) | (uvec4(lo >> 8, lo >> 24, hi >> 8, hi >> 24) & 0xffu) << 16;
+  q.signs = even_signs(aux);
+  q.s01 = q.s23 = load_half(a) * (0.5 + float(aux >> 28)) * 0.5;
+#elif defined(W_IQ3_S)
+  uint lo = load_u32(a + 2u + 8u * s), hi = load_u32(a + 6u + 8u * s), qh = load_u8(a + 66u + s);
+  uvec4 first = uvec4(lo, lo >> 16, hi, hi >> 16) & 0xffu, second = uvec4(lo >> 8, lo >> 24, hi >> 8, hi >> 24) & 0xffu;
+  first |= (uvec4(qh, qh >> 2, qh >> 4, qh >> 6) & 1u) << 8;
+  second |= (uvec4(qh >> 1, qh >> 3, qh >> 5, qh >> 7) & 1u) << 8;
+  q.idx = first | (second << 16);
+  q.signs = load_u32(a + 74u + 4u * s);
+  q.s01 = q.s23 = load_half(a) * float(1u + 2u * ((load_u8(a + 106u + (s >> 1)) >> (4u * (s & 1u))) & 15u));
+#elif defined(W_IQ1_S)
+  uint lo = load_u32(a + 2u + 4u * s), qh = load_u16(a + 34u + 2u * s);
+  q.idx = (uvec4(lo, lo >> 8, lo >> 16, lo >> 24) & 0xffu) | ((uvec4(qh, qh >> 3, qh >> 6, qh >> 9) & 7u) << 8);
+  q.dneg = (qh >> 15) != 0u ? 15u : 0u;
+  q.s01 = q.s23 = load_half(a) * float(2u * ((qh >> 12) & 7u) + 1u);
+#else  // IQ1_M: run l's top index bits and delta sign are nibble l of the group's u16 at 32 + 2s
+  uint lo = load_u32(a + 4u * s), qh = load_u16(a + 32u + 2u * s);
+  q.idx = (uvec4(lo, lo >> 8, lo >> 16, lo >> 24) & 0xffu) | ((uvec4(qh, qh >> 4, qh >> 8, qh >> 12) & 7u) << 8);
+  q.dneg = ((qh >> 3) & 1u) | ((qh >> 6) & 2u) | ((qh >> 9) & 4u) | ((qh >> 12) & 8u);
+  uint sc0 = load_u16(a + 48u), sc1 = load_u16(a + 50u), sc2 = load_u16(a + 52u), sc3 = load_u16(a + 54u);
+  float d = unpackHalf2x16((sc0 >> 12) | ((sc1 >> 8) & 0xf0u) | ((sc2 >> 4) & 0xf00u) | (sc3 & 0xf000u)).x;
+  uint sc = load_u16(a + 48u + 2u * (s >> 1)) >> (6u * (s & 1u));
+  q.s01 = d * float(2u * (sc & 7u) + 1u);
+  q.s23 = d * float(2u * ((sc >> 3) & 7u) + 1u);
+#endif
+  return q;
+}
+// Run c of the group.
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  float scale = c < 2u ? q.s01 : q.s23;
+  uint entry = q.idx[c];
+#if defined(W_IQ3_XXS) || defined(W_IQ3_S)
+  uint lo = iq_grid[entry & 0xffffu], hi = iq_grid[entry >> 16];
+  [[unroll]] for (uint j = 0; j < 8; ++j) {
+    float v = scale * float(((j < 4u ? lo : hi) >> (8u * (j & 3u))) & 0xffu);
+    w[j] = ((q.signs >> (8u * c + j)) & 1u) != 0u ? -v : v;
+  }
+#else
+  uint codes = iq_grid[entry >> 1] >> (16u * (entry & 1u));
+  [[unroll]] for (uint j = 0; j < 8; ++j) {
+    uint code = (codes >> (2u * j)) & 3u;
+#if defined(W_IQ1_S) || defined(W_IQ1_M)
+    w[j] = scale * (float(code) - 1.0 + (((q.dneg >> c) & 1u) != 0u ? -0.125 : 0.125));
+#else
+    float v = scale * float(8u + 17u * code + (code >> 1));  // codes 0, 1, 2: 8, 25, 43
+    w[j] = ((q.signs >> (8u * c + j)) & 1u) != 0u ? -v : v;
+#endif
+  }
+#endif
 }
 
 #elif defined(W_Q2_K) || defined(W_Q3_K)

@@ -40,6 +40,14 @@
 #define QK2_K_BYTES 84   // 16 bytes of 4-bit scale|min pairs, 64 bytes of 2-bit codes, f16 d, f16 dmin
 #define QK3_K_BYTES 110  // 32 bytes of high bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
 #define QK4_XS_BYTES 136 // f16 d, u16 scale high bits, 4 bytes of scale low nibbles, 128 bytes of nibbles
+// ggml's IQ formats (256-element super-blocks of 32-element groups; grids in iq_grids.h):
+#define QK1_S_BYTES 50   // f16 d, 32 bytes of grid index low bits, 8 u16 of index high bits, scale, delta sign
+#define QK1_M_BYTES 56   // 32 bytes of index low bits, 16 bytes of high bits and delta signs, 4 u16 of scales (d in their top nibbles)
+#define QK2_XXS_BYTES 66 // f16 d, 8 bytes a group: 4 grid indices, 4 x 7 sign bits and a 4-bit scale
+#define QK2_XS_BYTES 74  // f16 d, 32 u16 (9-bit grid index, 7 sign bits), 8 bytes of two 4-bit scales
+#define QK2_S_BYTES 82   // f16 d, 32 bytes of index low bits, 32 bytes of signs, 8 bytes of high bits, 8 of scales
+#define QK3_XXS_BYTES 98 // f16 d, 64 bytes of grid indices, 8 u32 of 4 x 7 sign bits and a 4-bit scale
+#define QK3_S_BYTES 110  // f16 d, 64 bytes of index low bits, 8 of high bits, 32 of signs, 4 of scales
 #define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 #define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
 #define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d

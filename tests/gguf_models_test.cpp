@@ -174,8 +174,9 @@ void write_dequantized_copy(const fs::path& from, const fs::path& to) {
   loader::write_gguf(to, metadata, tensors, file.header.alignment);
 }
 
-// Files desktop users with small cards run, llama-quantize's Q2_K, Q3_K_M, IQ4_NL and IQ4_XS
-// (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS tensors; assets/gguf/low-bit.md), against the same model with every
+// Files desktop users with small cards run, llama-quantize's Q2_K, Q3_K_M, IQ4_NL, IQ4_XS and (with
+// an importance matrix) IQ1_S, IQ1_M, IQ2_S, IQ3_XXS mixes (Q2_K ... Q6_K, IQ4_NL, IQ4_XS and the
+// seven lattice formats IQ1_S ... IQ3_S; assets/gguf/low-bit.md), against the same model with every
 // quantized tensor decoded on the host and stored as F32: the kernels' decoding of each block
 // format inside the model, prefill (GEMM) and decode steps (matrix-vector) alike. No float
 // golden exists for these files.
@@ -231,7 +232,8 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   for (size_t i = 0; i < same.size(); ++i) EXPECT_GE(same[i], 1u) << stem << " prompt " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit, ::testing::Values("q2_k", "q3_k_m", "iq4_nl", "iq4_xs"));
+INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit,
+                         ::testing::Values("q2_k", "q3_k_m", "iq4_nl", "iq4_xs", "iq1_s", "iq1_m", "iq2_s", "iq3_xxs"));
 
 // A GGUF file alone, as llama.cpp users have it: eaglevk takes the documented defaults that
 // llama.cpp hard-codes, says so, and then computes what llama.cpp computes.

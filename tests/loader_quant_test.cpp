@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <eaglevk/error.h>
 
@@ -30,6 +32,9 @@ const fs::path kAssets = EAGLEVK_ASSETS;
 constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                                  DType::IQ4_NL, DType::IQ4_XS};
+// ggml's lattice formats: decoded, not written (quantize refuses them).
+constexpr DType kLatticeTypes[] = {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS,
+                                   DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S};
 
 // Block bytes written field by field, little-endian.
 struct Block {
@@ -108,6 +113,14 @@ TEST(Quant, Geometry) {
   EXPECT_EQ(block_bytes(DType::IQ4_NL), 18u);
   EXPECT_EQ(block_elements(DType::IQ4_XS), 256u);
   EXPECT_EQ(block_bytes(DType::IQ4_XS), 136u);
+  const std::pair<DType, uint32_t> kLatticeBytes[] = {{DType::IQ1_S, 50},   {DType::IQ1_M, 56},  {DType::IQ2_XXS, 66},
+                                                      {DType::IQ2_XS, 74},  {DType::IQ2_S, 82},  {DType::IQ3_XXS, 98},
+                                                      {DType::IQ3_S, 110}};
+  for (auto [t, bytes] : kLatticeBytes) {
+    EXPECT_TRUE(is_quantized(t)) << dtype_name(t);
+    EXPECT_EQ(block_elements(t), 256u) << dtype_name(t);
+    EXPECT_EQ(block_bytes(t), bytes) << dtype_name(t);
+  }
   EXPECT_EQ(block_elements(DType::BF16), 1u);
   EXPECT_EQ(block_bytes(DType::BF16), 2u);
   EXPECT_EQ(block_bytes(DType::F32), 4u);
@@ -133,6 +146,7 @@ TEST(Quant, Errors) {
   expect_error([&] { quantize(DType::Q8_0, std::span(in).first(48), q); }, "whole number");
   expect_error([&] { quantize(DType::F32, std::span(in).first(32), q); }, "not a block-quantized");
   expect_error([&] { quantize(DType::BF16, std::span(in).first(32), q); }, "BF16");
+  for (DType t : kLatticeTypes) expect_error([&] { quantize(t, std::span(in).first(256), q); }, "does not write");
   EXPECT_TRUE(q.empty());
 }
 
@@ -342,6 +356,130 @@ TEST(Quant, HandBuiltIQ4_XS) {
   for (int e = 0; e < 256; ++e) want[e] = 0.125f * float(scales[e / 32]) * float(kIq4[q[e]]);
   expect_floats_eq(decode(DType::IQ4_XS, b), want, DType::IQ4_XS);
   EXPECT_EQ(decode(DType::IQ4_XS, b)[40], 96.875f);  // run 1 (scale 31), index 282 % 16 = 10: 0.125 * 31 * 25
+}
+
+// The lattice formats, field by field. The grid entries used are spelled out as ggml's tables
+// hold them (ggml-common.h): iq2xxs_grid[0] = 8 x 8; [1] = 43, 8, 8, 8, 8, 8, 8, 8; [7] = 8, 8,
+// 43, 8, 8, 8, 8, 8; [255] = 8, 25, 8, 8, 25, 43, 43, 43. iq3s_grid[0] = 1, 1, 1, 1; [5] = 1, 3,
+// 1, 1; [259] = 3, 9, 9, 5; [511] = 1, 1, 15, 15. iq1s_grid[0] = 8 x -1; [1] = 1, then 7 x -1;
+// [1029] = 8 x 0; [2047] = 8 x 1.
+const std::vector<int> kIq2xxs0(8, 8), kIq2xxs1 = {43, 8, 8, 8, 8, 8, 8, 8}, kIq2xxs7 = {8, 8, 43, 8, 8, 8, 8, 8},
+                       kIq2xxs255 = {8, 25, 8, 8, 25, 43, 43, 43};
+
+TEST(Quant, HandBuiltIQ2_XXS) {
+  // Group 0: entries 0, 1, 255, 7; 7-bit sign sets 0000001 (odd: the eighth sign set too), 0,
+  // 1111111 (odd: all eight negative), 0000011 (even); scale nibble 3: 0.5 * 3.5 * 0.25.
+  // Groups 1-7: entry 0, no signs, scale nibble 15 (0.5 * 15.5 * 0.25 = 1.9375).
+  Block b;
+  b.u16(kHalf0_5);
+  b.u8(0), b.u8(1), b.u8(255), b.u8(7);
+  b.u32(1u | 0u << 7 | 127u << 14 | 3u << 21 | 3u << 28);
+  for (int g = 1; g < 8; ++g) b.u32(0), b.u32(15u << 28);
+  std::vector<float> want(256, 8 * 1.9375f);
+  const std::vector<int>* entries[4] = {&kIq2xxs0, &kIq2xxs1, &kIq2xxs255, &kIq2xxs7};
+  const uint8_t signs[4] = {0x81, 0x00, 0xFF, 0x03};
+  for (int l = 0; l < 4; ++l)
+    for (int j = 0; j < 8; ++j)
+      want[8 * l + j] = 0.4375f * float((*entries[l])[j]) * ((signs[l] >> j) & 1 ? -1.0f : 1.0f);
+  expect_floats_eq(decode(DType::IQ2_XXS, b), want, DType::IQ2_XXS);
+  EXPECT_EQ(decode(DType::IQ2_XXS, b)[7], -3.5f);  // entry 0, eighth sign from parity
+}
+
+TEST(Quant, HandBuiltIQ3_S) {
+  // Group 1 (scale nibble 6 in the high half of scales[0]: d * 13) holds indices 5 | 259 in run
+  // 0 (qh bit 1 gives 259's ninth bit) and 0 | 511 in run 3 (qh bit 7), signs 0x0F and 0xA0.
+  // Everything else is index 0 without signs; group 0 has scale nibble 2 (d * 5).
+  Block b;
+  b.u16(kHalf0_25);
+  for (int i = 0; i < 64; ++i) b.u8(0);
+  b.bytes[2 + 8 + 0] = std::byte{5};
+  b.bytes[2 + 8 + 1] = std::byte{3};    // 259 = 256 + 3
+  b.bytes[2 + 8 + 7] = std::byte{255};  // 511 = 256 + 255
+  for (int g = 0; g < 8; ++g) b.u8(g == 1 ? 0x82 : 0);
+  for (int i = 0; i < 32; ++i) b.u8(i == 4 ? 0x0F : i == 7 ? 0xA0 : 0);
+  b.u8(2 | 6 << 4), b.u8(0), b.u8(0), b.u8(0);
+  std::vector<float> want(256, 0.25f);  // groups 2-7: scale nibble 0, d * 1, entry 0
+  for (int e = 0; e < 32; ++e) want[e] = 0.25f * 5;
+  for (int e = 32; e < 64; ++e) want[e] = 0.25f * 13;
+  const int run0[8] = {1, 3, 1, 1, 3, 9, 9, 5}, run3[8] = {1, 1, 1, 1, 1, 1, 15, 15};
+  for (int j = 0; j < 8; ++j) {
+    want[32 + j] = 0.25f * 13 * float(run0[j]) * (j < 4 ? -1.0f : 1.0f);
+    want[32 + 24 + j] = 0.25f * 13 * float(run3[j]) * (j == 5 || j == 7 ? -1.0f : 1.0f);
+  }
+  expect_floats_eq(decode(DType::IQ3_S, b), want, DType::IQ3_S);
+  EXPECT_EQ(decode(DType::IQ3_S, b)[32 + 31], -48.75f);  // 0.25 * 13 * 15, negative
+}
+
+TEST(Quant, HandBuiltIQ1_M) {
+  // d = -1.5 (0xBE00) spread over the top nibbles of the four scale u16; group 0's runs 0-1 take
+  // 3-bit scale 2 (d * 5) and runs 2-3 scale 7 (d * 15); group 1's (bits 6-11 of u16 0) 0 and 1.
+  // Group 0: run 0 index 1 (delta +1/8), run 1 index 1029 (qh nibble 4 | sign 8: -1/8), run 2
+  // index 2047, run 3 index 0. Other groups: index 0, scale 0 (d * 1), delta +1/8.
+  Block b;
+  for (int i = 0; i < 32; ++i) b.u8(0);
+  b.bytes[0] = std::byte{1}, b.bytes[1] = std::byte{5}, b.bytes[2] = std::byte{255};
+  b.u8(0 | (4 | 8) << 4), b.u8(7);
+  for (int i = 2; i < 16; ++i) b.u8(0);
+  const uint16_t d = kHalfMinus1_5;
+  const uint16_t sc[4] = {uint16_t(2 | 7 << 3 | 0 << 6 | 1 << 9), 0, 0, 0};
+  for (int i = 0; i < 4; ++i) b.u16(uint16_t(sc[i] | ((d >> (4 * i)) & 0xF) << 12));
+  std::vector<float> want(256, -1.5f * (-1.0f + 0.125f));
+  const int runs[4][8] = {{1, -1, -1, -1, -1, -1, -1, -1}, {0, 0, 0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1},
+                          {-1, -1, -1, -1, -1, -1, -1, -1}};
+  const float scale[4] = {-1.5f * 5, -1.5f * 5, -1.5f * 15, -1.5f * 15}, delta[4] = {0.125f, -0.125f, 0.125f, 0.125f};
+  for (int l = 0; l < 4; ++l)
+    for (int j = 0; j < 8; ++j) want[8 * l + j] = scale[l] * (float(runs[l][j]) + delta[l]);
+  for (int e = 32; e < 48; ++e) want[e] = -1.5f * (-1.0f + 0.125f);          // group 1, runs 0-1: scale 0
+  for (int e = 48; e < 64; ++e) want[e] = -1.5f * 3 * (-1.0f + 0.125f);      // runs 2-3: scale 1
+  expect_floats_eq(decode(DType::IQ1_M, b), want, DType::IQ1_M);
+  EXPECT_EQ(decode(DType::IQ1_M, b)[8], 0.9375f);  // -7.5 * (0 - 1/8)
+}
+
+// Every grid entry, through ggml's own decoder: 1,024 pseudo-random blocks of each lattice format
+// (every byte from the generator below, then d = 1.0 written where the format keeps it) decode to
+// the floats whose FNV-1a hash ggml's dequantize_row_* gives on the same bytes (llama.cpp de3ff81,
+// computed outside the repository: assets/gguf/low-bit.md). At 32,768 runs a format, every entry
+// of the largest grid (IQ1_S's 2,048) is hit with near certainty.
+namespace {
+uint64_t fnv1a(std::span<const float> values) {
+  uint64_t h = 1469598103934665603ull;
+  for (float v : values) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    for (int i = 0; i < 4; ++i) h = (h ^ ((u >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+TEST(Quant, LatticeGridsDecodeAsGgml) {
+  const std::pair<DType, uint64_t> kGgml[] = {
+      {DType::IQ1_S, 0xcaf7d33db6444cbfull},   {DType::IQ1_M, 0x5a387d53f8678178ull},
+      {DType::IQ2_XXS, 0x7defa395851f91abull}, {DType::IQ2_XS, 0x9d8f5ed0aed1baa5ull},
+      {DType::IQ2_S, 0xea443c3f9415b5a5ull},   {DType::IQ3_XXS, 0xa8e9ffbf196645b3ull},
+      {DType::IQ3_S, 0xe3926b83c4058826ull}};
+  constexpr size_t kBlocks = 1024;
+  for (auto [t, want] : kGgml) {
+    const size_t bytes = block_bytes(t);
+    std::vector<std::byte> blocks(kBlocks * bytes);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (auto& v : blocks) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      v = std::byte(x >> 56);
+    }
+    for (size_t i = 0; i < kBlocks; ++i) {
+      uint8_t* b = reinterpret_cast<uint8_t*>(blocks.data() + i * bytes);
+      const uint16_t one = 0x3C00;
+      if (t == DType::IQ1_M) {
+        for (int j = 0; j < 4; ++j) b[49 + 2 * j] = uint8_t((b[49 + 2 * j] & 0x0F) | ((one >> (4 * j)) & 0xF) << 4);
+      } else {
+        b[0] = one & 0xFF, b[1] = one >> 8;
+      }
+    }
+    std::vector<float> out(kBlocks * 256);
+    dequantize(t, blocks.data(), out);
+    EXPECT_EQ(fnv1a(out), want) << dtype_name(t);
+  }
 }
 
 // Zero input gives zero blocks that decode to zero, for every type (d = 0 paths).
@@ -623,6 +761,42 @@ TEST(QuantFiles, LowBitMixesMatchLlamaQuantizeOnF16Gguf) {
     EXPECT_EQ(r.tensors, 8u * 7 + 2) << file;
     for (DType t : types) EXPECT_TRUE(r.worst_error.contains(t)) << file << " has no " << dtype_name(t);
   }
+}
+
+// llama-quantize's IQ1_S, IQ1_M, IQ2_S and IQ3_XXS mixes of tiny-llama3 (made with an importance
+// matrix, which these types need: assets/gguf/low-bit.md): every block-quantized tensor decodes to
+// the floats of llama.cpp's own decoder (ref/<stem>.dequant.json: FNV-1a of the float bits, their
+// sum and first values, from ggml's dequantize_row_*). The mixes hold all seven lattice formats
+// beside Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+TEST(QuantFiles, LatticeMixesDecodeAsLlamaCpp) {
+  const fs::path dir = kAssets / "gguf" / "tiny-llama3";
+  std::map<DType, size_t> tensors_of;
+  for (const char* stem : {"tiny-llama3-iq1_s", "tiny-llama3-iq1_m", "tiny-llama3-iq2_s", "tiny-llama3-iq3_xxs"}) {
+    GgufFile file = GgufFile::open(dir / (std::string(stem) + ".gguf"));
+    std::ifstream in(dir / "ref" / (std::string(stem) + ".dequant.json"));
+    ASSERT_TRUE(in) << stem;
+    const nlohmann::json ref = nlohmann::json::parse(in);
+    size_t compared = 0;
+    for (const auto& t : ref.at("tensors")) {
+      const std::string name = t.at("name");
+      SCOPED_TRACE(fmt::format("{} {} ({})", stem, name, t.at("type").get<std::string>()));
+      const GgufTensorInfo* info = file.header.find_tensor(name);
+      ASSERT_NE(info, nullptr);
+      ASSERT_TRUE(is_quantized(info->dtype));
+      std::vector<float> y(t.at("elements").get<size_t>());
+      dequantize(info->dtype, file.data(*info), y);
+      EXPECT_EQ(fmt::format("{:016x}", fnv1a(y)), t.at("fnv1a64").get<std::string>());
+      double sum = 0;
+      for (float v : y) sum += v;
+      EXPECT_DOUBLE_EQ(sum, t.at("sum").get<double>());
+      for (size_t i = 0; i < 8; ++i) EXPECT_EQ(y[i], t.at("first").at(i).get<float>()) << "element " << i;
+      ++tensors_of[info->dtype];
+      ++compared;
+    }
+    EXPECT_EQ(compared, 8u * 7 + 2) << stem;  // 7 matrices a layer, token_embd, output
+  }
+  for (DType t : kLatticeTypes) EXPECT_GT(tensors_of[t], 0u) << "no file holds " << dtype_name(t);
+  for (auto [t, n] : tensors_of) fmt::print("  {}: {} tensors\n", dtype_name(t), n);
 }
 
 // Pair B: the dense and shared-expert tensors of the Llama-4 Q4_K_M file (the routed experts are

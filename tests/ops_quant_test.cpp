@@ -1,7 +1,8 @@
-// Block-quantized weights (ggml's Q4_0 ... Q6_K) decoded inside the kernels: the matrix-vector
-// kernel, the tiled GEMM, the embedding gather and the MoE indexed matvec. Seeded random
-// weights are quantized with loader::quantize; the reference is loader::dequantize followed by
-// the plain double-precision loops of support/reference.h.
+// Block-quantized weights (ggml's Q4_0 ... Q6_K, IQ1_S ... IQ4_XS) decoded inside the kernels:
+// the matrix-vector kernel, the tiled GEMM, the embedding gather and the MoE indexed matvec.
+// Seeded random weights are quantized with loader::quantize (the lattice formats: random blocks);
+// the reference is loader::dequantize followed by the plain double-precision loops of
+// support/reference.h.
 //
 // Tolerance, matmuls: |got - want| <= 1e-4 + 1e-4 * |want|. The reference multiplies the same
 // decoded floats in double, so what remains is f32 accumulation over K <= 768 products of size
@@ -34,7 +35,9 @@ constexpr double kEmbedTol = 1e-6;
 
 const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType::Q5_0, WeightType::Q5_1,
                                   WeightType::Q8_0, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
-                                  WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS};
+                                  WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
+                                  WeightType::IQ1_S, WeightType::IQ1_M, WeightType::IQ2_XXS, WeightType::IQ2_XS,
+                                  WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
 // the 32-element groups (the blocks of Q4_0 to Q8_0 and IQ4_NL, IQ4_XS's runs: one loop for all),
@@ -55,6 +58,13 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::Q6_K: return loader::DType::Q6_K;
     case WeightType::IQ4_NL: return loader::DType::IQ4_NL;
     case WeightType::IQ4_XS: return loader::DType::IQ4_XS;
+    case WeightType::IQ1_S: return loader::DType::IQ1_S;
+    case WeightType::IQ1_M: return loader::DType::IQ1_M;
+    case WeightType::IQ2_XXS: return loader::DType::IQ2_XXS;
+    case WeightType::IQ2_XS: return loader::DType::IQ2_XS;
+    case WeightType::IQ2_S: return loader::DType::IQ2_S;
+    case WeightType::IQ3_XXS: return loader::DType::IQ3_XXS;
+    case WeightType::IQ3_S: return loader::DType::IQ3_S;
     default: break;
   }
   ADD_FAILURE() << "not a block type";
@@ -79,9 +89,45 @@ std::vector<float> decode(WeightType t, const std::vector<std::byte>& blocks, si
   return out;
 }
 
+// The lattice formats (IQ1_S ... IQ3_S) have no quantizer here (llama-quantize's needs an
+// importance matrix); any bytes are a valid block of them, so their test matrices are random
+// bytes with the f16 d of each super-block set to a positive value that keeps the decoded weights
+// within about +-1 (d times the format's largest scale-times-magnitude). Random indices and signs
+// reach every grid entry, which real files' blocks would not.
+bool lattice_format(WeightType t) {
+  return t == WeightType::IQ1_S || t == WeightType::IQ1_M || t == WeightType::IQ2_XXS || t == WeightType::IQ2_XS ||
+         t == WeightType::IQ2_S || t == WeightType::IQ3_XXS || t == WeightType::IQ3_S;
+}
+
+std::vector<std::byte> random_lattice_blocks(WeightType t, size_t blocks, uint32_t seed) {
+  const uint32_t bytes = ops::weight_type_block_bytes(t);
+  const float largest = t == WeightType::IQ1_S || t == WeightType::IQ1_M ? 15 * 1.125f
+                        : t == WeightType::IQ3_XXS                       ? 62 * 15.5f * 0.5f
+                        : t == WeightType::IQ3_S                         ? 15 * 31.0f
+                                                                         : 43 * 15.5f * 0.25f;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> size(0.3f, 1.0f);
+  std::vector<std::byte> out(blocks * bytes);
+  for (auto& b : out) b = std::byte(rng() & 0xFF);
+  for (size_t i = 0; i < blocks; ++i) {
+    std::byte* block = out.data() + i * bytes;
+    const uint16_t d = loader::f32_to_f16(size(rng) / largest);
+    if (t == WeightType::IQ1_M) {  // d's four nibbles are the top nibbles of the scales' four u16
+      for (int j = 0; j < 4; ++j)
+        block[49 + 2 * j] = std::byte((uint8_t(block[49 + 2 * j]) & 0x0F) | (((d >> (4 * j)) & 0xF) << 4));
+    } else {
+      std::memcpy(block, &d, 2);
+    }
+  }
+  return out;
+}
+
 QuantMatrix quantized(WeightType t, uint32_t rows, uint32_t cols, uint32_t seed) {
   QuantMatrix m;
-  loader::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
+  if (lattice_format(t))
+    m.blocks = random_lattice_blocks(t, size_t(rows) * cols / ops::weight_type_block_elements(t), seed);
+  else
+    loader::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
   EXPECT_EQ(m.blocks.size(), rows * ops::weight_row_bytes(t, cols));
   m.values = decode(t, m.blocks, size_t(rows) * cols);
   return m;
@@ -398,6 +444,7 @@ std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> 
     case WeightType::Q4_K:
     case WeightType::Q5_K: flip(4, 0x01); break;    // scales[0]: sub-block 0's 6-bit scale
     case WeightType::Q6_K: flip(192, 0x01); break;  // int8 scales[0]
+    case WeightType::IQ1_M: flip(48, 0x01); break;  // group 0's 3-bit scale of runs 0-1
     default: flip(0, 0x10); break;                  // f16 d: mantissa bit 4
   }
   return blocks;

@@ -8,12 +8,14 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/ops/lattice_grids.h"
 #include "shaders/shared_constants.h"
 
 namespace eaglevk::ops {
 
 Gpu::Gpu(const vk::ContextOptions& options)
-    : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding") {
+    : ctx(options), pipelines(ctx), dummy(ctx, 256, vk::MemoryKind::Device, "dummy binding"),
+      lattice_grids(upload_lattice_grids(ctx)) {
   matvec_shape_override = matvec_shape_from_env(ctx);
   const auto& f = ctx.info.features;
   norm_workgroup = norm_workgroup_for(ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU, f.max_workgroup_invocations,

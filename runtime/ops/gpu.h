@@ -54,6 +54,8 @@ struct Gpu {
   vk::Context ctx;
   vk::PipelineCache pipelines;
   vk::Buffer dummy;
+  // The lattice formats' grids (lattice_grids.h), bound by the kernels that read such weights.
+  vk::Buffer lattice_grids;
   // Tests set it to run the configurations other vendors' devices get on this one; the
   // environment can set it for tuning (EAGLEVK_MATVEC_SHAPE, matvec_shape_from_env).
   std::optional<MatvecShape> matvec_shape_override;

@@ -7,6 +7,7 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/ops/lattice_grids.h"
 #include "runtime/ops/ops.h"
 #include "shaders/shared_constants.h"
 
@@ -128,8 +129,9 @@ uint32_t norm_wg(const Gpu& gpu, const NormFold* norm) { return norm ? gpu.norm_
 void dispatch_matvec(OpContext& oc, const vk::Kernel& kernel, WeightType type, vk::Arg x, vk::Arg w, vk::Arg y,
                      const NormFold* norm, const MatvecPush& push, Grid g, const char* name) {
   const vk::Arg args[] = {x, w, y, norm ? vk::reads(norm->weight) : vk::unused(oc.gpu.dummy)};
-  oc.rec.dispatch(kernel, std::span<const vk::Arg>(args, weight_type_quantized(type) ? 3 : 4), &push,
-                  uint32_t(sizeof(push)), g.x, g.y, 1, name);
+  const std::vector<vk::Arg> bound =
+      with_lattice_grid(oc.gpu, type, std::span<const vk::Arg>(args, weight_type_quantized(type) ? 3 : 4));
+  oc.rec.dispatch(kernel, std::span<const vk::Arg>(bound), &push, uint32_t(sizeof(push)), g.x, g.y, 1, name);
 }
 
 void check_norm_fold(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, MatmulPath path, const NormFold* norm,
@@ -190,12 +192,14 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       } else if (oc.gpu.coopmat_gemm) {
         const CoopmatKernel cm = coopmat_kernel(ctx);
         const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + "_coopmat", cm.spec);
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push,
+        const std::vector<vk::Arg> args = with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
+        oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),
                         (n + cm.block_outs - 1) / cm.block_outs, (r + cm.block_rows - 1) / cm.block_rows, 1, name);
       } else {
         const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
-        oc.rec.dispatch(kernel, {xr.reads(r, w.cols), vk::reads(wchunk), out}, push, (n + gemm_tile - 1) / gemm_tile,
-                        (r + gemm_tile - 1) / gemm_tile, 1, name);
+        const std::vector<vk::Arg> args = with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
+        oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),
+                        (n + gemm_tile - 1) / gemm_tile, (r + gemm_tile - 1) / gemm_tile, 1, name);
       }
     }
   }
@@ -293,6 +297,7 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
                                rotates ? vk::reads(rope.table) : vk::unused(oc.gpu.dummy), vk::reads(rope.slots.range),
                                k_arg, v_arg})
       args.push_back(arg);
+    args = with_lattice_grid(oc.gpu, w.type, args);
     const Grid g = linear_grid(oc.gpu.ctx, (w.rows + outs - 1) / outs, 1, name);
     oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)), g.x, g.y, 1, name);
   }

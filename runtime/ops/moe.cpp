@@ -5,6 +5,7 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/ops/lattice_grids.h"
 #include "runtime/ops/ops.h"
 #include "shaders/shared_constants.h"
 
@@ -96,8 +97,9 @@ bool matmul_id_grouped(OpContext& oc, Act x, const ExpertWeights& w, IntVec list
     if (w.k_major) spec.push_back(1u);
     const uint32_t tile_m = coopmat ? cm.block_rows : texel ? 32 : 64;
     const uint32_t tile_n = coopmat ? cm.block_outs : texel ? 32 : 64;
-    oc.rec.dispatch(oc.gpu.pipelines.get(shader, spec),
-                    {x.reads(rows, w.cols), vk::reads(weights), out, vk::reads(lists.range)}, push,
+    const std::vector<vk::Arg> args =
+        with_lattice_grid(oc.gpu, w.type, {x.reads(rows, w.cols), vk::reads(weights), out, vk::reads(lists.range)});
+    oc.rec.dispatch(oc.gpu.pipelines.get(shader, spec), std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),
                     (w.rows + tile_n - 1) / tile_n, (rows + tile_m - 1) / tile_m, count, name);
   };
   if (together) {
@@ -164,8 +166,9 @@ bool expert_products(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, A
     if (groups_x > ctx.info.features.max_workgroup_count[0])
       fail("{}: {} outputs need {} workgroups, more than this device's {}", name, N, groups_x,
            ctx.info.features.max_workgroup_count[0]);
-    oc.rec.dispatch(kernel, {xc.reads(rows, K), vk::reads(weights), o, vk::reads(ids.range)}, push, groups_x, rows, 1,
-                    name);
+    const std::vector<vk::Arg> args =
+        with_lattice_grid(oc.gpu, w.type, {xc.reads(rows, K), vk::reads(weights), o, vk::reads(ids.range)});
+    oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)), groups_x, rows, 1, name);
   };
   const uint32_t span = w.k_major ? w.cols : w.rows;  // what a binding chunks: N rows or K rows
   if (together) {

@@ -30,6 +30,13 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::Q6_K, "q6_k", QK_K_ELEMS, QK6_K_BYTES},
     {WeightType::IQ4_NL, "iq4_nl", QK4_NL_ELEMS, QK4_NL_BYTES},
     {WeightType::IQ4_XS, "iq4_xs", QK_K_ELEMS, QK4_XS_BYTES},
+    {WeightType::IQ1_S, "iq1_s", QK_K_ELEMS, QK1_S_BYTES},
+    {WeightType::IQ1_M, "iq1_m", QK_K_ELEMS, QK1_M_BYTES},
+    {WeightType::IQ2_XXS, "iq2_xxs", QK_K_ELEMS, QK2_XXS_BYTES},
+    {WeightType::IQ2_XS, "iq2_xs", QK_K_ELEMS, QK2_XS_BYTES},
+    {WeightType::IQ2_S, "iq2_s", QK_K_ELEMS, QK2_S_BYTES},
+    {WeightType::IQ3_XXS, "iq3_xxs", QK_K_ELEMS, QK3_XXS_BYTES},
+    {WeightType::IQ3_S, "iq3_s", QK_K_ELEMS, QK3_S_BYTES},
 };
 const WeightTypeInfo& info(WeightType t) {
   for (const auto& e : kWeightTypes)

@@ -1,0 +1,30 @@
+#pragma once
+// The grids of ggml's lattice formats (IQ1_S ... IQ3_S) as a device buffer that their kernels
+// bind. A table of 0.5-4 KB indexed per element cannot be a constant array in the shaders:
+// drivers copy such an array into every invocation's private memory (llvmpipe then spends
+// seconds to minutes compiling each kernel, and NVIDIA's compiler puts the copy in local
+// memory), whereas a storage buffer this small stays in the cache.
+#include <span>
+#include <vector>
+
+#include "runtime/ops/tensor.h"
+#include "runtime/vk/buffer.h"
+#include "runtime/vk/context.h"
+#include "runtime/vk/recorder.h"
+
+namespace eaglevk::ops {
+
+struct Gpu;
+
+// Every format's grid (shaders/iq_grids.h) in one buffer, each at a 256-byte aligned offset
+// (the largest minStorageBufferOffsetAlignment Vulkan allows).
+vk::Buffer upload_lattice_grids(const vk::Context& ctx);
+
+// `args`, then, for a lattice weight type, its grid: quant.glsl's IqGrid, which every kernel
+// that reads such weights declares as its last binding.
+std::vector<vk::Arg> with_lattice_grid(const Gpu& gpu, WeightType type, std::span<const vk::Arg> args);
+inline std::vector<vk::Arg> with_lattice_grid(const Gpu& gpu, WeightType type, std::initializer_list<vk::Arg> args) {
+  return with_lattice_grid(gpu, type, std::span<const vk::Arg>(args.begin(), args.size()));
+}
+
+}  // namespace eaglevk::ops
