@@ -597,8 +597,9 @@ TEST(Gguf, BadFiles) {
              "tensor 'x': ne[0] = 33 is not a multiple of the Q4_0 block size 32");
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {255}, 12, 0); }), "Q4_K block size 256");
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {6}, 99, 0); }), "tensor 'x' has unknown ggml type id 99");
-  expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("blk.0.attn_q.weight", {256}, 16, 0); }),
-             "tensor 'blk.0.attn_q.weight' has ggml type IQ2_XXS, which eaglevk does not support (supported: F32, F16,");
+  expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("blk.0.attn_q.weight", {256}, 35, 0); }),
+             "tensor 'blk.0.attn_q.weight' has ggml type TQ2_0, which eaglevk does not support (supported: F32, F16,");
+  expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {128}, 16, 0); }), "IQ2_XXS block size 256");
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {32}, 39, 0); }), "ggml type MXFP4");
   expect_bad(changed([](Image& i) { i.infos.push_back(tensor_info("x", {2}, 0, 32)); }), "duplicate tensor name 'x'");
 

@@ -272,11 +272,12 @@ TEST_F(QuantTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
                                   {ops::RopePairing::RotateHalf, ops::RopePairing::Interleaved, ops::RopePairing::None});
 }
 
-// Weights above the binding limit are bound in row chunks: a 32 KiB limit splits a 200-row
-// matrix (86 to 163 KB) into several, for matvec, GEMM and the embedding gather.
+// Weights above the binding limit are bound in row chunks: a 16 KiB limit splits a 200-row
+// matrix (30 KB in IQ1_S to 163 KB in Q8_0) into several, for matvec, GEMM and the embedding
+// gather.
 TEST_F(QuantTest, SplitAboveTheBindingLimit) {
   const uint32_t n = 200, k = 768;
-  BindingLimit limit(32 * 1024);
+  BindingLimit limit(16 * 1024);
   for (WeightType t : kQuantTypes) {
     QuantMatrix w = quantized(t, n, k, 11);
     vk::Buffer wbuf;
@@ -361,8 +362,14 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
       }
       vk::Buffer xbuf = device_buffer(x, "x"), idbuf = device_buffer(ids, "ids"),
                  ybuf(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "y");
-      for (const VendorMatvecShape& config : vendor_matvec_shapes())
+      const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
+      for (size_t c = 0; c < vendors.size(); ++c)
       for (uint64_t limit : {uint64_t(0), uint64_t(20 * 1024)}) {
+        // The lattice formats decode in the 32-element group loop that Q4_0 runs in every
+        // vendor's configuration: lavapipe's two suffice for them (each kernel compiles for
+        // seconds on llvmpipe).
+        if (c >= 2 && lattice_format(t)) continue;
+        const VendorMatvecShape& config = vendors[c];
         MatvecShapeScope scope(config.shape);
         std::optional<BindingLimit> lowered;
         if (limit) {
