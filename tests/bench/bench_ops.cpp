@@ -65,11 +65,13 @@ constexpr ops::WeightType kMatvecTypes[] = {
     ops::WeightType::F32,  ops::WeightType::F16,  ops::WeightType::BF16, ops::WeightType::Q8_0,
     ops::WeightType::Q6_K, ops::WeightType::Q5_K, ops::WeightType::Q5_1, ops::WeightType::Q5_0,
     ops::WeightType::Q4_K, ops::WeightType::Q4_1, ops::WeightType::Q4_0, ops::WeightType::Q3_K,
-    ops::WeightType::Q2_K, ops::WeightType::IQ4_XS, ops::WeightType::IQ4_NL};
+    ops::WeightType::Q2_K, ops::WeightType::IQ4_XS, ops::WeightType::IQ4_NL, ops::WeightType::IQ3_XXS,
+    ops::WeightType::IQ2_XS, ops::WeightType::IQ1_M};
 
 // Arguments: index into kMatvecTypes, output features n, input width k, activation rows (1 for
 // a decode step, up to 8 for a verify pass). The weight bytes are a repeated f16 pattern: any
-// bytes are valid blocks (every scale decodes to about 0.01), and only the bytes read count.
+// bytes are valid blocks (every scale decodes to about 0.01), and only the bytes read count (the
+// lattice formats then look up one grid entry throughout: their grid reads all hit the cache).
 void BM_Matvec(benchmark::State& state) {
   auto& gpu = bench_gpu();
   const ops::WeightType type = kMatvecTypes[state.range(0)];
