@@ -767,12 +767,6 @@ void quant_iq4_xs(const float* x, uint8_t* b) {
 // bits, the eighth makes their count even (ggml's ksigns_iq2xs). The grids: shaders/iq_grids.h.
 // Values are computed as ggml's dequantize_row_iq*: (scale * magnitude) * sign, or for IQ1
 // scale * (grid value + delta).
-constexpr uint32_t kIq2xxsGrid[] = {IQ2XXS_GRID_WORDS};
-constexpr uint32_t kIq2xsGrid[] = {IQ2XS_GRID_WORDS};
-constexpr uint32_t kIq2sGrid[] = {IQ2S_GRID_WORDS};
-constexpr uint32_t kIq1sGrid[] = {IQ1S_GRID_WORDS};
-constexpr uint32_t kIq3xxsGrid[] = {IQ3XXS_GRID_WORDS};
-constexpr uint32_t kIq3sGrid[] = {IQ3S_GRID_WORDS};
 static_assert(std::size(kIq2xxsGrid) == 128 && std::size(kIq2xsGrid) == 256 && std::size(kIq2sGrid) == 512 &&
               std::size(kIq1sGrid) == 1024 && std::size(kIq3xxsGrid) == 256 && std::size(kIq3sGrid) == 512);
 
@@ -905,7 +899,8 @@ void dequant_iq1_s(const uint8_t* b, float* y) {
 void dequant_iq1_m(const uint8_t* b, float* y) {
   uint16_t sc[4];
   for (int i = 0; i < 4; ++i) sc[i] = load_u16(b + 48 + 2 * i);
-  const uint16_t d_bits = uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  const uint16_t d_bits =
+      uint16_t((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
   const float d = f16_to_f32(d_bits);
   for (int g = 0; g < 8; ++g, y += 32) {
     const uint16_t s = sc[g / 2];

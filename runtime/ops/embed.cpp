@@ -24,7 +24,8 @@ void embed(OpContext& oc, IntVec ids, uint32_t tokens, const WeightMatrix& table
     vk::BufferRange part = table.rows_range(r0, n);
     push = {tokens, table.cols, r0, n, ids.offset, out.offset, out.stride};
     vk::Arg id_arg = vk::reads(ids.range);
-    const std::vector<vk::Arg> args = with_lattice_grid(oc.gpu, table.type, {id_arg, vk::reads(part), out.writes(tokens, table.cols)});
+    const std::vector<vk::Arg> args =
+        with_lattice_grid(oc.gpu, table.type, {id_arg, vk::reads(part), out.writes(tokens, table.cols)});
     oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)), tokens, 1, 1, "embed");
   }
 }

@@ -1,6 +1,5 @@
 #include "runtime/ops/lattice_grids.h"
 
-#include <iterator>
 #include <optional>
 
 #include "runtime/ops/gpu.h"
@@ -9,24 +8,20 @@
 namespace eaglevk::ops {
 namespace {
 
-constexpr uint32_t kIq2xxs[] = {IQ2XXS_GRID_WORDS};
-constexpr uint32_t kIq2xs[] = {IQ2XS_GRID_WORDS};
-constexpr uint32_t kIq2s[] = {IQ2S_GRID_WORDS};
-constexpr uint32_t kIq1s[] = {IQ1S_GRID_WORDS};
-constexpr uint32_t kIq3xxs[] = {IQ3XXS_GRID_WORDS};
-constexpr uint32_t kIq3s[] = {IQ3S_GRID_WORDS};
-
 struct PlacedGrid {
   std::span<const uint32_t> words;
   uint64_t offset;  // in the buffer
 };
 constexpr uint64_t kAlign = 256;
 constexpr uint64_t aligned(uint64_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-constexpr uint64_t kOffset2xs = aligned(sizeof(kIq2xxs)), kOffset2s = kOffset2xs + aligned(sizeof(kIq2xs)),
-                   kOffset1s = kOffset2s + aligned(sizeof(kIq2s)), kOffset3xxs = kOffset1s + aligned(sizeof(kIq1s)),
-                   kOffset3s = kOffset3xxs + aligned(sizeof(kIq3xxs)), kBytes = kOffset3s + aligned(sizeof(kIq3s));
-const PlacedGrid kGrids[] = {{kIq2xxs, 0}, {kIq2xs, kOffset2xs}, {kIq2s, kOffset2s},
-                       {kIq1s, kOffset1s}, {kIq3xxs, kOffset3xxs}, {kIq3s, kOffset3s}};
+constexpr uint64_t kOffset2xs = aligned(sizeof(kIq2xxsGrid));
+constexpr uint64_t kOffset2s = kOffset2xs + aligned(sizeof(kIq2xsGrid));
+constexpr uint64_t kOffset1s = kOffset2s + aligned(sizeof(kIq2sGrid));
+constexpr uint64_t kOffset3xxs = kOffset1s + aligned(sizeof(kIq1sGrid));
+constexpr uint64_t kOffset3s = kOffset3xxs + aligned(sizeof(kIq3xxsGrid));
+constexpr uint64_t kBytes = kOffset3s + aligned(sizeof(kIq3sGrid));
+const PlacedGrid kGrids[] = {{kIq2xxsGrid, 0},        {kIq2xsGrid, kOffset2xs},   {kIq2sGrid, kOffset2s},
+                             {kIq1sGrid, kOffset1s},  {kIq3xxsGrid, kOffset3xxs}, {kIq3sGrid, kOffset3s}};
 
 std::optional<PlacedGrid> grid_of(WeightType type) {
   switch (type) {

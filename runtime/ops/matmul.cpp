@@ -192,12 +192,14 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
       } else if (oc.gpu.coopmat_gemm) {
         const CoopmatKernel cm = coopmat_kernel(ctx);
         const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + "_coopmat", cm.spec);
-        const std::vector<vk::Arg> args = with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
+        const std::vector<vk::Arg> args =
+            with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
         oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),
                         (n + cm.block_outs - 1) / cm.block_outs, (r + cm.block_rows - 1) / cm.block_rows, 1, name);
       } else {
         const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + variant);
-        const std::vector<vk::Arg> args = with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
+        const std::vector<vk::Arg> args =
+            with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
         oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),
                         (n + gemm_tile - 1) / gemm_tile, (r + gemm_tile - 1) / gemm_tile, 1, name);
       }
