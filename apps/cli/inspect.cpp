@@ -140,7 +140,7 @@ int inspect_command(const InspectArgs& a) {
              double(on_device) / (1 << 20));
   fmt::print("  tensor types:\n");
   for (const auto& [type, tt] : types)
-    fmt::print("    {:<6} {:>5} tensors {:>14} parameters {:>10.2f} MiB\n", type, tt.tensors, tt.parameters,
+    fmt::print("    {:<7} {:>5} tensors {:>14} parameters {:>10.2f} MiB\n", type, tt.tensors, tt.parameters,
                double(tt.bytes) / (1 << 20));
   if (out.contains("draft")) {
     const auto& d = out["draft"];
