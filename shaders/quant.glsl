@@ -1,13 +1,14 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
 // when the variant defines one of W_Q4_0 ... W_Q6_K or W_IQ1_S ... W_IQ4_XS. Layouts:
 // shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
-// (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 84,
-// 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the covering words and shift;
+// (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 50,
+// 66, 74, 82, 84, 98, 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the
+// covering words and shift;
 // Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as quads. Every
 // row is a whole number of blocks, so a block's words lie inside the binding.
 //
 // A thread decodes a group of QGROUP = 32 consecutive elements of a row: a whole block of the
-// 32-element formats, one sub-block of a 256-element super-block (K-quants, IQ4_XS). q_load reads the
+// 32-element formats, one sub-block of a 256-element super-block (K-quants, IQ1-IQ3, IQ4_XS). q_load reads the
 // group's bytes and decodes its scales once; q_decode8 turns eight of its elements into floats
 // with the arithmetic of ggml's dequantize_row_* (loader/quant.cpp, the tests' reference).
 #include "shared_constants.h"

@@ -40,7 +40,8 @@ const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType
                                   WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
-// the 32-element groups (the blocks of Q4_0 to Q8_0 and IQ4_NL, IQ4_XS's runs: one loop for all),
+// the 32-element groups (the blocks of Q4_0 to Q8_0 and IQ4_NL, the runs of IQ4_XS and of the
+// lattice formats IQ1_S ... IQ3_S: one loop for all),
 // Q4_K for the K-quants' 16-element items.
 bool path_representative(WeightType t) { return t == WeightType::Q4_0 || t == WeightType::Q4_K; }
 

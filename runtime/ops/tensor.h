@@ -25,7 +25,7 @@ void check_whole_blocks(WeightType t, uint32_t cols, const char* op);
 
 // The texel format texel-load kernel variants read weights of type t through: 16-byte quads
 // for the float types and the 16-byte-aligned K-quant super-blocks (Q4_K, Q5_K), 4-byte words
-// for the other block formats (18- to 34-byte blocks, 210 for Q6_K).
+// for the other block formats (18- to 136-byte blocks, 210 for Q6_K).
 VkFormat weight_texel_format(WeightType t);
 
 // f32 rows: element (r, c) sits at offset + r * stride + c of the bound range.
