@@ -44,7 +44,13 @@ uint32_t llama4_tokens_per_tile(uint32_t tile, uint32_t patch_size, float pixel_
   return static_cast<uint32_t>(patches / uint64_t(downsample));
 }
 
-Llama4ImageTokens load_llama4_image_tokens(const std::filesystem::path& model_dir, const Tokenizer& tokenizer) {
+namespace {
+
+// The image tokens of a model whose config is `config` (config.json's shape, from `source`),
+// with processor_config.json looked for in `model_dir`; `preprocess_tile`, when known, must be
+// the vision tower's image_size.
+Llama4ImageTokens image_tokens_of(const json& config, const std::string& source, const std::filesystem::path& model_dir,
+                                  const Tokenizer& tokenizer, std::optional<uint32_t> preprocess_tile) {
   using namespace json_field;
   // Token strings: processor_config.json's, else the Llama-4 names.
   std::string start = "<|image_start|>", end = "<|image_end|>", image = "<|image|>", patch = "<|patch|>",
@@ -70,9 +76,6 @@ Llama4ImageTokens load_llama4_image_tokens(const std::filesystem::path& model_di
   out.ids.tile_x_sep = token_id_of(tokenizer, x_sep, "tile x separator");
   out.ids.tile_y_sep = token_id_of(tokenizer, y_sep, "tile y separator");
 
-  const auto config_path = model_dir / "config.json";
-  const json config = read_file(config_path);
-  const std::string source = config_path.string();
   check_config_id(config, "boi_token_index", out.ids.image_start, start, source);
   check_config_id(config, "eoi_token_index", out.ids.image_end, end, source);
   check_config_id(config, "image_token_index", out.ids.patch, patch, source);
@@ -85,14 +88,34 @@ Llama4ImageTokens load_llama4_image_tokens(const std::filesystem::path& model_di
   if (processor_patch_size && *processor_patch_size != patch_size)
     fail("{}: patch_size {} differs from vision_config.patch_size {}", processor_path.string(), *processor_patch_size,
          patch_size);
-  if (std::filesystem::exists(model_dir / "preprocessor_config.json")) {
-    const Llama4ImageConfig preprocess = load_llama4_image_config(model_dir);
-    if (preprocess.tile != uint32_t(image_size))
-      fail("{}: vision_config.image_size {} differs from the preprocessor's tile size {}", source, image_size,
-           preprocess.tile);
-  }
+  if (preprocess_tile && *preprocess_tile != uint32_t(image_size))
+    fail("{}: vision_config.image_size {} differs from the preprocessor's tile size {}", source, image_size,
+         *preprocess_tile);
   out.tokens_per_tile = llama4_tokens_per_tile(uint32_t(image_size), uint32_t(patch_size), ratio);
   return out;
+}
+
+}  // namespace
+
+Llama4ImageTokens load_llama4_image_tokens(const std::filesystem::path& model_dir, const Tokenizer& tokenizer) {
+  const auto config_path = model_dir / "config.json";
+  std::optional<uint32_t> tile;
+  if (std::filesystem::exists(model_dir / "preprocessor_config.json")) tile = load_llama4_image_config(model_dir).tile;
+  return image_tokens_of(json_field::read_file(config_path), config_path.string(), model_dir, tokenizer, tile);
+}
+
+Llama4ImageConfig load_llama4_image_config(const ModelFiles& files) {
+  if (files.preprocessor_config && !std::filesystem::exists(files.folder / "preprocessor_config.json"))
+    return parse_llama4_image_config(*files.preprocessor_config, files.mmproj.string());
+  return load_llama4_image_config(files.folder);
+}
+
+Llama4ImageTokens load_llama4_image_tokens(const ModelFiles& files, const Tokenizer& tokenizer) {
+  std::optional<uint32_t> tile;
+  if (files.preprocessor_config || std::filesystem::exists(files.folder / "preprocessor_config.json"))
+    tile = load_llama4_image_config(files).tile;
+  const std::string source = files.mmproj.empty() ? (files.folder / "config.json").string() : files.source();
+  return image_tokens_of(files.config, source, files.folder, tokenizer, tile);
 }
 
 std::vector<int32_t> llama4_image_layout(TileGrid grid, const Llama4ImageTokens& tokens) {

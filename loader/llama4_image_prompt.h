@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loader/llama4_image.h"
+#include "loader/model_files.h"
 #include "loader/tokenizer.h"
 
 namespace eaglevk::loader {
@@ -42,6 +43,12 @@ uint32_t llama4_tokens_per_tile(uint32_t tile, uint32_t patch_size, float pixel_
 // eoi_token_index and image_token_index; n from config.json's vision_config (image_size,
 // patch_size, pixel_shuffle_ratio), whose image_size must equal preprocessor_config.json's tile.
 Llama4ImageTokens load_llama4_image_tokens(const std::filesystem::path& model_dir, const Tokenizer& tokenizer);
+
+// The same for a model's opened files, whose config may be a GGUF file's with an attached
+// mmproj (loader/mmproj.h): the ids are checked against files.config, and the preprocessing is
+// preprocessor_config.json beside the model, else the mmproj's (files.preprocessor_config).
+Llama4ImageConfig load_llama4_image_config(const ModelFiles& files);
+Llama4ImageTokens load_llama4_image_tokens(const ModelFiles& files, const Tokenizer& tokenizer);
 
 // The tokens that replace one <|image|> for an image of `grid` tiles.
 std::vector<int32_t> llama4_image_layout(TileGrid grid, const Llama4ImageTokens& tokens);

@@ -39,6 +39,10 @@ struct ModelFiles {
   Checkpoint checkpoint;          // tensors under Hugging Face names
   std::vector<std::string> notes; // values defaulted or recovered, one sentence each
   std::shared_ptr<const GgufHeader> gguf;  // the GGUF metadata (tokenizer, inspect); null for folders
+  // A vision file attached to the text model (loader/mmproj.h); empty when none.
+  std::filesystem::path mmproj;
+  // The image preprocessing when no preprocessor_config.json is beside the model (an mmproj's).
+  std::optional<nlohmann::json> preprocessor_config;
   std::string source() const;     // "<path>" or "<path> (GGUF)" for messages
 };
 

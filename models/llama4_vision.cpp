@@ -16,10 +16,10 @@ namespace jf = loader::json_field;
 
 std::optional<Llama4VisionConfig> read_llama4_vision_config(const loader::ModelFiles& files, uint32_t text_hidden) {
   const nlohmann::json& j = files.config;
-  if (files.format != "safetensors" || !j.contains("vision_config") || !j["vision_config"].is_object())
-    return std::nullopt;
+  if (!j.contains("vision_config") || !j["vision_config"].is_object()) return std::nullopt;
   const nlohmann::json& v = j["vision_config"];
-  const std::string source = (files.folder / "config.json").string() + " vision_config";
+  const std::string source =
+      files.mmproj.empty() ? (files.folder / "config.json").string() + " vision_config" : files.mmproj.string();
   auto positive = [&](const char* key) {
     int value = jf::required_int(v, key, source);
     if (value <= 0) fail("{}: {} must be positive (got {})", source, key, value);
@@ -55,7 +55,7 @@ std::optional<Llama4VisionConfig> read_llama4_vision_config(const loader::ModelF
     fail("{}: vision_output_dim {} differs from projector_output_dim {}", source, output_dim, c.projector_output_dim);
   if (jf::optional_bool(v, "multi_modal_projector_bias", source).value_or(false))
     fail("{}: a projector with bias is not supported", source);
-  const std::string top = (files.folder / "config.json").string();
+  const std::string top = files.mmproj.empty() ? (files.folder / "config.json").string() : files.source();
   c.image_start_id = jf::required_int(j, "boi_token_index", top);
   c.image_end_id = jf::required_int(j, "eoi_token_index", top);
   c.patch_id = jf::required_int(j, "image_token_index", top);
@@ -68,9 +68,9 @@ std::optional<Llama4VisionConfig> usable_llama4_vision(const loader::ModelFiles&
     if (why) *why = std::move(reason);
     return std::nullopt;
   };
-  if (files.format == "gguf")
-    return refuse("a GGUF file holds the text model only (llama.cpp keeps the vision tower in a separate mmproj "
-                  "file, which eaglevk does not read)");
+  if (files.format == "gguf" && files.mmproj.empty())
+    return refuse("a GGUF file holds the text model only: llama.cpp keeps the vision tower in a separate file "
+                  "(mmproj-*.gguf); pass it with --mmproj");
   std::optional<Llama4VisionConfig> c = read_llama4_vision_config(files, text_hidden);
   if (!c) return refuse("the checkpoint has no vision_config");
   const int32_t ids[] = {c->image_start_id, c->image_end_id, c->patch_id};

@@ -36,14 +36,15 @@ struct Llama4VisionConfig {
   uint32_t tokens_per_tile() const { return patches() / 4; }  // after the 2x2 pixel shuffle
 };
 
-// The vision_config of a Llama4ForConditionalGeneration config.json; nullopt for a text-only
-// checkpoint (Llama4ForCausalLM, GGUF). Unsupported values (a pixel shuffle ratio other than
+// The vision_config of a Llama4ForConditionalGeneration config.json, or the one an attached
+// mmproj file gave (loader/mmproj.h); nullopt for a text-only checkpoint (Llama4ForCausalLM, a
+// GGUF file without an mmproj). Unsupported values (a pixel shuffle ratio other than
 // 0.5, a non-GELU activation, sizes that do not divide) are errors naming the field.
 std::optional<Llama4VisionConfig> read_llama4_vision_config(const loader::ModelFiles& files, uint32_t text_hidden);
 
 // The vision tower a checkpoint can run: its config when the tensors are there and the image
 // token ids are real ids of the vocabulary; otherwise nullopt and the reason in `why` (a text
-// checkpoint, a GGUF file, pair B's tiny-llama4 whose tower has placeholder ids).
+// checkpoint, a GGUF file without its mmproj, pair B's tiny-llama4 whose tower has placeholder ids).
 std::optional<Llama4VisionConfig> usable_llama4_vision(const loader::ModelFiles& files, uint32_t text_hidden,
                                                        int64_t vocab, std::string* why);
 

@@ -102,7 +102,7 @@ int bench_command(const BenchArgs& a) {
   // prefill writes untimed: attention's cost grows with it.
   uint32_t context = std::max(a.n_prompt, a.depth + a.n_gen + 1) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}});
   if (context > plan.memory.model_max_context)
     fail("-p/-n/--depth need {} positions; the model allows {}", context, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.

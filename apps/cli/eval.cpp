@@ -79,6 +79,7 @@ nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, 
   c["dataset"] = a.dataset;
   c["model"] = dir.string();
   c["draft"] = a.draft;
+  if (!a.mmproj.empty()) c["mmproj"] = a.mmproj;
   if (tree.enabled())
     c["tree"] = {{"spec_steps", tree.steps}, {"spec_topk", tree.topk}, {"spec_draft_tokens", tree.draft_tokens}};
   else
@@ -210,7 +211,7 @@ int eval_command(const EvalArgs& a) {
 
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj});
   const uint32_t context = plan.context;
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
@@ -294,6 +295,8 @@ void add_eval_command(CLI::App& app) {
       "convention it was trained with. At --temp 0 the outputs are the same in every row.");
   sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
+  sub->add_option("--mmproj", args->mmproj,
+                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF target: for datasets with image parts");
   sub->add_option("--dataset", args->dataset,
                   "JSONL: lines with prompt, turns, messages (text and image parts) or ShareGPT conversations, and an "
                   "optional category")

@@ -13,10 +13,11 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
-#include "loader/model_files.h"
-#include "loader/quant.h"
 #include "loader/llama4_image.h"
 #include "loader/llama4_image_prompt.h"
+#include "loader/mmproj.h"
+#include "loader/model_files.h"
+#include "loader/quant.h"
 #include "models/eagle3.h"
 #include "models/llama4_vision.h"
 
@@ -24,7 +25,7 @@ namespace eaglevk::cli {
 namespace {
 
 struct InspectArgs {
-  std::string path;
+  std::string path, mmproj;
   bool json = false;
 };
 
@@ -49,8 +50,8 @@ nlohmann::json vision_block(const loader::ModelFiles& files, const nlohmann::jso
     const int64_t vocab = sizes.value("vocab_size", int64_t(0));
     std::optional<models::Llama4VisionConfig> c = models::usable_llama4_vision(files, hidden, vocab, &why);
     if (c) {
-      const loader::Llama4ImageConfig pre = loader::load_llama4_image_config(files.folder);
-      const loader::Llama4ImageTokens tokens = loader::load_llama4_image_tokens(files.folder, loader::load_tokenizer(files));
+      const loader::Llama4ImageConfig pre = loader::load_llama4_image_config(files);
+      const loader::Llama4ImageTokens tokens = loader::load_llama4_image_tokens(files, loader::load_tokenizer(files));
       return {{"usable", true},         {"layers", c->layers},         {"hidden_size", c->hidden},
               {"tile", pre.tile},       {"patch_size", c->patch_size}, {"tokens_per_tile", tokens.tokens_per_tile},
               {"max_tiles", pre.max_patches}};
@@ -63,6 +64,7 @@ nlohmann::json vision_block(const loader::ModelFiles& files, const nlohmann::jso
 
 int inspect_command(const InspectArgs& a) {
   loader::ModelFiles files = loader::open_model_files(a.path);
+  if (!a.mmproj.empty()) loader::attach_llama4_mmproj(files, a.mmproj);
   const nlohmann::json& c = files.config;
   std::string arch = c.contains("architectures") && c["architectures"].is_array() && !c["architectures"].empty()
                          ? c["architectures"][0].get<std::string>()
@@ -81,6 +83,7 @@ int inspect_command(const InspectArgs& a) {
   nlohmann::json out;
   out["path"] = a.path;
   out["format"] = files.format;
+  if (!a.mmproj.empty()) out["mmproj"] = a.mmproj;
   out["architecture"] = arch;
   if (files.gguf) {
     out["gguf_architecture"] = files.gguf->get_string("general.architecture").value_or("");
@@ -173,6 +176,7 @@ void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model folder or GGUF file (no GPU needed)");
   sub->add_option("path", args->path, "model folder, draft folder or .gguf file")->required();
+  sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) to check with a Llama-4 model");
   sub->add_flag("--json", args->json, "print one JSON object");
   register_runner(sub, [args] { return inspect_command(*args); });
 }

@@ -29,7 +29,7 @@ namespace {
 constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of the memory plan
 
 struct RunArgs {
-  std::string model, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
+  std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
   std::vector<std::string> images, stop;
   SpecFlags spec;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
@@ -111,7 +111,7 @@ int run_command(const RunArgs& a) {
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   const std::shared_ptr<const api::Model> loaded =
-      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx}));
+      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj}));
   const api::Model& m = *loaded;
   const models::TargetModel& target = *m.target;
   models::Eagle3Model* draft = m.draft.get();
@@ -252,6 +252,8 @@ void add_run_command(CLI::App& app) {
   args->prompt_option = sub->add_option("-p,--prompt", args->prompt, "prompt text");
   sub->add_option("-f,--file", args->file, "read the prompt from a file");
   args->prompt_ids_option = sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
+  sub->add_option("--mmproj", args->mmproj,
+                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model: lets it take --image");
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--image", args->images,

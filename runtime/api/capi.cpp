@@ -175,6 +175,24 @@ eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_d
   });
 }
 
+eaglevk_status eaglevk_model_load_with_mmproj(eaglevk_runtime* runtime, const char* target, const char* draft_dir,
+                                              const char* mmproj, eaglevk_model** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    require(runtime, "runtime");
+    require(target, "target");
+    if (draft_dir && !*draft_dir) fail_as(ErrorKind::InvalidArgument, "draft_dir is empty (pass NULL for no draft)");
+    if (mmproj && !*mmproj) fail_as(ErrorKind::InvalidArgument, "mmproj is empty (pass NULL for none)");
+    api::LoadOptions options;
+    options.draft = draft_dir ? draft_dir : "";
+    options.mmproj = mmproj ? mmproj : "";
+    auto handle = std::make_unique<eaglevk_model>();
+    handle->model = api::load_model(runtime->runtime, api::plan_load(runtime->runtime, target, options));
+    *out = handle.release();
+  });
+}
+
 void eaglevk_model_free(eaglevk_model* model) { delete model; }
 
 eaglevk_status eaglevk_model_get_info(const eaglevk_model* model, eaglevk_model_info* out) {

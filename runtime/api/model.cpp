@@ -7,6 +7,7 @@
 #include <eaglevk/eaglevk.hpp>
 
 #include "loader/draft_verifier.h"
+#include "loader/mmproj.h"
 #include "loader/model_files.h"
 #include "models/eagle3.h"
 #include "models/target.h"
@@ -76,11 +77,13 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
   require_model(target_dir, "model", true);
   if (!options.draft.empty()) require_model(options.draft, "draft", false);
+  if (!options.mmproj.empty()) require_file(options.mmproj);
   LoadPlan plan;
   plan.target_dir = target_dir;
   plan.options = options;
   within(ErrorKind::Model, [&] {
     auto files = std::make_shared<loader::ModelFiles>(loader::open_model_files(target_dir));
+    if (!options.mmproj.empty()) loader::attach_llama4_mmproj(*files, options.mmproj);
     for (const std::string& note : files->notes) plan.notes.push_back(fmt::format("{}: {}", target_dir.filename().string(), note));
     std::optional<loader::ModelFiles> head;
     if (!options.draft.empty()) {
@@ -122,7 +125,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
     // A processor config that disagrees with the vision tower is a reason to refuse images,
     // not text.
     try {
-      if (auto support = engine::image_support(*m->target, files.folder, m->tokenizer, &m->no_images_reason))
+      if (auto support = engine::image_support(*m->target, files, m->tokenizer, &m->no_images_reason))
         m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
     } catch (const Error& e) {
       m->no_images_reason = e.what();

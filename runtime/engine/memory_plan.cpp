@@ -7,6 +7,7 @@
 #include <eaglevk/error.h>
 
 #include "models/eagle3.h"
+#include "models/llama4_vision.h"
 #include "models/target.h"
 #include "runtime/ops/ops.h"
 
@@ -16,11 +17,13 @@ namespace {
 // Staging for uploads, pipelines, small buffers: what is not proportional to anything above.
 constexpr uint64_t kFixedBytes = 96ull << 20;
 
-// The tensors a model uploads: everything but the vision tower (eaglevk runs the text model).
-uint64_t tensor_bytes(const loader::Checkpoint& c) {
+// The tensors a model uploads: all of them when its vision tower loads (a vision checkpoint, a
+// GGUF file with its mmproj), else all but the tower's (pair B's placeholder tower stays on disk).
+uint64_t tensor_bytes(const loader::Checkpoint& c, bool with_tower) {
   uint64_t sum = 0;
   for (const auto& [name, t] : c.tensors)
-    if (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0) sum += t.bytes;
+    if (with_tower || (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0))
+      sum += t.bytes;
   return sum;
 }
 
@@ -53,7 +56,8 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   const loader::LlamaConfig c = models::read_target_config(target);
   const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
   p.model_max_context = uint32_t(c.max_position_embeddings);
-  p.weights = tensor_bytes(target.checkpoint);
+  const bool tower = models::usable_llama4_vision(target, uint32_t(c.hidden_size), c.vocab_size, nullptr).has_value();
+  p.weights = tensor_bytes(target.checkpoint, tower);
   p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
   auto cap_by_binding = [&](uint64_t layer_kv_dim) {
     const uint32_t tokens = uint32_t(std::min<uint64_t>(UINT32_MAX, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
@@ -83,7 +87,7 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
                kFixedBytes;
   if (draft) {
     const models::Eagle3Config d = models::load_eagle3_config(*draft);
-    p.weights += tensor_bytes(draft->checkpoint);
+    p.weights += tensor_bytes(draft->checkpoint, false);
     p.kv_per_token += 2ull * d.layer.num_key_value_heads * d.layer.head_dim * 2;
     cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
     cap_by_attention(uint32_t(d.layer.head_dim));

@@ -65,28 +65,27 @@ vk::Buffer encode_image_tiles(ops::Gpu& gpu, const models::Llama4Vision& vision,
   return features;
 }
 
-std::optional<ImageSupport> image_support(const models::TargetModel& model, const std::filesystem::path& model_dir,
+std::optional<ImageSupport> image_support(const models::TargetModel& model, const loader::ModelFiles& files,
                                           const loader::Tokenizer& tokenizer, std::string* why) {
   auto refuse = [&](std::string reason) -> std::optional<ImageSupport> {
     if (why) *why = std::move(reason);
     return std::nullopt;
   };
+  const std::string name = files.path.filename().string();
   const auto* llama4 = std::get_if<models::Llama4Model>(&model.family);
-  if (!llama4) return refuse(fmt::format("{} has no vision tower (a {} text model)", model_dir.filename().string(),
-                                         model.architecture()));
-  if (!llama4->vision) return refuse(fmt::format("{} cannot take images: {}", model_dir.filename().string(),
-                                                 llama4->no_vision_reason));
+  if (!llama4) return refuse(fmt::format("{} has no vision tower (a {} text model)", name, model.architecture()));
+  if (!llama4->vision) return refuse(fmt::format("{} cannot take images: {}", name, llama4->no_vision_reason));
   ImageSupport s;
   s.vision = &*llama4->vision;
-  s.preprocess = loader::load_llama4_image_config(model_dir);
-  s.tokens = loader::load_llama4_image_tokens(model_dir, tokenizer);
+  s.preprocess = loader::load_llama4_image_config(files);
+  s.tokens = loader::load_llama4_image_tokens(files, tokenizer);
   const models::Llama4VisionConfig& c = s.vision->config;
   if (s.preprocess.tile != c.image_size)
-    fail("{}: the preprocessor's tile of {} pixels differs from the vision tower's image_size {}", model_dir.string(),
+    fail("{}: the preprocessor's tile of {} pixels differs from the vision tower's image_size {}", files.source(),
          s.preprocess.tile, c.image_size);
   if (s.tokens.tokens_per_tile != c.tokens_per_tile() || s.tokens.ids.patch != c.patch_id)
     fail("{}: the processor's image tokens ({} per tile, <|patch|> id {}) disagree with the vision tower ({}, {})",
-         model_dir.string(), s.tokens.tokens_per_tile, s.tokens.ids.patch, c.tokens_per_tile(), c.patch_id);
+         files.source(), s.tokens.tokens_per_tile, s.tokens.ids.patch, c.tokens_per_tile(), c.patch_id);
   return s;
 }
 

@@ -40,15 +40,15 @@ vk::Buffer encode_image_tiles(ops::Gpu& gpu, const models::Llama4Vision& vision,
                               uint32_t tiles);
 
 // What a model needs to take images: its vision tower, the preprocessing of its
-// preprocessor_config.json, and the image tokens of its tokenizer.
+// preprocessor_config.json (or of its attached mmproj), and the image tokens of its tokenizer.
 struct ImageSupport {
   const models::Llama4Vision* vision = nullptr;
   loader::Llama4ImageConfig preprocess;
   loader::Llama4ImageTokens tokens;
 };
 // nullopt, with the reason in `why`, when the model cannot take images (a text-only
-// checkpoint, placeholder image ids, a GGUF file).
-std::optional<ImageSupport> image_support(const models::TargetModel& model, const std::filesystem::path& model_dir,
+// checkpoint, placeholder image ids, a GGUF file without its mmproj).
+std::optional<ImageSupport> image_support(const models::TargetModel& model, const loader::ModelFiles& files,
                                           const loader::Tokenizer& tokenizer, std::string* why = nullptr);
 
 // A prompt whose ids hold one <|image|> placeholder per image (a rendered chat), with the

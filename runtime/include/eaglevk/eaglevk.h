@@ -54,7 +54,7 @@ typedef struct eaglevk_runtime eaglevk_runtime;
 typedef struct eaglevk_model eaglevk_model;
 typedef struct eaglevk_session eaglevk_session;
 
-/* "0.5.0": the library's version (the soname is libeaglevk.so.0). */
+/* "0.6.0": the library's version (the soname is libeaglevk.so.0). */
 EAGLEVK_API const char* eaglevk_version(void);
 /* A constant name for a status: "EAGLEVK_OK", ... */
 EAGLEVK_API const char* eaglevk_status_string(eaglevk_status status);
@@ -78,6 +78,15 @@ EAGLEVK_API const char* eaglevk_runtime_device_name(const eaglevk_runtime* runti
  * size, vocabulary, tap layers) is EAGLEVK_ERROR_MODEL. */
 EAGLEVK_API eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_dir, const char* draft_dir,
                                               eaglevk_model** out);
+/* Since 0.6: eaglevk_model_load with llama.cpp's vision file for a Llama-4 model (mmproj-*.gguf, what
+ * llama.cpp's multimodal tools take with --mmproj). Its vision tower gives the model images
+ * (eaglevk_model_supports_images, eaglevk_generate_with_images); target is then usually a Llama-4
+ * GGUF file whose vocabulary has the image tokens. mmproj NULL: eaglevk_model_load. A file that is
+ * not a Llama-4 vision file, or that does not fit the text model, is EAGLEVK_ERROR_MODEL; a
+ * missing one EAGLEVK_ERROR_IO. */
+EAGLEVK_API eaglevk_status eaglevk_model_load_with_mmproj(eaglevk_runtime* runtime, const char* target,
+                                                          const char* draft_dir, const char* mmproj,
+                                                          eaglevk_model** out);
 EAGLEVK_API void eaglevk_model_free(eaglevk_model* model);
 
 typedef struct eaglevk_model_info {
@@ -210,7 +219,7 @@ typedef struct eaglevk_image {
 } eaglevk_image;
 /* EAGLEVK_OK with *out_supported = 1 when the model takes images; otherwise
  * EAGLEVK_ERROR_MODEL, *out_supported = 0, and eaglevk_last_error() says why (a text-only
- * checkpoint, a GGUF file, placeholder image token ids). */
+ * checkpoint, a GGUF file loaded without its mmproj, placeholder image token ids). */
 EAGLEVK_API eaglevk_status eaglevk_model_supports_images(const eaglevk_model* model, int* out_supported);
 /* eaglevk_generate with images: the prompt holds one "<|image|>" placeholder token per image, in
  * order (render a chat whose user content has "<|image|>" where each image goes, then tokenize;

@@ -96,6 +96,9 @@ struct LoadOptions {
   // The context the caller will run with: 0 takes the model's maximum when it fits, else what
   // fits; a larger one is clipped to the model's maximum, one that cannot fit is refused.
   uint32_t context = 0;
+  // llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 model: its tower gives the model
+  // images (loader/mmproj.h); empty: none.
+  std::filesystem::path mmproj;
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI
