@@ -19,6 +19,7 @@
 
 #include "loader/image_decode.h"
 #include "support/capi.h"
+#include "support/vision_gguf.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -178,6 +179,82 @@ TEST_F(CApi, AProcessorThatDisagreesWithTheVisionTowerRefusesImagesOnly) {
   EXPECT_EQ(n, 4u);
   eaglevk_session_free(s);
   eaglevk_model_free(model);
+  fs::remove_all(dir);
+}
+
+// What GGUF users download: a Llama-4 GGUF file and llama.cpp's vision file (mmproj, f16 as
+// llama.cpp's own uploads ship it) through eaglevk_model_load_with_mmproj. Every golden image
+// prompt (its prompt text through the GGUF tokenizer, its images as PNG bytes) gives the
+// golden's greedy tokens (f16 weights: a step may differ only where the golden's top two logits
+// are within 2e-3), and the draft at k = 3 gives the same tokens with the golden's acceptance
+// counts (image features are checked against the golden in vision_mmproj_test). Then the statuses of an
+// mmproj that is missing, not a vision file, or given with a model that has no image tokens.
+TEST_F(CApi, GgufModelWithItsMmprojGivesTheGoldenTokens) {
+  namespace fs = std::filesystem;
+  VisionModels& v = vision_models();
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-vision-gguf-{}", ::getpid());
+  const std::string text = write_tiny_llama4_vision_gguf(dir).string();
+  const std::string mmproj = asset("gguf/tiny-llama4-vision/mmproj-tiny-llama4-vision-f16.gguf");
+  const std::string draft = asset("tiny-llama4-vision-eagle3");
+  eaglevk_model* model = nullptr;
+  EXPECT_STATUS(eaglevk_model_load_with_mmproj(shared().runtime, text.c_str(), draft.c_str(), mmproj.c_str(), &model),
+                EAGLEVK_OK);
+  ASSERT_NE(model, nullptr);
+  int supported = 0;
+  EXPECT_STATUS(eaglevk_model_supports_images(model, &supported), EAGLEVK_OK);
+  EXPECT_EQ(supported, 1);
+  size_t full = 0;
+  for (const json& g : v.golden["prompts"]) {
+    const std::string label = fmt::format("prompt {}", g["id"].get<int>());
+    std::vector<std::vector<uint8_t>> files;
+    std::vector<eaglevk_image> images;
+    for (const json& name : g["images"]) files.push_back(file_bytes(asset("tiny-llama4-vision/images/") + name.get<std::string>()));
+    for (const auto& f : files) images.push_back({f.data(), f.size(), 0, 0});
+    const std::vector<int32_t> prompt = tokenize(model, g["prompt_text"].get<std::string>(), /*bos=*/false);
+    const auto greedy = g["greedy_ids"].get<std::vector<int32_t>>();
+    const auto margins = g["greedy_top2_margins"].get<std::vector<float>>();
+    eaglevk_session* plain = session(model, 0, uint32_t(greedy.size()));
+    ImageRun r = run(plain, prompt, images, greedy.size());
+    eaglevk_session_free(plain);
+    ASSERT_EQ(r.status, EAGLEVK_OK) << label << ": " << r.error;
+    size_t step = 0;
+    while (step < greedy.size() && step < r.tokens.size() && r.tokens[step] == greedy[step]) ++step;
+    if (step == greedy.size())
+      ++full;
+    else
+      EXPECT_LT(margins.at(step), 2e-3f) << label << " left the golden greedy path at step " << step;
+    eaglevk_session* spec = session(model, 3, uint32_t(greedy.size()));
+    ImageRun s = run(spec, prompt, images, greedy.size());
+    eaglevk_session_free(spec);
+    ASSERT_EQ(s.status, EAGLEVK_OK) << label << ": " << s.error;
+    EXPECT_EQ(s.tokens, r.tokens) << label;
+    // The draft reads the target's hidden states at the image positions: on the golden's path,
+    // the golden's acceptance counts.
+    if (step == greedy.size()) {
+      EXPECT_EQ(s.stats.num_drafts, g["spec"]["3"]["num_drafts"].get<uint64_t>()) << label;
+      EXPECT_EQ(s.stats.num_accepted_tokens, g["spec"]["3"]["num_accepted_tokens"].get<uint64_t>()) << label;
+    }
+  }
+  fmt::print("GGUF + mmproj: {} of {} image prompts match all 32 golden greedy tokens\n", full,
+             v.golden["prompts"].size());
+  eaglevk_model_free(model);
+
+  // Without its mmproj the GGUF model runs text only and says what to pass.
+  EXPECT_STATUS(eaglevk_model_load(shared().runtime, text.c_str(), nullptr, &model), EAGLEVK_OK);
+  ASSERT_NE(model, nullptr);
+  EXPECT_FAILS_WITH(eaglevk_model_supports_images(model, &supported), EAGLEVK_ERROR_MODEL, "--mmproj");
+  eaglevk_model_free(model);
+  EXPECT_FAILS_WITH(eaglevk_model_load_with_mmproj(shared().runtime, text.c_str(), nullptr,
+                                                   (dir / "missing.gguf").c_str(), &model),
+                    EAGLEVK_ERROR_IO, "missing.gguf");
+  EXPECT_EQ(model, nullptr);
+  EXPECT_FAILS_WITH(eaglevk_model_load_with_mmproj(shared().runtime, text.c_str(), nullptr, text.c_str(), &model),
+                    EAGLEVK_ERROR_MODEL, "not 'clip'");
+  EXPECT_FAILS_WITH(eaglevk_model_load_with_mmproj(shared().runtime, asset("gguf/tiny-llama4/tiny-llama4-f16.gguf").c_str(),
+                                                   nullptr, mmproj.c_str(), &model),
+                    EAGLEVK_ERROR_MODEL, "no <|image_start|> token");
+  EXPECT_FAILS_WITH(eaglevk_model_load_with_mmproj(shared().runtime, text.c_str(), nullptr, "", &model),
+                    EAGLEVK_ERROR_INVALID_ARGUMENT, "mmproj");
   fs::remove_all(dir);
 }
 

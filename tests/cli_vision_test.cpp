@@ -13,6 +13,7 @@
 
 #include "support/golden.h"
 #include "support/process.h"
+#include "support/vision_gguf.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -122,6 +123,47 @@ TEST(CliVision, EvalTakesImageMessagesAndRecordsTheGeneratedIds) {
                                    << "\n";
   expect_clean_failure(run_cli(fmt::format("eval -m {} -d {} --dataset {} -n 2", kModel, kDraft, (dir / "bad.jsonl").string())),
                        "none.png");
+  fs::remove_all(dir);
+}
+
+// A GGUF Llama-4 with llama.cpp's vision file, as llama.cpp's users run it (`--mmproj`): the
+// golden prompt's ids, its last-position top-5 logits and greedy tokens, plain and with the
+// draft; `inspect --mmproj` finds the tower usable; without --mmproj, with a text model that has
+// no image tokens, or with the mmproj given as the model, it fails naming the fix.
+TEST(CliVision, GgufModelWithMmprojGivesTheGoldenPromptAndTokens) {
+  const fs::path dir = temp_dir("gguf");
+  const std::string gguf = write_tiny_llama4_vision_gguf(dir).string();
+  const std::string mmproj = asset("gguf/tiny-llama4-vision/mmproj-tiny-llama4-vision-f16.gguf");
+  const json& p = golden()["prompts"][0];
+  const std::string image = kModel + "/images/" + p["images"][0].get<std::string>();
+  const std::string text = p["messages"][0]["content"][1]["text"];
+  for (const std::string& draft : std::vector<std::string>{"", " -d " + kDraft + " -k 3"}) {
+    ProcessResult r = run_cli(fmt::format("run -m {} --mmproj {} --image {} --chat -p \"{}\" -n 32 --ignore-eos --json "
+                                          "--top-logits 5{}",
+                                          gguf, mmproj, image, text, draft));
+    ASSERT_EQ(r.code, 0) << r.out;
+    json j = last_json(r);
+    EXPECT_EQ(j["prompt_tokens"], p["prompt_ids"]) << draft;
+    EXPECT_EQ(j["tokens"], p["greedy_ids"]) << draft;
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(j["prompt_top_logits"][i][0], p["last_pos_top5"]["ids"][i]) << draft << " rank " << i;
+      EXPECT_NEAR(j["prompt_top_logits"][i][1].get<double>(), p["last_pos_top5"]["logits"][i].get<double>(), 2e-3)
+          << draft << " rank " << i;
+    }
+  }
+  ProcessResult r = run_process(fmt::format("{} inspect --json {} --mmproj {} 2>/dev/null", EAGLEVK_CLI, gguf, mmproj));
+  ASSERT_EQ(r.code, 0) << r.out;
+  json v = json::parse(r.out)["vision"];
+  EXPECT_TRUE(v["usable"].get<bool>()) << v.dump();
+  EXPECT_EQ(v["tokens_per_tile"], golden()["tokens_per_tile"]);
+  EXPECT_EQ(v["max_tiles"], golden()["preprocess"]["max_patches"]);
+  expect_clean_failure(run_cli(fmt::format("run -m {} --image {} --chat -p hi -n 1", gguf, image)), "--mmproj");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --mmproj {} --image {} --chat -p hi -n 1",
+                                           asset("gguf/tiny-llama4/tiny-llama4-f16.gguf"), mmproj, image)),
+                       "no <|image_start|> token");
+  expect_clean_failure(run_cli(fmt::format("run -m {} -p hi -n 1", mmproj)), "vision (mmproj) file, not a model");
+  expect_clean_failure(run_cli(fmt::format("run -m {} --mmproj {} -p hi -n 1", asset("tiny-llama3"), mmproj)),
+                       "goes with a Llama-4 text model");
   fs::remove_all(dir);
 }
 
