@@ -89,7 +89,8 @@ TEST(CliVision, MessagesFileWithTwoImagesGivesTheGoldenPromptAndTokens) {
 }
 
 // eval over a JSONL dataset of the golden image conversations (content parts, image paths
-// relative to the dataset): per-prompt generated ids and the totals equal the golden's.
+// relative to the dataset): per-prompt generated ids and the totals equal the golden's, with the
+// checkpoint and with its GGUF text model plus llama.cpp's vision file (--mmproj).
 TEST(CliVision, EvalTakesImageMessagesAndRecordsTheGeneratedIds) {
   fs::path dir = temp_dir("eval");
   fs::create_directories(dir / "pics");
@@ -108,16 +109,21 @@ TEST(CliVision, EvalTakesImageMessagesAndRecordsTheGeneratedIds) {
   }
   lines.close();
   const fs::path out = dir / "out.json";
-  ProcessResult r = run_cli(fmt::format("eval -m {} -d {} --dataset {} -k 3 -n 32 --json {}", kModel, kDraft,
-                                        (dir / "images.jsonl").string(), out.string()));
-  ASSERT_EQ(r.code, 0) << r.out;
-  json j = json::parse(std::ifstream(out));
-  ASSERT_EQ(j["per_prompt"].size(), golden()["prompts"].size());
-  for (size_t i = 0; i < j["per_prompt"].size(); ++i)
-    EXPECT_EQ(j["per_prompt"][i]["tokens"], golden()["prompts"][i]["greedy_ids"]) << "prompt " << i;
-  const json& want = golden()["acceptance"]["image"]["3"];
-  EXPECT_EQ(j["totals"]["num_drafts"], want["num_drafts"]);
-  EXPECT_EQ(j["totals"]["num_accepted_tokens"], want["num_accepted_tokens"]);
+  // The checkpoint, and its GGUF text model with llama.cpp's f16 vision file.
+  const std::string gguf = write_tiny_llama4_vision_gguf(dir / "gguf").string();
+  const std::string mmproj = asset("gguf/tiny-llama4-vision/mmproj-tiny-llama4-vision-f16.gguf");
+  for (const std::string& model : {kModel, gguf + " --mmproj " + mmproj}) {
+    ProcessResult r = run_cli(fmt::format("eval -m {} -d {} --dataset {} -k 3 -n 32 --json {}", model, kDraft,
+                                          (dir / "images.jsonl").string(), out.string()));
+    ASSERT_EQ(r.code, 0) << r.out;
+    json j = json::parse(std::ifstream(out));
+    ASSERT_EQ(j["per_prompt"].size(), golden()["prompts"].size());
+    for (size_t i = 0; i < j["per_prompt"].size(); ++i)
+      EXPECT_EQ(j["per_prompt"][i]["tokens"], golden()["prompts"][i]["greedy_ids"]) << model << " prompt " << i;
+    const json& want = golden()["acceptance"]["image"]["3"];
+    EXPECT_EQ(j["totals"]["num_drafts"], want["num_drafts"]) << model;
+    EXPECT_EQ(j["totals"]["num_accepted_tokens"], want["num_accepted_tokens"]) << model;
+  }
   // A line whose image is missing is skipped with its line number, or stops a --strict run.
   std::ofstream(dir / "bad.jsonl") << R"({"messages": [{"role": "user", "content": [{"type": "image", "image": "pics/none.png"}, {"type": "text", "text": "hi"}]}]})"
                                    << "\n";
