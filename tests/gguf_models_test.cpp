@@ -175,22 +175,29 @@ void write_dequantized_copy(const fs::path& from, const fs::path& to) {
 }
 
 // Files desktop users with small cards run, llama-quantize's Q2_K, Q3_K_M, IQ4_NL, IQ4_XS and (with
-// an importance matrix) IQ1_S, IQ1_M, IQ2_S, IQ3_XXS mixes (Q2_K ... Q6_K, IQ4_NL, IQ4_XS and the
-// seven lattice formats IQ1_S ... IQ3_S; assets/gguf/low-bit.md), against the same model with every
-// quantized tensor decoded on the host and stored as F32: the kernels' decoding of each block
-// format inside the model, prefill (GEMM) and decode steps (matrix-vector) alike. No float
-// golden exists for these files.
+// an importance matrix) IQ1_S, IQ1_M, IQ2_S, IQ3_XXS mixes of pair A, and the IQ2_XXS and IQ1_S
+// mixes of pair B (Llama-4 Scout's low-bit files keep its experts in these; Q2_K ... Q6_K,
+// IQ4_NL, IQ4_XS and the seven lattice formats IQ1_S ... IQ3_S; assets/gguf/low-bit.md), against the
+// same model with every quantized tensor decoded on the host and stored as F32: the kernels'
+// decoding of each block format inside the model (experts too), prefill (GEMM) and decode steps
+// (matrix-vector) alike. No float golden exists for these files. Both files are read alone, as
+// llama.cpp reads them (for pair B: its default chunk size and temperature-tuning floor).
 class GgufLowBit : public GpuTest, public ::testing::WithParamInterface<const char*> {};
 
 TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
-  const std::string stem = fmt::format("tiny-llama3-{}", GetParam());
-  const fs::path reference_file = fs::temp_directory_path() / fmt::format("eaglevk-{}-{}-f32.gguf", stem, ::getpid());
-  write_dequantized_copy(gguf("tiny-llama3", stem), reference_file);
-  models::TargetModel model = models::load_target(gpu().ctx, gguf("tiny-llama3", stem));
+  const std::string param = GetParam(), pair = param.substr(0, param.find('/'));
+  const std::string stem = fmt::format("{}-{}", pair, param.substr(param.find('/') + 1));
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-{}-{}", stem, ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / (stem + ".gguf"), reference_file = dir / (stem + "-f32.gguf");
+  fs::create_symlink(fs::absolute(gguf(pair, stem)), file);
+  write_dequantized_copy(file.string(), reference_file);
+  models::TargetModel model = models::load_target(gpu().ctx, file.string());
   models::TargetModel reference = models::load_target(gpu().ctx, reference_file.string());
-  fs::remove(reference_file);
+  fs::remove_all(dir);
   engine::TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
-  const Golden golden = load_golden(asset("tiny-llama3"));
+  const Golden golden = load_golden(asset(pair));
   float worst_prefill = 0, worst_decode = 0;
   size_t same_argmax = 0;
   for (size_t i = 0; i < golden.prompts.size(); ++i) {
@@ -217,7 +224,7 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   // llama.cpp's own outputs on the same file (ref/, made by the harness that made the vendored
   // ones: assets/gguf/low-bit.md). It rounds activations to 8 bits for these products, so only
   // agreement is reported, with the loose bound GgufQuantized uses.
-  PeerRef peer = load_peer_ref("tiny-llama3", stem);
+  PeerRef peer = load_peer_ref(pair, stem);
   std::vector<std::vector<std::pair<int32_t, float>>> top5;
   for (const GoldenPrompt& p : golden.prompts) {
     engine::GenerationOptions o;
@@ -233,7 +240,10 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit,
-                         ::testing::Values("q2_k", "q3_k_m", "iq4_nl", "iq4_xs", "iq1_s", "iq1_m", "iq2_s", "iq3_xxs"));
+                         ::testing::Values("tiny-llama3/q2_k", "tiny-llama3/q3_k_m", "tiny-llama3/iq4_nl",
+                                           "tiny-llama3/iq4_xs", "tiny-llama3/iq1_s", "tiny-llama3/iq1_m",
+                                           "tiny-llama3/iq2_s", "tiny-llama3/iq3_xxs"));
+INSTANTIATE_TEST_SUITE_P(TinyLlama4, GgufLowBit, ::testing::Values("tiny-llama4/iq2_xxs", "tiny-llama4/iq1_s"));
 
 // A GGUF file alone, as llama.cpp users have it: eaglevk takes the documented defaults that
 // llama.cpp hard-codes, says so, and then computes what llama.cpp computes.

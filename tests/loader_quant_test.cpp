@@ -11,6 +11,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -769,9 +770,12 @@ TEST(QuantFiles, LowBitMixesMatchLlamaQuantizeOnF16Gguf) {
 // sum and first values, from ggml's dequantize_row_*). The mixes hold all seven lattice formats
 // beside Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
 TEST(QuantFiles, LatticeMixesDecodeAsLlamaCpp) {
-  const fs::path dir = kAssets / "gguf" / "tiny-llama3";
   std::map<DType, size_t> tensors_of;
-  for (const char* stem : {"tiny-llama3-iq1_s", "tiny-llama3-iq1_m", "tiny-llama3-iq2_s", "tiny-llama3-iq3_xxs"}) {
+  // Pair A's mixes, then pair B's IQ2_XXS and IQ1_S mixes (the experts [E, out, in] in one tensor).
+  for (const char* stem : {"tiny-llama3-iq1_s", "tiny-llama3-iq1_m", "tiny-llama3-iq2_s", "tiny-llama3-iq3_xxs",
+                           "tiny-llama4-iq2_xxs", "tiny-llama4-iq1_s"}) {
+    const bool llama4 = std::string_view(stem).starts_with("tiny-llama4");
+    const fs::path dir = kAssets / "gguf" / (llama4 ? "tiny-llama4" : "tiny-llama3");
     GgufFile file = GgufFile::open(dir / (std::string(stem) + ".gguf"));
     std::ifstream in(dir / "ref" / (std::string(stem) + ".dequant.json"));
     ASSERT_TRUE(in) << stem;
@@ -793,7 +797,9 @@ TEST(QuantFiles, LatticeMixesDecodeAsLlamaCpp) {
       ++tensors_of[info->dtype];
       ++compared;
     }
-    EXPECT_EQ(compared, 8u * 7 + 2) << stem;  // 7 matrices a layer, token_embd, output
+    // Pair A: 7 matrices a layer; pair B: 7 in the 4 dense layers, 4 + 3 shared + 3 experts' in
+    // the 4 MoE layers (the router stays F32); and token_embd, output.
+    EXPECT_EQ(compared, (llama4 ? 4u * 7 + 4u * 10 : 8u * 7) + 2) << stem;
   }
   for (DType t : kLatticeTypes) EXPECT_GT(tensors_of[t], 0u) << "no file holds " << dtype_name(t);
   for (auto [t, n] : tensors_of) fmt::print("  {}: {} tensors\n", dtype_name(t), n);
