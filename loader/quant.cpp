@@ -41,7 +41,7 @@ constexpr BlockFormat kBlockFormats[] = {
     {DType::IQ1_S, QK_K_ELEMS, QK1_S_BYTES},     {DType::IQ1_M, QK_K_ELEMS, QK1_M_BYTES},
     {DType::IQ2_XXS, QK_K_ELEMS, QK2_XXS_BYTES}, {DType::IQ2_XS, QK_K_ELEMS, QK2_XS_BYTES},
     {DType::IQ2_S, QK_K_ELEMS, QK2_S_BYTES},     {DType::IQ3_XXS, QK_K_ELEMS, QK3_XXS_BYTES},
-    {DType::IQ3_S, QK_K_ELEMS, QK3_S_BYTES},
+    {DType::IQ3_S, QK_K_ELEMS, QK3_S_BYTES},     {DType::MXFP4, QKMXFP4_ELEMS, QKMXFP4_BYTES},
 };
 
 const BlockFormat* find_format(DType dtype) {
@@ -656,6 +656,54 @@ void quant_q6_k(const float* x, uint8_t* b) {
   }
 }
 
+// ---- MXFP4: 4-bit floats (E2M1) with a shared power-of-two scale (E8M0) -------------------------
+// e; qs[16]: element j < 16 in the low nibble of qs[j], j + 16 in its high nibble, as Q4_0. A
+// code's low three bits pick a magnitude 0, 0.5, 1, 1.5, 2, 3, 4, 6 and bit 3 its sign; ggml keeps
+// the magnitudes doubled as int8 levels (0 .. 12) and halves the scale instead: x = level *
+// 2^(e - 128), the scale built from its bits (e < 2 gives a subnormal float).
+constexpr int8_t kMxfp4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : uint32_t(e - 1) << 23;
+  float d;
+  std::memcpy(&d, &bits, 4);
+  return d;
+}
+
+void dequant_mxfp4(const uint8_t* b, float* y) {
+  const float d = mxfp4_half_scale(b[0]);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(kMxfp4Levels[b[1 + j] & 0xF]) * d;
+    y[j + 16] = static_cast<float>(kMxfp4Levels[b[1 + j] >> 4]) * d;
+  }
+}
+
+// ggml's quantize_row_mxfp4_ref (what llama-quantize writes; it takes no importance matrix): the
+// exponent puts the largest magnitude in [4, 8) levels (floor(log2(amax)) - 2, biased by 127;
+// 0 for an all-zero block), then each element takes the level nearest x / d, the first of equals.
+void quant_mxfp4(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  // (ggml converts a negative exponent, amax < 2^-125, to uint8_t unchecked; here it is 0.)
+  const float exponent = amax > 0 ? std::floor(std::log2(amax)) - 2 + 127 : 0.0f;
+  const uint8_t e = static_cast<uint8_t>(std::max(exponent, 0.0f));
+  const float d = mxfp4_half_scale(e);
+  auto nearest = [&](float v) {
+    int best = 0;
+    float best_error = std::fabs(static_cast<float>(kMxfp4Levels[0]) * d - v);
+    for (int i = 1; i < 16; ++i) {
+      const float error = std::fabs(static_cast<float>(kMxfp4Levels[i]) * d - v);
+      if (error < best_error) {
+        best = i;
+        best_error = error;
+      }
+    }
+    return best;
+  };
+  b[0] = e;
+  for (int j = 0; j < 16; ++j) b[1 + j] = uint8_t(nearest(x[j]) | nearest(x[j + 16]) << 4);
+}
+
 // ---- IQ4_NL and IQ4_XS: 4-bit indices into a fixed non-linear table -------------------------
 // Each nibble selects one of 16 int8 levels, spaced more closely near zero. A 32-element run
 // keeps element j (j < 16) in the low nibble of byte j and element j + 16 in its high nibble,
@@ -938,6 +986,7 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::IQ2_S: return dequant_iq2_s;
     case DType::IQ3_XXS: return dequant_iq3_xxs;
     case DType::IQ3_S: return dequant_iq3_s;
+    case DType::MXFP4: return dequant_mxfp4;
     default: return nullptr;
   }
 }
@@ -956,6 +1005,7 @@ QuantBlock quant_fn(DType dtype) {
     case DType::Q6_K: return quant_q6_k;
     case DType::IQ4_NL: return quant_iq4_nl;
     case DType::IQ4_XS: return quant_iq4_xs;
+    case DType::MXFP4: return quant_mxfp4;
     default: return nullptr;
   }
 }

@@ -24,6 +24,8 @@
 //                         groups of 32 with a scale each; runs of 8 (4 for IQ3) elements take the
 //                         magnitudes of a lattice grid entry (shaders/iq_grids.h) by index, with
 //                         per-element signs (IQ2, IQ3) or a +-1/8 shift (IQ1). Fields: quant.cpp.
+//   MXFP4 32 elems, 17 B: e (E8M0); qs[16] (as Q4_0)   x = level[q] * 2^(e - 128), levels 0, +-1, +-2,
+//                         +-3, +-4, +-6, +-8, +-12 (twice the E2M1 values)
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -49,7 +51,7 @@ void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
 
 // Encodes `in` (a multiple of the block) into blocks, appended to `out`. Every type follows the
 // quantizer llama-quantize runs without an importance matrix and gives the same bytes: ggml's
-// quantize_row_*_ref, and for IQ4_NL and IQ4_XS its quantize_iq4_* (seven grid tries each way,
+// quantize_row_*_ref (MXFP4 included), and for IQ4_NL and IQ4_XS its quantize_iq4_* (seven grid tries each way,
 // which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
 // least-squares searches over candidate grid spacings. The lattice formats (IQ1_S ... IQ3_S) are
 // decoded only: quantize refuses them (llama-quantize needs an importance matrix for them).

@@ -18,10 +18,10 @@
 namespace eaglevk::loader {
 
 // Element types of checkpoint tensors. The safetensors ones come first; the block-quantized
-// ggml formats (Q4_0 ... Q6_K, IQ1_S ... IQ4_XS) occur only in GGUF files, where loader/quant.h gives their
+// ggml formats (Q4_0 ... Q6_K, IQ1_S ... IQ4_XS, MXFP4) occur only in GGUF files, where loader/quant.h gives their
 // geometry (dtype_size() is 0 for them: a block type has no per-element size).
 enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
-                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S };
+                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4 };
 
 size_t dtype_size(DType dtype);
 // The spelling the safetensors header uses ("F32", "BF16", "BOOL", ...).

@@ -41,9 +41,10 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
     case DType::IQ2_S: return WeightType::IQ2_S;
     case DType::IQ3_XXS: return WeightType::IQ3_XXS;
     case DType::IQ3_S: return WeightType::IQ3_S;
+    case DType::MXFP4: return WeightType::MXFP4;
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS",
+           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }

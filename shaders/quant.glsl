@@ -1,9 +1,9 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
-// when the variant defines one of W_Q4_0 ... W_Q6_K or W_IQ1_S ... W_IQ4_XS. Layouts:
+// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ1_S ... W_IQ4_XS or W_MXFP4. Layouts:
 // shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
 // (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 50,
 // 66, 74, 82, 84, 98, 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the
-// covering words and shift;
+// covering words and shift (MXFP4's 17-byte blocks on any byte);
 // Q4_K and Q5_K blocks (144, 176 bytes) sit on 16-byte boundaries and are read as quads. Every
 // row is a whole number of blocks, so a block's words lie inside the binding.
 //
@@ -112,6 +112,37 @@ QGroup q_load(uint row, uint g) {
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = float(int8_at(byte32(q.lo, q.hi, 8u * c + i))) * q.d;
+}
+
+#elif defined(W_MXFP4)
+// OCP's MXFP4 as ggml stores it: byte 0 the E8M0 exponent e, then element j < 16 in the low
+// nibble of byte 1 + j, j + 16 in its high nibble. A code's low three bits pick one of the
+// doubled E2M1 magnitudes 0, 1, 2, 3, 4, 6, 8, 12 (kept four to a word, picked by a select, as
+// IQ4's levels), bit 3 its sign; x = level * 2^(e - 128), the scale built from its bits (e < 2:
+// a subnormal). Blocks are 17 bytes, so they start on any byte: the 16 code bytes are read from
+// the covering words with a funnel shift.
+#define QK QKMXFP4_ELEMS
+#define QB QKMXFP4_BYTES
+float mxfp4_level(uint i) {
+  int m = int(((i & 4u) != 0u ? 0x0c080604u : 0x03020100u) >> (8u * (i & 3u))) & 0xff;
+  return float((i & 8u) != 0u ? -m : m);  // an int negated: code 8 is +0, as ggml's int8 0
+}
+uvec4 load_16_any(uint a) {  // bytes [a, a + 16) at any alignment
+  uint i = a >> 2, s = 8u * (a & 3u);
+  uvec4 w = uvec4(wword(i), wword(i + 1u), wword(i + 2u), wword(i + 3u));
+  if (s == 0u) return w;
+  return (w >> s) | (uvec4(w.yzw, wword(i + 4u)) << (32u - s));  // the fifth word only when needed
+}
+struct QGroup { uvec4 qs; float d; };
+QGroup q_load(uint row, uint g) {
+  uint a = row + g * QB, e = load_u8(a);
+  return QGroup(load_16_any(a + 1u), uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23));
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    w[i] = mxfp4_level((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) * q.d;
+  }
 }
 
 #elif defined(W_IQ4_NL) || defined(W_IQ4_XS)

@@ -48,6 +48,10 @@
 #define QK2_S_BYTES 82   // f16 d, 32 bytes of index low bits, 32 bytes of signs, 8 bytes of high bits, 8 of scales
 #define QK3_XXS_BYTES 98 // f16 d, 64 bytes of grid indices, 8 u32 of 4 x 7 sign bits and a 4-bit scale
 #define QK3_S_BYTES 110  // f16 d, 64 bytes of index low bits, 8 of high bits, 32 of signs, 4 of scales
+// OCP's MXFP4 (ggml's layout): 32 elements, an E8M0 exponent byte then 16 bytes of 4-bit
+// E2M1 codes. 17-byte blocks: they start on any byte.
+#define QKMXFP4_ELEMS 32
+#define QKMXFP4_BYTES 17
 #define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 #define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
 #define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d

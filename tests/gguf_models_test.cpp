@@ -24,6 +24,7 @@
 #include "support/golden.h"
 #include "support/golden_check.h"
 #include "support/gpu_fixture.h"
+#include "support/mxfp4_gguf.h"
 #include "support/real_dims.h"
 
 namespace eaglevk::testing {
@@ -176,7 +177,8 @@ void write_dequantized_copy(const fs::path& from, const fs::path& to) {
 
 // Files desktop users with small cards run, llama-quantize's Q2_K, Q3_K_M, IQ4_NL, IQ4_XS and (with
 // an importance matrix) IQ1_S, IQ1_M, IQ2_S, IQ3_XXS mixes of pair A, and the IQ2_XXS and IQ1_S
-// mixes of pair B (Llama-4 Scout's low-bit files keep its experts in these; Q2_K ... Q6_K,
+// mixes of pair B (Llama-4 Scout's low-bit files keep its experts in these) and its MXFP4_MOE file
+// (experts in MXFP4, the rest in Q8_0; Q2_K ... Q6_K,
 // IQ4_NL, IQ4_XS and the seven lattice formats IQ1_S ... IQ3_S; assets/gguf/low-bit.md), against the
 // same model with every quantized tensor decoded on the host and stored as F32: the kernels'
 // decoding of each block format inside the model (experts too), prefill (GEMM) and decode steps
@@ -191,7 +193,11 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const fs::path file = dir / (stem + ".gguf"), reference_file = dir / (stem + "-f32.gguf");
-  fs::create_symlink(fs::absolute(gguf(pair, stem)), file);
+  // The MXFP4_MOE file is rebuilt byte for byte instead of committed (support/mxfp4_gguf.h).
+  if (param == "tiny-llama4/mxfp4_moe")
+    write_tiny_llama4_mxfp4_moe(dir);
+  else
+    fs::create_symlink(fs::absolute(gguf(pair, stem)), file);
   write_dequantized_copy(file.string(), reference_file);
   models::TargetModel model = models::load_target(gpu().ctx, file.string());
   models::TargetModel reference = models::load_target(gpu().ctx, reference_file.string());
@@ -243,7 +249,8 @@ INSTANTIATE_TEST_SUITE_P(TinyLlama3, GgufLowBit,
                          ::testing::Values("tiny-llama3/q2_k", "tiny-llama3/q3_k_m", "tiny-llama3/iq4_nl",
                                            "tiny-llama3/iq4_xs", "tiny-llama3/iq1_s", "tiny-llama3/iq1_m",
                                            "tiny-llama3/iq2_s", "tiny-llama3/iq3_xxs"));
-INSTANTIATE_TEST_SUITE_P(TinyLlama4, GgufLowBit, ::testing::Values("tiny-llama4/iq2_xxs", "tiny-llama4/iq1_s"));
+INSTANTIATE_TEST_SUITE_P(TinyLlama4, GgufLowBit,
+                         ::testing::Values("tiny-llama4/iq2_xxs", "tiny-llama4/iq1_s", "tiny-llama4/mxfp4_moe"));
 
 // A GGUF file alone, as llama.cpp users have it: eaglevk takes the documented defaults that
 // llama.cpp hard-codes, says so, and then computes what llama.cpp computes.

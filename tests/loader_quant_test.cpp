@@ -21,6 +21,7 @@
 #include "loader/gguf.h"
 #include "loader/safetensors.h"
 #include "support/loader_test_util.h"
+#include "support/mxfp4_gguf.h"
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
@@ -32,7 +33,7 @@ const fs::path kAssets = EAGLEVK_ASSETS;
 
 constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                 DType::IQ4_NL, DType::IQ4_XS};
+                                 DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 // ggml's lattice formats: decoded, not written (quantize refuses them).
 constexpr DType kLatticeTypes[] = {DType::IQ1_S, DType::IQ1_M, DType::IQ2_XXS, DType::IQ2_XS,
                                    DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S};
@@ -114,6 +115,8 @@ TEST(Quant, Geometry) {
   EXPECT_EQ(block_bytes(DType::IQ4_NL), 18u);
   EXPECT_EQ(block_elements(DType::IQ4_XS), 256u);
   EXPECT_EQ(block_bytes(DType::IQ4_XS), 136u);
+  EXPECT_EQ(block_elements(DType::MXFP4), 32u);
+  EXPECT_EQ(block_bytes(DType::MXFP4), 17u);
   const std::pair<DType, uint32_t> kLatticeBytes[] = {{DType::IQ1_S, 50},   {DType::IQ1_M, 56},  {DType::IQ2_XXS, 66},
                                                       {DType::IQ2_XS, 74},  {DType::IQ2_S, 82},  {DType::IQ3_XXS, 98},
                                                       {DType::IQ3_S, 110}};
@@ -341,6 +344,28 @@ TEST(Quant, HandBuiltIQ4_NL) {
   EXPECT_EQ(decode(DType::IQ4_NL, b)[1], -84.75f);  // index 15: -0.75 * 113
 }
 
+// MXFP4: the E2M1 values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (code bit 3), times
+// 2^(e - 127): ggml stores them doubled (int8 0 .. 12) against a halved scale, 2^(e - 128).
+constexpr float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+
+TEST(Quant, HandBuiltMXFP4) {
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = (7 * e + 3) % 16;
+  for (auto [e, scale] : {std::pair{127, 1.0f}, {130, 8.0f}, {120, 1.0f / 128}, {1, 0x1p-126f}, {0, 0x1p-127f}}) {
+    Block b;
+    b.u8(e);
+    for (int j = 0; j < 16; ++j) b.u8(q[j] | q[j + 16] << 4);  // as Q4_0: element j low, j + 16 high
+    std::vector<float> want(32);
+    for (int i = 0; i < 32; ++i) want[i] = kE2M1[q[i]] * scale;
+    SCOPED_TRACE(fmt::format("e = {}", e));
+    expect_floats_eq(decode(DType::MXFP4, b), want, DType::MXFP4);
+  }
+  Block b;
+  b.u8(127);
+  for (int j = 0; j < 16; ++j) b.u8(0x88);  // code 8: "-0" in E2M1, +0 as ggml decodes it
+  for (float v : decode(DType::MXFP4, b)) EXPECT_FALSE(std::signbit(v));
+}
+
 TEST(Quant, HandBuiltIQ4_XS) {
   int q[256];
   for (int e = 0; e < 256; ++e) q[e] = (7 * e + 2) % 16;
@@ -507,6 +532,7 @@ constexpr RoundTripCase kRoundTrip[] = {
     {DType::Q4_0, 0.15},  {DType::Q4_1, 0.11}, {DType::Q5_0, 0.07},  {DType::Q5_1, 0.052},
     {DType::Q8_0, 0.009}, {DType::Q2_K, 0.40},  {DType::Q3_K, 0.23}, {DType::Q4_K, 0.10},
     {DType::Q5_K, 0.052}, {DType::Q6_K, 0.029}, {DType::IQ4_NL, 0.125}, {DType::IQ4_XS, 0.13},
+    {DType::MXFP4, 0.18},
 };
 
 // The byte range of a block that holds quant nibbles (or int8 values), for the corrupted decoder.
@@ -524,6 +550,7 @@ std::pair<size_t, size_t> quant_bytes(DType t) {
     case DType::Q6_K: return {0, 128};
     case DType::IQ4_NL: return {2, 18};
     case DType::IQ4_XS: return {8, 136};
+    case DType::MXFP4: return {1, 17};
     default: return {0, 0};
   }
 }
@@ -761,6 +788,44 @@ TEST(QuantFiles, LowBitMixesMatchLlamaQuantizeOnF16Gguf) {
     FileReport r = compare_file(dir / file, from_f16);
     EXPECT_EQ(r.tensors, 8u * 7 + 2) << file;
     for (DType t : types) EXPECT_TRUE(r.worst_error.contains(t)) << file << " has no " << dtype_name(t);
+  }
+}
+
+// llama-quantize's MXFP4_MOE file of tiny-llama4 (its experts in MXFP4, the rest in Q8_0; from the
+// vendored F16 file, assets/gguf/low-bit.md): eaglevk's quantizer under llama-quantize's type rule
+// writes every tensor byte for byte (ref/tiny-llama4-mxfp4_moe.blocks.json: each tensor's type,
+// size and FNV-1a of its bytes in llama-quantize's file), and its decoder turns every quantized
+// tensor into ggml's floats bit for bit (ref/<stem>.dequant.json).
+TEST(QuantFiles, Mxfp4MoeMatchesLlamaQuantize) {
+  const fs::path dir = kAssets / "gguf" / "tiny-llama4";
+  const GgufFile f16 = GgufFile::open(dir / "tiny-llama4-f16.gguf");
+  const std::vector<eaglevk::testing::RebuiltTensor> rebuilt = eaglevk::testing::rebuild_tiny_llama4_mxfp4_moe(f16);
+  const nlohmann::json blocks = nlohmann::json::parse(std::ifstream(dir / "ref" / "tiny-llama4-mxfp4_moe.blocks.json"));
+  const nlohmann::json floats = nlohmann::json::parse(std::ifstream(dir / "ref" / "tiny-llama4-mxfp4_moe.dequant.json"));
+  ASSERT_EQ(blocks.at("tensors").size(), rebuilt.size());
+  std::map<std::string, const eaglevk::testing::RebuiltTensor*> by_name;
+  for (const auto& t : rebuilt) by_name[t.name] = &t;
+  std::map<DType, size_t> count;
+  for (const auto& want : blocks.at("tensors")) {
+    const std::string name = want.at("name");
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(by_name.contains(name));
+    const eaglevk::testing::RebuiltTensor& t = *by_name[name];
+    EXPECT_EQ(dtype_name(t.dtype), want.at("type").get<std::string>());
+    EXPECT_EQ(t.bytes.size(), want.at("bytes").get<size_t>());
+    EXPECT_EQ(fmt::format("{:016x}", eaglevk::testing::fnv1a_bytes(t.bytes)), want.at("fnv1a64").get<std::string>());
+    ++count[t.dtype];
+  }
+  EXPECT_EQ(count[DType::MXFP4], 12u);  // gate, up, down of the 4 MoE layers
+  EXPECT_EQ(count[DType::Q8_0], 58u);
+  for (const auto& want : floats.at("tensors")) {
+    const std::string name = want.at("name");
+    SCOPED_TRACE(name);
+    const eaglevk::testing::RebuiltTensor& t = *by_name.at(name);
+    std::vector<float> y(want.at("elements").get<size_t>());
+    dequantize(t.dtype, t.bytes.data(), y);
+    EXPECT_EQ(fmt::format("{:016x}", fnv1a(y)), want.at("fnv1a64").get<std::string>());
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(y[i], want.at("first").at(i).get<float>()) << "element " << i;
   }
 }
 

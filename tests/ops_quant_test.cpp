@@ -37,11 +37,11 @@ const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType
                                   WeightType::Q8_0, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
                                   WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
                                   WeightType::IQ1_S, WeightType::IQ1_M, WeightType::IQ2_XXS, WeightType::IQ2_XS,
-                                  WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S};
+                                  WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::MXFP4};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
-// the 32-element groups (the blocks of Q4_0 to Q8_0 and IQ4_NL, the runs of IQ4_XS and of the
-// lattice formats IQ1_S ... IQ3_S: one loop for all),
+// the 32-element groups (the blocks of Q4_0 to Q8_0, IQ4_NL and MXFP4, the runs of IQ4_XS and of
+// the lattice formats IQ1_S ... IQ3_S: one loop for all),
 // Q4_K for the K-quants' 16-element items.
 bool path_representative(WeightType t) { return t == WeightType::Q4_0 || t == WeightType::Q4_K; }
 
@@ -66,6 +66,7 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::IQ2_S: return loader::DType::IQ2_S;
     case WeightType::IQ3_XXS: return loader::DType::IQ3_XXS;
     case WeightType::IQ3_S: return loader::DType::IQ3_S;
+    case WeightType::MXFP4: return loader::DType::MXFP4;
     default: break;
   }
   ADD_FAILURE() << "not a block type";

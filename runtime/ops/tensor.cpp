@@ -37,6 +37,7 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::IQ2_S, "iq2_s", QK_K_ELEMS, QK2_S_BYTES},
     {WeightType::IQ3_XXS, "iq3_xxs", QK_K_ELEMS, QK3_XXS_BYTES},
     {WeightType::IQ3_S, "iq3_s", QK_K_ELEMS, QK3_S_BYTES},
+    {WeightType::MXFP4, "mxfp4", QKMXFP4_ELEMS, QKMXFP4_BYTES},
 };
 const WeightTypeInfo& info(WeightType t) {
   for (const auto& e : kWeightTypes)
