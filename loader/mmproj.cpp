@@ -93,7 +93,7 @@ std::string hf_name(const std::string& name, int64_t layers) {
 
 }  // namespace
 
-void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
+Llama4Mmproj open_llama4_mmproj(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) fail("mmproj file '{}' does not exist", path.string());
   if (!is_gguf_file(path))
@@ -111,25 +111,23 @@ void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
   if (!projector) fail("{}: GGUF key 'clip.projector_type' is missing", h.label);
   if (*projector != "llama4")
     fail("{}: a '{}' vision projector; eaglevk runs Llama-4's ('llama4') only", h.label, *projector);
-  if (!is_llama4(files.config))
-    fail("{}: a Llama-4 vision file goes with a Llama-4 text model, and {} is not one", h.label, files.source());
 
-  const json& text = files.config.contains("text_config") ? files.config["text_config"] : files.config;
-  const int64_t text_hidden = json_field::required_int(text, "hidden_size", files.source());
-  if (auto dim = h.get_int("clip.vision.projection_dim"); dim && *dim != text_hidden)
-    fail("{}: clip.vision.projection_dim {} differs from the text model's hidden size {} ({})", h.label, *dim,
-         text_hidden, files.source());
-
+  Llama4Mmproj m;
+  m.path = path;
+  m.projection_dim = h.get_int("clip.vision.projection_dim");
   // The tensors, under Hugging Face names.
   const int64_t layers = need_positive(h, "clip.vision.block_count");
-  std::map<std::string, TensorView, std::less<>> tower;
+  std::map<std::string, TensorView, std::less<>>& tower = m.tensors;
   for (const GgufTensorInfo& info : h.tensors) {
     std::string hf = hf_name(info.name, layers);
     if (hf.empty()) fail("{}: unexpected tensor '{}' for a Llama-4 vision file", h.label, info.name);
     TensorView v = file.view(info);
     v.name = hf;
     // Older converters kept the patch embedding as the 4-D unfold kernel [D, 3, p, p].
-    if (info.name == "v.patch_embd.weight" && v.shape.size() == 4) v.shape = {v.shape[0], v.numel() / v.shape[0]};
+    if (info.name == "v.patch_embd.weight" && v.shape.size() == 4) {
+      if (v.shape[0] <= 0) fail("{}: tensor '{}' has an empty dimension", h.label, info.name);
+      v.shape = {v.shape[0], v.numel() / v.shape[0]};
+    }
     if (!tower.emplace(hf, std::move(v)).second)
       fail("{}: two tensors map to '{}' (ln2 and attn_post_norm of one layer?)", h.label, hf);
   }
@@ -153,7 +151,7 @@ void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
     fail("{}: clip.use_gelu is false, but Llama-4's vision tower uses the GELU", h.label);
 
   // The vision_config Hugging Face would have.
-  json v;
+  json& v = m.vision_config;
   v["image_size"] = need_positive(h, "clip.vision.image_size");
   v["patch_size"] = need_positive(h, "clip.vision.patch_size");
   v["hidden_size"] = need_positive(h, "clip.vision.embedding_length");
@@ -169,6 +167,29 @@ void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
   v["vision_output_dim"] = adapter_out;
   v["rope_theta"] = 10000.0;
   v["multi_modal_projector_bias"] = false;
+
+  json& p = m.preprocessor_config;
+  const int64_t tile = v["image_size"];
+  p["size"] = {{"height", tile}, {"width", tile}};
+  p["max_patches"] = 16;
+  p["resize_to_max_canvas"] = false;
+  p["resample"] = 2;
+  p["image_mean"] = h.get_float_array("clip.vision.image_mean").value_or(std::vector<double>{0.5, 0.5, 0.5});
+  p["image_std"] = h.get_float_array("clip.vision.image_std").value_or(std::vector<double>{0.5, 0.5, 0.5});
+  m.file = std::move(file.file);
+  return m;
+}
+
+void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
+  Llama4Mmproj m = open_llama4_mmproj(path);
+  const std::string label = path.string();
+  if (!is_llama4(files.config))
+    fail("{}: a Llama-4 vision file goes with a Llama-4 text model, and {} is not one", label, files.source());
+  const json& text = files.config.contains("text_config") ? files.config["text_config"] : files.config;
+  const int64_t text_hidden = json_field::required_int(text, "hidden_size", files.source());
+  if (m.projection_dim && *m.projection_dim != text_hidden)
+    fail("{}: clip.vision.projection_dim {} differs from the text model's hidden size {} ({})", label,
+         *m.projection_dim, text_hidden, files.source());
 
   // The image token ids: config.json's for a folder, the vocabulary's for a GGUF text file.
   if (files.format == "gguf" || !files.config.contains("boi_token_index")) {
@@ -198,20 +219,12 @@ void attach_llama4_mmproj(ModelFiles& files, const fs::path& path) {
   if (replaced)
     files.notes.push_back(fmt::format("the vision tower of {} replaces the checkpoint's own ({} tensors)",
                                       path.filename().string(), replaced));
-  for (auto& [name, view] : tower) ckpt.tensors.emplace(name, std::move(view));
-  ckpt.files.push_back(std::move(file.file));
+  for (auto& [name, view] : m.tensors) ckpt.tensors.emplace(name, std::move(view));
+  ckpt.files.push_back(std::move(m.file));
 
-  files.config["vision_config"] = std::move(v);
+  files.config["vision_config"] = std::move(m.vision_config);
   if (!fs::exists(files.folder / "preprocessor_config.json")) {
-    json p;
-    const int64_t tile = files.config["vision_config"]["image_size"];
-    p["size"] = {{"height", tile}, {"width", tile}};
-    p["max_patches"] = 16;
-    p["resize_to_max_canvas"] = false;
-    p["resample"] = 2;
-    p["image_mean"] = h.get_float_array("clip.vision.image_mean").value_or(std::vector<double>{0.5, 0.5, 0.5});
-    p["image_std"] = h.get_float_array("clip.vision.image_std").value_or(std::vector<double>{0.5, 0.5, 0.5});
-    files.preprocessor_config = std::move(p);
+    files.preprocessor_config = std::move(m.preprocessor_config);
     files.notes.push_back(fmt::format("image preprocessing: Llama-4's (max_patches 16) with the tile, mean and std of {}",
                                       path.filename().string()));
   }

@@ -17,11 +17,31 @@
 // Converters name the pre-MLP LayerNorm `v.blk.N.ln2` (llama.cpp through 2025) or, since
 // gemma4's mapping shadowed Llama-4's, `v.blk.N.attn_post_norm`; both are
 // post_attention_layernorm here (a file with both is refused).
+#include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "loader/model_files.h"
 
 namespace eaglevk::loader {
+
+// The file on its own (what attach adds, and what `inspect` shows of it): its tensors under
+// Hugging Face names (views into `file`), the vision_config they imply, the preprocessing it
+// implies, and the text width it was made for (clip.vision.projection_dim, when present).
+// Throws, naming the file, for anything but a complete Llama-4 vision file.
+struct Llama4Mmproj {
+  std::filesystem::path path;
+  MappedFile file;
+  std::map<std::string, TensorView, std::less<>> tensors;
+  nlohmann::json vision_config;
+  nlohmann::json preprocessor_config;
+  std::optional<int64_t> projection_dim;
+};
+Llama4Mmproj open_llama4_mmproj(const std::filesystem::path& path);
 
 // Adds the mmproj file's vision tower to `files` (a Llama-4 text model: a Hugging Face folder,
 // whose own tower it replaces, or a GGUF file). Sets files.config's vision_config and image

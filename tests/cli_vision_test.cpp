@@ -134,7 +134,8 @@ TEST(CliVision, EvalTakesImageMessagesAndRecordsTheGeneratedIds) {
 
 // A GGUF Llama-4 with llama.cpp's vision file, as llama.cpp's users run it (`--mmproj`): the
 // golden prompt's ids, its last-position top-5 logits and greedy tokens, plain and with the
-// draft; `inspect --mmproj` finds the tower usable; without --mmproj, with a text model that has
+// draft; `inspect --mmproj` finds the tower usable, `inspect` of the file alone describes it;
+// without --mmproj, with a text model that has
 // no image tokens, or with the mmproj given as the model, it fails naming the fix.
 TEST(CliVision, GgufModelWithMmprojGivesTheGoldenPromptAndTokens) {
   const fs::path dir = temp_dir("gguf");
@@ -163,6 +164,14 @@ TEST(CliVision, GgufModelWithMmprojGivesTheGoldenPromptAndTokens) {
   EXPECT_TRUE(v["usable"].get<bool>()) << v.dump();
   EXPECT_EQ(v["tokens_per_tile"], golden()["tokens_per_tile"]);
   EXPECT_EQ(v["max_tiles"], golden()["preprocess"]["max_patches"]);
+  // The vision file alone: what eaglevk reads of it.
+  r = run_process(fmt::format("{} inspect --json {} 2>/dev/null", EAGLEVK_CLI, mmproj));
+  ASSERT_EQ(r.code, 0) << r.out;
+  json m = json::parse(r.out);
+  EXPECT_EQ(m["projector_type"], "llama4");
+  EXPECT_EQ(m["text_hidden_size"], 256);
+  EXPECT_EQ(m["vision_config"]["image_size"], golden()["preprocess"]["tile"]);
+  EXPECT_EQ(m["tensor_types"]["F16"]["tensors"], 16);  // the matrices; norms and biases are F32
   expect_clean_failure(run_cli(fmt::format("run -m {} --image {} --chat -p hi -n 1", gguf, image)), "--mmproj");
   expect_clean_failure(run_cli(fmt::format("run -m {} --mmproj {} --image {} --chat -p hi -n 1",
                                            asset("gguf/tiny-llama4/tiny-llama4-f16.gguf"), mmproj, image)),

@@ -13,6 +13,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "loader/gguf.h"
 #include "loader/llama4_image.h"
 #include "loader/llama4_image_prompt.h"
 #include "loader/mmproj.h"
@@ -62,7 +63,44 @@ nlohmann::json vision_block(const loader::ModelFiles& files, const nlohmann::jso
   return {{"usable", false}, {"reason", why}};
 }
 
+// llama.cpp's vision file given on its own: what eaglevk reads of it, and the text width it needs.
+int inspect_mmproj(const InspectArgs& a) {
+  const loader::Llama4Mmproj m = loader::open_llama4_mmproj(a.path);
+  std::map<std::string, TypeTotals> types;
+  for (const auto& [name, t] : m.tensors) {
+    TypeTotals& tt = types[std::string(loader::dtype_name(t.dtype))];
+    ++tt.tensors;
+    tt.parameters += uint64_t(t.numel());
+    tt.bytes += t.bytes;
+  }
+  nlohmann::json out;
+  out["path"] = a.path;
+  out["format"] = "gguf";
+  out["gguf_architecture"] = "clip";
+  out["projector_type"] = "llama4";
+  out["vision_config"] = m.vision_config;
+  out["preprocessing"] = m.preprocessor_config;
+  if (m.projection_dim) out["text_hidden_size"] = *m.projection_dim;
+  for (const auto& [type, tt] : types)
+    out["tensor_types"][type] = {{"tensors", tt.tensors}, {"parameters", tt.parameters}, {"bytes", tt.bytes}};
+  if (a.json) {
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  fmt::print("{}: llama.cpp vision file (mmproj) for Llama-4: give it with --mmproj next to a Llama-4 text model{}\n",
+             a.path, m.projection_dim ? fmt::format(" of hidden size {}", *m.projection_dim) : "");
+  for (auto& [key, value] : m.vision_config.items()) fmt::print("  {:<26} {}\n", key, value.dump());
+  fmt::print("  tensor types:\n");
+  for (const auto& [type, tt] : types)
+    fmt::print("    {:<7} {:>5} tensors {:>14} parameters {:>10.2f} MiB\n", type, tt.tensors, tt.parameters,
+               double(tt.bytes) / (1 << 20));
+  return 0;
+}
+
 int inspect_command(const InspectArgs& a) {
+  if (loader::is_gguf_file(a.path) &&
+      loader::GgufFile::open(a.path).header.get_string("general.architecture").value_or("") == "clip")
+    return inspect_mmproj(a);
   loader::ModelFiles files = loader::open_model_files(a.path);
   if (!a.mmproj.empty()) loader::attach_llama4_mmproj(files, a.mmproj);
   const nlohmann::json& c = files.config;
@@ -175,7 +213,8 @@ int inspect_command(const InspectArgs& a) {
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model folder or GGUF file (no GPU needed)");
-  sub->add_option("path", args->path, "model folder, draft folder or .gguf file")->required();
+  sub->add_option("path", args->path, "model folder, draft folder, .gguf file or llama.cpp vision (mmproj) file")
+      ->required();
   sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) to check with a Llama-4 model");
   sub->add_flag("--json", args->json, "print one JSON object");
   register_runner(sub, [args] { return inspect_command(*args); });
