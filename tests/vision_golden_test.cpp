@@ -17,6 +17,7 @@
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
+#include "support/image_features_check.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -97,24 +98,7 @@ TEST_F(VisionGolden, ImageFeaturesMatchTheGolden) {
     const uint32_t rows = want["shape"][0];
     ASSERT_EQ(rows, img.tiles * tower(p).config.tokens_per_tile()) << name;
     ASSERT_EQ(want["shape"][1].get<uint32_t>(), H);
-    std::vector<float> got = read_back<float>(f.features, size_t(rows) * H);
-    // Values are printed to 6 decimals; 1e-3 relative on top.
-    auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-3 * std::fabs(b) + 2e-6; };
-    for (uint32_t i = 0; i < 8; ++i) {
-      EXPECT_PRED2(close, got[i], want["first_row_first8"][i].get<double>()) << name << " first row " << i;
-      EXPECT_PRED2(close, got[size_t(rows - 1) * H + i], want["last_row_first8"][i].get<double>()) << name << " last row " << i;
-    }
-    double sum = 0;
-    for (uint32_t r = 0; r < rows; ++r) {
-      double norm = 0;
-      for (uint32_t c = 0; c < H; ++c) {
-        norm += double(got[size_t(r) * H + c]) * got[size_t(r) * H + c];
-        sum += got[size_t(r) * H + c];
-      }
-      EXPECT_PRED2(close, std::sqrt(norm), want["row_l2_norms"][r].get<double>()) << name << " row " << r;
-    }
-    // The sum of ~1000 values of both signs: absolute, against the size of the terms.
-    EXPECT_NEAR(sum, want["sum"].get<double>(), 2e-3) << name;
+    expect_golden_image_features(read_back<float>(f.features, size_t(rows) * H), H, want, name);
   }
 }
 

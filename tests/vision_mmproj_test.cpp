@@ -20,6 +20,7 @@
 #include "runtime/engine/prompt_images.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
+#include "support/image_features_check.h"
 #include "support/vision_gguf.h"
 
 namespace eaglevk::testing {
@@ -118,26 +119,9 @@ TEST_F(VisionMmproj, GgufModelWithF16FileGivesTheGoldenFeatures) {
   const models::TargetModel m = models::load_target(gpu().ctx, files);
   fs::remove_all(dir);
   const uint32_t H = m.config().hidden_size;
-  auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-3 * std::fabs(b) + 2e-6; };
   double worst = 0;
   for (const auto& [name, got] : features(m, loader::load_llama4_image_config(files), ref.golden)) {
-    const json& want = ref.golden["images"][name]["image_features"];
-    const uint32_t rows = want["shape"][0];
-    ASSERT_EQ(got.size(), size_t(rows) * H) << name;
-    for (uint32_t i = 0; i < 8; ++i) {
-      EXPECT_PRED2(close, got[i], want["first_row_first8"][i].get<double>()) << name << " first row " << i;
-      EXPECT_PRED2(close, got[size_t(rows - 1) * H + i], want["last_row_first8"][i].get<double>()) << name;
-    }
-    double sum = 0;
-    for (uint32_t r = 0; r < rows; ++r) {
-      double norm = 0;
-      for (uint32_t c = 0; c < H; ++c) {
-        norm += double(got[size_t(r) * H + c]) * got[size_t(r) * H + c];
-        sum += got[size_t(r) * H + c];
-      }
-      EXPECT_PRED2(close, std::sqrt(norm), want["row_l2_norms"][r].get<double>()) << name << " row " << r;
-    }
-    EXPECT_NEAR(sum, want["sum"].get<double>(), 2e-3) << name;
+    expect_golden_image_features(got, H, ref.golden["images"][name]["image_features"], name);
     worst = std::max(worst, relative_l2(got, ref.features.at(name)));
   }
   fmt::print("f16 mmproj + GGUF: worst relative L2 difference from the checkpoint's features {:.2e}\n", worst);
