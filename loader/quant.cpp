@@ -9,6 +9,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/fp8.h"
 #include "shaders/iq_grids.h"
 #include "shaders/shared_constants.h"
 
@@ -42,6 +43,7 @@ constexpr BlockFormat kBlockFormats[] = {
     {DType::IQ2_XXS, QK_K_ELEMS, QK2_XXS_BYTES}, {DType::IQ2_XS, QK_K_ELEMS, QK2_XS_BYTES},
     {DType::IQ2_S, QK_K_ELEMS, QK2_S_BYTES},     {DType::IQ3_XXS, QK_K_ELEMS, QK3_XXS_BYTES},
     {DType::IQ3_S, QK_K_ELEMS, QK3_S_BYTES},     {DType::MXFP4, QKMXFP4_ELEMS, QKMXFP4_BYTES},
+    {DType::FP8_B32, QKFP8_ELEMS, QKFP8_BYTES},
 };
 
 const BlockFormat* find_format(DType dtype) {
@@ -962,6 +964,24 @@ void dequant_iq1_m(const uint8_t* b, float* y) {
   }
 }
 
+// eaglevk's FP8 blocks (loader/fp8.h makes them from FP8 checkpoints): f32 scale, then 32 E4M3
+// codes; x = e4m3(code) * scale.
+void dequant_fp8_b32(const uint8_t* b, float* y) {
+  float d;
+  std::memcpy(&d, b, 4);
+  for (int j = 0; j < 32; ++j) y[j] = e4m3_to_f32(b[4 + j]) * d;
+}
+
+// Test data in the checkpoints' own recipe (llm-compressor's): the scale maps the block's
+// largest magnitude to 448, the codes round x / scale to nearest even. A zero block gets scale 0.
+void quant_fp8_b32(const float* x, uint8_t* b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / kE4M3Max;
+  std::memcpy(b, &d, 4);
+  for (int j = 0; j < 32; ++j) b[4 + j] = d > 0 ? f32_to_e4m3(x[j] / d) : 0;
+}
+
 using DequantBlock = void (*)(const uint8_t*, float*);
 using QuantBlock = void (*)(const float*, uint8_t*);
 
@@ -987,6 +1007,7 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::IQ3_XXS: return dequant_iq3_xxs;
     case DType::IQ3_S: return dequant_iq3_s;
     case DType::MXFP4: return dequant_mxfp4;
+    case DType::FP8_B32: return dequant_fp8_b32;
     default: return nullptr;
   }
 }
@@ -1006,6 +1027,7 @@ QuantBlock quant_fn(DType dtype) {
     case DType::IQ4_NL: return quant_iq4_nl;
     case DType::IQ4_XS: return quant_iq4_xs;
     case DType::MXFP4: return quant_mxfp4;
+    case DType::FP8_B32: return quant_fp8_b32;
     default: return nullptr;
   }
 }

@@ -26,6 +26,8 @@
 //                         per-element signs (IQ2, IQ3) or a +-1/8 shift (IQ1). Fields: quant.cpp.
 //   MXFP4 32 elems, 17 B: e (E8M0); qs[16] (as Q4_0)   x = level[q] * 2^(e - 128), levels 0, +-1, +-2,
 //                         +-3, +-4, +-6, +-8, +-12 (twice the E2M1 values)
+//   FP8_B32 32 elems, 36 B: f32 d; codes[32]   x = d * e4m3(code); eaglevk's own, made at upload
+//                         from FP8 checkpoints (loader/fp8.h), never in a file
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,6 +57,8 @@ void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
 // which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
 // least-squares searches over candidate grid spacings. The lattice formats (IQ1_S ... IQ3_S) are
 // decoded only: quantize refuses them (llama-quantize needs an importance matrix for them).
+// FP8_B32 follows llm-compressor's recipe per block (scale = amax / 448, codes rounded to nearest
+// even): test data shaped like the FP8 checkpoints.
 void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);
 
 }  // namespace eaglevk::loader

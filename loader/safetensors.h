@@ -19,15 +19,28 @@ namespace eaglevk::loader {
 
 // Element types of checkpoint tensors. The safetensors ones come first; the block-quantized
 // ggml formats (Q4_0 ... Q6_K, IQ1_S ... IQ4_XS, MXFP4) occur only in GGUF files, where loader/quant.h gives their
-// geometry (dtype_size() is 0 for them: a block type has no per-element size).
+// geometry (dtype_size() is 0 for them: a block type has no per-element size). The FP8 types
+// F8_E4M3 and F8_E5M2 are safetensors element types; FP8_B32 is eaglevk's own block of 32
+// E4M3 codes with their f32 scale, made from FP8 checkpoints at upload (loader/fp8.h).
 enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
-                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4 };
+                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4, F8_E4M3, F8_E5M2, FP8_B32 };
 
 size_t dtype_size(DType dtype);
 // The spelling the safetensors header uses ("F32", "BF16", "BOOL", ...).
 std::string_view dtype_name(DType dtype);
 // std::nullopt for a name that is not one of the safetensors types.
 std::optional<DType> parse_dtype(std::string_view name);
+
+// The scale tensor of an FP8 weight (loader/fp8.h pairs them): weight element (r, c) is
+// e4m3(code) * scale[r / block_rows][c / block_cols], the scale read as f32.
+struct WeightScale {
+  std::string name;
+  DType dtype = DType::F32;  // F32, BF16 or F16
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+  int64_t block_rows = 0, block_cols = 0;
+};
 
 // One tensor inside a mapping. `data` is not aligned in general (the header length decides the
 // data section's start), so read it with memcpy or the converters below.
@@ -42,6 +55,8 @@ struct TensorView {
   // rope pairing (GGUF `llama` files): the head count it used. Uploads put the rows back in
   // Hugging Face order (models/weight_loading.cpp).
   uint32_t rope_permuted_heads = 0;
+  // An F8_E4M3 weight's scale; uploads turn codes and scale into FP8_B32 blocks.
+  std::optional<WeightScale> scale;
 
   int64_t numel() const;
   std::span<const std::byte> span() const { return {data, bytes}; }

@@ -80,6 +80,38 @@ ExpertTensor upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, 
   return x;
 }
 
+// Experts stored one 2-D matrix each (llm-compressor's files: Meta's and RedHatAI's FP8 Llama-4,
+// `experts.{e}.gate_proj.weight` [I, H], up_proj [I, H], down_proj [H, I]): gate and up rows
+// per expert as upload_experts_gate_up lays them out, down as stored; every expert in one type.
+void upload_experts_split(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, const std::string& f, int64_t E,
+                          int64_t I, int64_t H, const std::string& p, ExpertTensor& gate_up, ExpertTensor& down) {
+  auto get = [&](int64_t e, const char* proj, int64_t rows, int64_t cols) -> const loader::TensorView& {
+    const loader::TensorView& t = use.get(fmt::format("{}experts.{}.{}.weight", f, e, proj));
+    expect_shape(t, {rows, cols});
+    return t;
+  };
+  const ops::WeightType type = weight_type_of(get(0, "gate_proj", I, H));
+  gate_up = allocate_experts(ctx, type, E, 2 * I, H, false, p + "experts_gate_up");
+  down = allocate_experts(ctx, type, E, H, I, false, p + "experts_down");
+  const ops::ExpertWeights wgu = gate_up.weights(), wdn = down.weights();
+  for (int64_t e = 0; e < E; ++e) {
+    const loader::TensorView& g = get(e, "gate_proj", I, H);
+    const loader::TensorView& u = get(e, "up_proj", I, H);
+    const loader::TensorView& d = get(e, "down_proj", H, I);
+    for (const loader::TensorView* t : {&g, &u, &d})
+      if (weight_type_of(*t) != type)
+        fail("expert tensor '{}' in {} is {}, expert 0's gate_proj {}; eaglevk keeps all experts of a layer in one "
+             "type",
+             t->name, t->file, ops::weight_type_name(weight_type_of(*t)), ops::weight_type_name(type));
+    const vk::BufferRange dst = wgu.expert_range(uint32_t(e));
+    const uint64_t half = ops::weight_row_bytes(type, uint64_t(H)) * uint64_t(I);
+    put_tensor(up, dst.sub(0, half), g);
+    put_tensor(up, dst.sub(half, dst.bytes - half), u);
+    put_tensor(up, wdn.expert_range(uint32_t(e)), d);
+    for (const loader::TensorView* t : {&g, &u, &d}) use.ckpt.release_pages(*t);
+  }
+}
+
 }  // namespace
 
 ops::ExpertWeights ExpertTensor::weights() const {
@@ -127,15 +159,13 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
     layer.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
     std::string f = p + "feed_forward.";
     if (c.moe_layer[l]) {
-      if (ckpt.find(f + "experts.0.gate_proj.weight"))
-        fail("{}: per-expert 2-D expert tensors ({}experts.0.gate_proj.weight) are not supported; eaglevk reads "
-             "the fused experts.gate_up_proj / experts.down_proj layout",
-             source, f);
       layer.router = matrix({{f + "router.weight", {E, H}}}, p + "router");
       layer.shared_gate_up = matrix({{f + "shared_expert.gate_proj.weight", {I, H}}, {f + "shared_expert.up_proj.weight", {I, H}}},
                                     p + "shared_gate_up");
       layer.shared_down = matrix({{f + "shared_expert.down_proj.weight", {H, I}}}, p + "shared_down");
-      if (ckpt.find(f + "experts.gate_proj.weight")) {  // GGUF: [E, out, in] per matrix
+      if (ckpt.find(f + "experts.0.gate_proj.weight")) {  // one 2-D matrix per expert
+        upload_experts_split(ctx, up, use, f, E, I, H, p, layer.experts_gate_up, layer.experts_down);
+      } else if (ckpt.find(f + "experts.gate_proj.weight")) {  // GGUF: [E, out, in] per matrix
         const loader::TensorView& g = use.get(f + "experts.gate_proj.weight");
         const loader::TensorView& u = use.get(f + "experts.up_proj.weight");
         const loader::TensorView& dn = use.get(f + "experts.down_proj.weight");

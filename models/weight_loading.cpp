@@ -7,6 +7,8 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/fp8.h"
+
 namespace eaglevk::models {
 
 void expect_shape(const loader::TensorView& t, std::initializer_list<int64_t> shape) {
@@ -42,12 +44,18 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
     case DType::IQ3_XXS: return WeightType::IQ3_XXS;
     case DType::IQ3_S: return WeightType::IQ3_S;
     case DType::MXFP4: return WeightType::MXFP4;
+    case DType::F8_E4M3:
+      if (!t.scale) fail("FP8 tensor '{}' in {} has no scale attached (loader/fp8.h)", t.name, t.file);
+      return WeightType::FP8_B32;  // codes and scale go up as eaglevk's FP8 blocks
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4",
+           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4 "
+           "or FP8 E4M3 with a scale",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }
+
+uint64_t device_bytes(const loader::TensorView& t) { return t.scale ? loader::fp8_block_bytes(t) : t.bytes; }
 
 ops::WeightMatrix DeviceMatrix::part(size_t i) const {
   const Part& p = parts.at(i);
@@ -167,8 +175,27 @@ void norm_linear_rope_kv(ops::OpContext& oc, const NormedInput& in, const Device
 
 namespace {
 
+// FP8 weights go up as FP8_B32 blocks, made on the host a few MiB of rows at a time.
+void put_fp8_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
+  const int64_t rows = t.shape[0], row_bytes = t.shape[1] / 32 * 36;
+  const int64_t chunk = std::max<int64_t>(1, (int64_t(8) << 20) / row_bytes);
+  std::vector<std::byte> blocks;
+  for (int64_t r = 0; r < rows; r += chunk) {
+    const int64_t n = std::min(chunk, rows - r);
+    blocks.clear();
+    loader::fp8_rows_to_blocks(t, r, n, blocks);
+    // put() copies into staging before it returns, so `blocks` can be refilled at once.
+    up.put(vk::BufferRange(dst, offset + uint64_t(r * row_bytes), blocks.size()), blocks.data(), blocks.size());
+  }
+}
+
 // Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.
-void put_rows(vk::Uploader& up, vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
+void put_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
+  if (t.scale) {
+    if (t.rope_permuted_heads) fail("tensor '{}': FP8 rows in llama.cpp's rope order", t.name);
+    put_fp8_rows(up, dst, offset, t);
+    return;
+  }
   const uint32_t heads = t.rope_permuted_heads;
   if (heads == 0) {
     up.put(vk::BufferRange(dst, offset, t.bytes), t.data, t.bytes);
@@ -186,6 +213,17 @@ void put_rows(vk::Uploader& up, vk::Buffer& dst, uint64_t offset, const loader::
            row_bytes);
   }
 }
+
+}  // namespace
+
+void put_tensor(vk::Uploader& up, vk::BufferRange dst, const loader::TensorView& t) {
+  if (device_bytes(t) > dst.bytes)
+    fail("tensor '{}' takes {} bytes on the device, more than the {} of its place in '{}'", t.name, device_bytes(t),
+         dst.bytes, dst.buffer->name);
+  put_rows(up, *dst.buffer, dst.offset, t);
+}
+
+namespace {
 
 // Offsets of separately bound parts: 256 bytes is the largest minStorageBufferOffsetAlignment
 // the Vulkan spec allows.
@@ -212,8 +250,8 @@ DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::
     }
     DeviceMatrix::Part& p = m.parts.back();
     p.rows += uint32_t(b->shape[0]);
-    p.bytes += b->bytes;
-    end += b->bytes;
+    p.bytes += device_bytes(*b);
+    end += device_bytes(*b);
     rows += b->shape[0];
   }
   m.buffer = vk::Buffer(ctx, (end + 3) / 4 * 4, vk::MemoryKind::Device, name);
@@ -222,7 +260,7 @@ DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::
   for (const loader::TensorView* b : blocks) {
     if (part + 1 < m.parts.size() && offset == m.parts[part].offset + m.parts[part].bytes) offset = m.parts[++part].offset;
     put_rows(up, m.buffer, offset, *b);
-    offset += b->bytes;
+    offset += device_bytes(*b);
   }
   m.rows = uint32_t(rows);
   m.cols = uint32_t(cols);

@@ -8,7 +8,8 @@
 #if defined(W_Q4_0) || defined(W_Q4_1) || defined(W_Q5_0) || defined(W_Q5_1) || defined(W_Q8_0) || \
     defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K) || \
     defined(W_IQ4_NL) || defined(W_IQ4_XS) || defined(W_IQ1_S) || defined(W_IQ1_M) || defined(W_IQ2_XXS) || \
-    defined(W_IQ2_XS) || defined(W_IQ2_S) || defined(W_IQ3_XXS) || defined(W_IQ3_S) || defined(W_MXFP4)
+    defined(W_IQ2_XS) || defined(W_IQ2_S) || defined(W_IQ3_XXS) || defined(W_IQ3_S) || defined(W_MXFP4) || \
+    defined(W_FP8_B32)
 #define W_QUANT
 #endif
 

@@ -1,5 +1,5 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
-// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ1_S ... W_IQ4_XS or W_MXFP4. Layouts:
+// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ1_S ... W_IQ4_XS, W_MXFP4 or W_FP8_B32. Layouts:
 // shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
 // (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 50,
 // 66, 74, 82, 84, 98, 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the
@@ -143,6 +143,29 @@ void q_decode8(QGroup q, uint c, out float w[8]) {
     uint e = 8u * c + i;
     w[i] = mxfp4_level((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) * q.d;
   }
+}
+
+#elif defined(W_FP8_B32)
+// eaglevk's FP8 blocks (shared_constants.h): the f32 scale, then 32 E4M3 codes (OCP FP8: a
+// sign bit, 4 exponent bits with bias 7, 3 mantissa bits; no infinities, and the loader refuses
+// the NaN codes). x = value * scale, as loader/quant.cpp. A normal value is built from its bits
+// (exponent + 120 under the f32 bias, the mantissa on top); a subnormal one (exponent 0) is
+// m / 512 from an int, so that no device's denormal flushing can touch it. Word-aligned blocks.
+#define QK QKFP8_ELEMS
+#define QB QKFP8_BYTES
+struct QGroup { uvec4 lo, hi; float d; };
+QGroup q_load(uint row, uint g) {
+  uint i = (row + g * QB) >> 2;
+  return QGroup(uvec4(wword(i + 1u), wword(i + 2u), wword(i + 3u), wword(i + 4u)),
+                uvec4(wword(i + 5u), wword(i + 6u), wword(i + 7u), wword(i + 8u)), uintBitsToFloat(wword(i)));
+}
+float e4m3_value(uint b) {
+  uint e = (b >> 3) & 15u, m = b & 7u;
+  float v = e == 0u ? float(m) * (1.0 / 512.0) : uintBitsToFloat(((e + 120u) << 23) | (m << 20));
+  return (b & 0x80u) != 0u ? -v : v;
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = e4m3_value(byte32(q.lo, q.hi, 8u * c + i)) * q.d;
 }
 
 #elif defined(W_IQ4_NL) || defined(W_IQ4_XS)

@@ -52,6 +52,10 @@
 // E2M1 codes. 17-byte blocks: they start on any byte.
 #define QKMXFP4_ELEMS 32
 #define QKMXFP4_BYTES 17
+// eaglevk's FP8 blocks, made at load from FP8 checkpoints (loader/fp8.h): the f32 scale the file
+// gives these 32 elements, then their 32 E4M3 codes. 36-byte blocks: word-aligned.
+#define QKFP8_ELEMS 32
+#define QKFP8_BYTES 36
 #define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 #define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
 #define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d

@@ -74,9 +74,13 @@ TEST(Safetensors, DTypes) {
   EXPECT_EQ(dtype_size(DType::BOOL), 1u);
   EXPECT_EQ(dtype_name(DType::F16), "F16");
   for (auto d : {DType::F32, DType::F16, DType::BF16, DType::I64, DType::I32, DType::I16, DType::I8, DType::U8,
-                 DType::BOOL, DType::F64})
+                 DType::BOOL, DType::F64, DType::F8_E4M3, DType::F8_E5M2})
     EXPECT_EQ(parse_dtype(dtype_name(d)), d);
-  EXPECT_FALSE(parse_dtype("F8_E4M3").has_value());
+  EXPECT_EQ(dtype_size(DType::F8_E4M3), 1u);
+  // Block types never appear in a safetensors header, eaglevk's FP8 blocks included.
+  EXPECT_FALSE(parse_dtype("Q4_K").has_value());
+  EXPECT_FALSE(parse_dtype("FP8_B32").has_value());
+  EXPECT_FALSE(parse_dtype("F8_E8M0").has_value());
 }
 
 TEST(Safetensors, OpensTinyLlama) {

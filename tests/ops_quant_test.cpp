@@ -37,7 +37,8 @@ const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType
                                   WeightType::Q8_0, WeightType::Q2_K, WeightType::Q3_K, WeightType::Q4_K,
                                   WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
                                   WeightType::IQ1_S, WeightType::IQ1_M, WeightType::IQ2_XXS, WeightType::IQ2_XS,
-                                  WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::MXFP4};
+                                  WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::MXFP4,
+                                  WeightType::FP8_B32};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
 // the 32-element groups (the blocks of Q4_0 to Q8_0, IQ4_NL and MXFP4, the runs of IQ4_XS and of
@@ -67,6 +68,7 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::IQ3_XXS: return loader::DType::IQ3_XXS;
     case WeightType::IQ3_S: return loader::DType::IQ3_S;
     case WeightType::MXFP4: return loader::DType::MXFP4;
+    case WeightType::FP8_B32: return loader::DType::FP8_B32;
     default: break;
   }
   ADD_FAILURE() << "not a block type";
@@ -124,9 +126,30 @@ std::vector<std::byte> random_lattice_blocks(WeightType t, size_t blocks, uint32
   return out;
 }
 
+// FP8 blocks of random codes, so that every code is met (subnormals and +-448 too, which
+// blocks quantized from random floats hardly reach), NaN codes excepted (the loader refuses
+// them), with a positive f32 scale that keeps the values within about +-1.
+std::vector<std::byte> random_fp8_blocks(size_t blocks, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> size(0.3f, 1.0f);
+  std::vector<std::byte> out(blocks * 36);
+  for (size_t i = 0; i < blocks; ++i) {
+    const float d = size(rng) / 448.0f;
+    std::memcpy(out.data() + i * 36, &d, 4);
+    for (int j = 0; j < 32; ++j) {
+      uint8_t code = uint8_t(rng() & 0xFF);
+      if ((code & 0x7F) == 0x7F) code ^= 1;  // NaN -> +-448
+      out[i * 36 + 4 + j] = std::byte(code);
+    }
+  }
+  return out;
+}
+
 QuantMatrix quantized(WeightType t, uint32_t rows, uint32_t cols, uint32_t seed) {
   QuantMatrix m;
-  if (lattice_format(t))
+  if (t == WeightType::FP8_B32)
+    m.blocks = random_fp8_blocks(size_t(rows) * cols / 32, seed);
+  else if (lattice_format(t))
     m.blocks = random_lattice_blocks(t, size_t(rows) * cols / ops::weight_type_block_elements(t), seed);
   else
     loader::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
@@ -443,7 +466,7 @@ TEST_F(QuantTest, MatmulIdPicksEachRowsExpert) {
 // ---- the tolerance catches decoding errors ---------------------------------------------
 
 // Row 0's first block with its scale one step off (the f16 d of the 32-element formats moved
-// by 16 units in the last place, about 1.6%; sub-block 0's 6-bit or 8-bit scale of the
+// by 16 units in the last place, about 1.6%, FP8's f32 scale as much; sub-block 0's 6-bit or 8-bit scale of the
 // K-quants moved by one): the reference computed from those bytes must fail the comparison.
 std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> blocks) {
   auto flip = [&](size_t byte, uint8_t mask) { blocks[byte] ^= std::byte{mask}; };
@@ -454,6 +477,7 @@ std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> 
     case WeightType::Q5_K: flip(4, 0x01); break;    // scales[0]: sub-block 0's 6-bit scale
     case WeightType::Q6_K: flip(192, 0x01); break;  // int8 scales[0]
     case WeightType::IQ1_M: flip(48, 0x01); break;  // group 0's 3-bit scale of runs 0-1
+    case WeightType::FP8_B32: flip(2, 0x02); break; // f32 scale: mantissa bit 17, about 1.6%
     default: flip(0, 0x10); break;                  // f16 d: mantissa bit 4
   }
   return blocks;

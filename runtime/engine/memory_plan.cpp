@@ -6,6 +6,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/fp8.h"
 #include "models/eagle3.h"
 #include "models/llama4_vision.h"
 #include "models/target.h"
@@ -23,7 +24,7 @@ uint64_t tensor_bytes(const loader::Checkpoint& c, bool with_tower) {
   uint64_t sum = 0;
   for (const auto& [name, t] : c.tensors)
     if (with_tower || (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0))
-      sum += t.bytes;
+      sum += t.scale ? loader::fp8_block_bytes(t) : t.bytes;  // FP8 goes up as 36-byte blocks of 32
   return sum;
 }
 

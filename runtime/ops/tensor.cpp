@@ -38,6 +38,7 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::IQ3_XXS, "iq3_xxs", QK_K_ELEMS, QK3_XXS_BYTES},
     {WeightType::IQ3_S, "iq3_s", QK_K_ELEMS, QK3_S_BYTES},
     {WeightType::MXFP4, "mxfp4", QKMXFP4_ELEMS, QKMXFP4_BYTES},
+    {WeightType::FP8_B32, "fp8_b32", QKFP8_ELEMS, QKFP8_BYTES},
 };
 const WeightTypeInfo& info(WeightType t) {
   for (const auto& e : kWeightTypes)
