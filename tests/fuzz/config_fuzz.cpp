@@ -1,6 +1,7 @@
 // libFuzzer entry for config.json (tests/fuzz/run_fuzz.sh config): each input that is JSON is
 // read as a Llama-3 config, a Llama-4 config, an EAGLE-3 draft config (original and speculators
-// layouts) and a generation_config.json. Each reader must return or give an eaglevk::Error;
+// layouts), a generation_config.json and a quantization_config (with itself as a ModelOpt
+// hf_quant_config.json). Each reader must return or give an eaglevk::Error;
 // nlohmann exceptions escaping a reader are findings too (libFuzzer reports them as crashes).
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/eagle3_config.h"
+#include "loader/fp8.h"
 #include "loader/hf_config.h"
 #include "loader/llama4_config.h"
 
@@ -44,6 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   attempt([&] { check_llama(parse_llama4_config(j, "config.json").base); });
   attempt([&] { check_llama(parse_eagle3_config(j, "config.json").layer); });
   attempt([&] { (void)parse_rope_scaling(j, "config.json"); });
+  attempt([&] { (void)parse_quantization_config(j, "config.json", &j); });
   attempt([&] {
     LlamaConfig c;
     c.eos_token_ids = {1, 2};

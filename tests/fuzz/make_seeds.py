@@ -7,7 +7,8 @@ assets themselves (configs, tokenizer.json, prompts) to each corpus at run time.
   data is megabytes; libFuzzer mutates small inputs far faster), and an index for two shards;
 - tokenizer/: a byte-level tokenizer.json cut down to the 256 byte symbols, 40 merges and the
   special tokens (mode byte 0: the input is a tokenizer.json);
-- config/: the EAGLE-3 layouts the assets do not show (ModelOpt eagle_config ids);
+- config/: the EAGLE-3 layouts the assets do not show (ModelOpt eagle_config ids) and the FP8
+  quantization_config layouts (compressed-tensors, fp8 blocks);
 - chat_template/: the Llama-3.1 and first-release template styles (mode byte 0) and two
   conversations in Hugging Face messages JSON (mode byte 1).
 """
@@ -69,6 +70,15 @@ write(seeds / "tokenizer" / "text-invalid-utf8", b"\x01caf\xc3\xa9 \xe2\x82 <|be
 draft = json.loads((root / "assets/tiny-llama3-eagle3/config.json").read_text())
 draft["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 23, 44], "use_aux_hidden_state": True}
 write(seeds / "config" / "eagle3-modelopt.json", json.dumps(draft, indent=2))
+
+target = json.loads((root / "assets/tiny-llama3/config.json").read_text())
+target["quantization_config"] = {
+    "quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+    "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+        "num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}}
+write(seeds / "config" / "fp8-compressed-tensors.json", json.dumps(target, indent=2))
+target["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]}
+write(seeds / "config" / "fp8-blocks.json", json.dumps(target, indent=2))
 
 write(seeds / "chat_template" / "llama31-style.jinja",
       b"\x00{{- bos_token }}{%- set date_string = \"26 Jul 2024\" %}{%- if messages[0]['role'] == 'system' %}"
