@@ -13,6 +13,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "loader/fp8.h"
 #include "loader/gguf.h"
 #include "loader/llama4_image.h"
 #include "loader/llama4_image_prompt.h"
@@ -34,12 +35,12 @@ struct TypeTotals {
   uint64_t tensors = 0, parameters = 0, bytes = 0;
 };
 
-// Bytes a tensor takes on the device: weights stay as stored, 1-D tensors (norms) become f32,
-// the rope factors and d2t are not weights.
+// Bytes a tensor takes on the device: weights stay as stored (FP8 ones become FP8_B32 blocks),
+// 1-D tensors (norms) become f32, the rope factors and d2t are not weights.
 uint64_t device_bytes(const loader::TensorView& t) {
   if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq") || t.name == "t2d") return 0;
   if (t.shape.size() == 1) return uint64_t(t.numel()) * 4;  // norms as f32, d2t as int32
-  return t.bytes;
+  return t.scale ? loader::fp8_block_bytes(t) : t.bytes;
 }
 
 // Whether image prompts can run: the tower's config and tensors, real image token ids, the
@@ -113,9 +114,11 @@ int inspect_command(const InspectArgs& a) {
     TypeTotals& tt = types[std::string(loader::dtype_name(t.dtype))];
     ++tt.tensors;
     tt.parameters += uint64_t(t.numel());
-    tt.bytes += t.bytes;
+    // An FP8 weight's scale left the tensor list (loader/fp8.h): its bytes count with the weight.
+    const uint64_t file_bytes = t.bytes + (t.scale ? t.scale->bytes : 0);
+    tt.bytes += file_bytes;
     parameters += uint64_t(t.numel());
-    stored += t.bytes;
+    stored += file_bytes;
     on_device += device_bytes(t);
   }
   nlohmann::json out;
