@@ -160,9 +160,8 @@ QGroup q_load(uint row, uint g) {
                 uvec4(wword(i + 5u), wword(i + 6u), wword(i + 7u), wword(i + 8u)), uintBitsToFloat(wword(i)));
 }
 float e4m3_value(uint b) {
-  uint e = (b >> 3) & 15u, m = b & 7u;
-  float v = e == 0u ? float(m) * (1.0 / 512.0) : uintBitsToFloat(((e + 120u) << 23) | (m << 20));
-  return (b & 0x80u) != 0u ? -v : v;
+  float v = (b & 0x78u) == 0u ? float(b & 7u) * (1.0 / 512.0) : uintBitsToFloat(((b & 0x7Fu) << 20) + 0x3C000000u);
+  return uintBitsToFloat(floatBitsToUint(v) | ((b & 0x80u) << 24));
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = e4m3_value(byte32(q.lo, q.hi, 8u * c + i)) * q.d;
