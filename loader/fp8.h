@@ -39,14 +39,16 @@ inline constexpr float kE4M3Max = 448.0f;
 // What config.json's quantization_config (or a ModelOpt hf_quant_config.json) says about the
 // weights. block_rows/block_cols: the scale block of 2-D scales when the scheme names one
 // (compressed-tensors block_structure, fp8 weight_block_size), else 0.
-struct Fp8Scheme {
-  std::string method;  // "fbgemm_fp8", "compressed-tensors", "fp8", "modelopt"
+struct QuantScheme {
+  std::string method;  // "fbgemm_fp8", "compressed-tensors", "fp8", "modelopt"; "gptq", "awq"
   int64_t block_rows = 0, block_cols = 0;
-  int64_t group_size = 0;  // compressed-tensors strategy "group"
+  int64_t group_size = 0;  // compressed-tensors strategy "group"; the int4 group (0: a whole row)
+  bool int4 = false;       // 4-bit integer weights (loader/int4.h) instead of FP8
+  int zero_offset = 0;     // GPTQ's original checkpoint_format stores each zero minus one
 };
-// nullopt for a checkpoint without quantization_config. Any other quantization (GPTQ, AWQ,
-// bitsandbytes, integer compressed-tensors, NVFP4, MXFP4 ...) is an error naming it.
-std::optional<Fp8Scheme> parse_quantization_config(const nlohmann::json& config, const std::string& source,
+// nullopt for a checkpoint without quantization_config. Any other quantization (bitsandbytes,
+// 8-bit integers, NVFP4, MXFP4, GPTQ/AWQ at other widths ...) is an error naming it.
+std::optional<QuantScheme> parse_quantization_config(const nlohmann::json& config, const std::string& source,
                                                    const nlohmann::json* hf_quant_config = nullptr);
 
 // Pairs every F8_E4M3 weight with its scale (TensorView::scale) and takes the scale tensors out
@@ -54,7 +56,7 @@ std::optional<Fp8Scheme> parse_quantization_config(const nlohmann::json& config,
 // an FP8 weight without a scale or with a scale of a shape the scheme does not explain, a scale
 // without its FP8 weight, FP8 tensors that are not 2-D, FP8 tensors with no quantization_config
 // saying how to read them.
-void attach_fp8_scales(Checkpoint& ckpt, const std::optional<Fp8Scheme>& scheme, const std::string& source,
+void attach_fp8_scales(Checkpoint& ckpt, const std::optional<QuantScheme>& scheme, const std::string& source,
                        std::vector<std::string>& notes);
 
 // Device bytes of an FP8 weight as FP8_B32 blocks (36 bytes per 32 elements).

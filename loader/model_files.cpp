@@ -10,6 +10,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/fp8.h"
+#include "loader/int4.h"
 #include "loader/gguf_tokenizer.h"
 #include "loader/hf_config.h"
 #include "loader/json_excerpt.h"
@@ -377,7 +378,12 @@ ModelFiles open_folder(const fs::path& dir) {
   std::optional<json> hf_quant;
   if (fs::exists(dir / "hf_quant_config.json")) hf_quant = json_field::read_file(dir / "hf_quant_config.json");
   const auto scheme = parse_quantization_config(m.config, config.string(), hf_quant ? &*hf_quant : nullptr);
-  attach_fp8_scales(m.checkpoint, scheme, config.string(), m.notes);
+  if (scheme && scheme->int4) {
+    attach_int4_weights(m.checkpoint, *scheme, config.string(), m.notes);
+    attach_fp8_scales(m.checkpoint, std::nullopt, config.string(), m.notes);  // refuses FP8 tensors beside them
+  } else {
+    attach_fp8_scales(m.checkpoint, scheme, config.string(), m.notes);
+  }
   return m;
 }
 

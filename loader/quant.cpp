@@ -10,6 +10,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/fp8.h"
+#include "loader/int4.h"
 #include "shaders/iq_grids.h"
 #include "shaders/shared_constants.h"
 
@@ -43,7 +44,7 @@ constexpr BlockFormat kBlockFormats[] = {
     {DType::IQ2_XXS, QK_K_ELEMS, QK2_XXS_BYTES}, {DType::IQ2_XS, QK_K_ELEMS, QK2_XS_BYTES},
     {DType::IQ2_S, QK_K_ELEMS, QK2_S_BYTES},     {DType::IQ3_XXS, QK_K_ELEMS, QK3_XXS_BYTES},
     {DType::IQ3_S, QK_K_ELEMS, QK3_S_BYTES},     {DType::MXFP4, QKMXFP4_ELEMS, QKMXFP4_BYTES},
-    {DType::FP8_B32, QKFP8_ELEMS, QKFP8_BYTES},
+    {DType::FP8_B32, QKFP8_ELEMS, QKFP8_BYTES},   {DType::INT4_B32, QKINT4_ELEMS, QKINT4_BYTES},
 };
 
 const BlockFormat* find_format(DType dtype) {
@@ -982,6 +983,37 @@ void quant_fp8_b32(const float* x, uint8_t* b) {
   for (int j = 0; j < 32; ++j) b[4 + j] = d > 0 ? f32_to_e4m3(x[j] / d) : 0;
 }
 
+// eaglevk's 4-bit integer blocks (loader/int4.h makes them from W4A16 checkpoints): f32 d, f32 m,
+// nibbles as Q4_1; x = q * d + m.
+void dequant_int4_b32(const uint8_t* b, float* y) {
+  float d, m;
+  std::memcpy(&d, b, 4);
+  std::memcpy(&m, b + 4, 4);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(b[8 + j] & 0xF) * d + m;
+    y[j + 16] = static_cast<float>(b[8 + j] >> 4) * d + m;
+  }
+}
+
+// Test data as GPTQ's round-to-nearest without calibration: asymmetric, the block's range over
+// 15 steps, d and the zero stored as the files store them (d rounded to f16, a 4-bit zero).
+void quant_int4_b32(const float* x, uint8_t* b) {
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < 32; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+  lo = std::min(lo, 0.0f), hi = std::max(hi, 0.0f);
+  float d = f16_to_f32(f32_to_f16((hi - lo) / 15.0f));
+  if (d == 0) d = 1;
+  const int zero = std::clamp(static_cast<int>(std::nearbyint(-lo / d)), 0, 15);
+  const float m = -static_cast<float>(zero) * d;
+  std::memcpy(b, &d, 4);
+  std::memcpy(b + 4, &m, 4);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = std::clamp(static_cast<int>(std::nearbyint(x[j] / d)) + zero, 0, 15);
+    const int q1 = std::clamp(static_cast<int>(std::nearbyint(x[j + 16] / d)) + zero, 0, 15);
+    b[8 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
 using DequantBlock = void (*)(const uint8_t*, float*);
 using QuantBlock = void (*)(const float*, uint8_t*);
 
@@ -1008,6 +1040,7 @@ DequantBlock dequant_fn(DType dtype) {
     case DType::IQ3_S: return dequant_iq3_s;
     case DType::MXFP4: return dequant_mxfp4;
     case DType::FP8_B32: return dequant_fp8_b32;
+    case DType::INT4_B32: return dequant_int4_b32;
     default: return nullptr;
   }
 }
@@ -1028,6 +1061,7 @@ QuantBlock quant_fn(DType dtype) {
     case DType::IQ4_XS: return quant_iq4_xs;
     case DType::MXFP4: return quant_mxfp4;
     case DType::FP8_B32: return quant_fp8_b32;
+    case DType::INT4_B32: return quant_int4_b32;
     default: return nullptr;
   }
 }
@@ -1054,6 +1088,12 @@ std::optional<uint64_t> quantized_bytes(DType dtype, uint64_t row_length, uint64
       __builtin_mul_overflow(row_bytes, rows, &total))
     return std::nullopt;
   return total;
+}
+
+uint64_t upload_bytes(const TensorView& t) {
+  if (t.scale) return fp8_block_bytes(t);
+  if (t.int4) return int4_block_bytes(t);
+  return t.bytes;
 }
 
 void dequantize(DType dtype, const std::byte* blocks, std::span<float> out) {

@@ -28,6 +28,8 @@
 //                         +-3, +-4, +-6, +-8, +-12 (twice the E2M1 values)
 //   FP8_B32 32 elems, 36 B: f32 d; codes[32]   x = d * e4m3(code); eaglevk's own, made at upload
 //                         from FP8 checkpoints (loader/fp8.h), never in a file
+//   INT4_B32 32 elems, 24 B: f32 d, f32 m; qs[16] (as Q4_1)   x = d * q + m; eaglevk's own, made at
+//                         upload from GPTQ, AWQ and compressed-tensors W4A16 checkpoints (loader/int4.h)
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -47,6 +49,10 @@ uint32_t block_bytes(DType dtype);
 // row_length is not a whole number of blocks or the size overflows 64 bits.
 std::optional<uint64_t> quantized_bytes(DType dtype, uint64_t row_length, uint64_t rows);
 
+// Bytes a weight takes once uploaded: as stored, except FP8 and packed 4-bit weights, which go
+// up as FP8_B32 and INT4_B32 blocks (loader/fp8.h, loader/int4.h).
+uint64_t upload_bytes(const TensorView& weight);
+
 // Decodes `out.size()` elements (a multiple of the block) from their blocks at `blocks`.
 // Works for the plain float types too (F32, F16, BF16).
 void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
@@ -57,6 +63,7 @@ void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
 // which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
 // least-squares searches over candidate grid spacings. The lattice formats (IQ1_S ... IQ3_S) are
 // decoded only: quantize refuses them (llama-quantize needs an importance matrix for them).
+// INT4_B32 follows GPTQ's round-to-nearest without calibration (asymmetric, f16 d, 4-bit zero).
 // FP8_B32 follows llm-compressor's recipe per block (scale = amax / 448, codes rounded to nearest
 // even): test data shaped like the FP8 checkpoints.
 void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);

@@ -45,7 +45,7 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::IQ1_M, "IQ1_M", 0}, {DType::IQ2_XXS, "IQ2_XXS", 0}, {DType::IQ2_XS, "IQ2_XS", 0},
     {DType::IQ2_S, "IQ2_S", 0}, {DType::IQ3_XXS, "IQ3_XXS", 0}, {DType::IQ3_S, "IQ3_S", 0},
     {DType::MXFP4, "MXFP4", 0},   {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
-    {DType::FP8_B32, "FP8_B32", 0},
+    {DType::FP8_B32, "FP8_B32", 0}, {DType::INT4_PACKED, "INT4", 0}, {DType::INT4_B32, "INT4_B32", 0},
 };
 
 const DTypeInfo& info(DType dtype) {

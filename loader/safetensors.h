@@ -22,8 +22,11 @@ namespace eaglevk::loader {
 // geometry (dtype_size() is 0 for them: a block type has no per-element size). The FP8 types
 // F8_E4M3 and F8_E5M2 are safetensors element types; FP8_B32 is eaglevk's own block of 32
 // E4M3 codes with their f32 scale, made from FP8 checkpoints at upload (loader/fp8.h).
+// INT4_PACKED marks a 4-bit integer weight of a GPTQ, AWQ or compressed-tensors file (its
+// parts in TensorView::int4), INT4_B32 the blocks eaglevk makes of it at upload (loader/int4.h).
 enum class DType { F32, F16, BF16, I64, I32, I16, I8, U8, BOOL, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
-                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4, F8_E4M3, F8_E5M2, FP8_B32 };
+                   IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4, F8_E4M3, F8_E5M2, FP8_B32,
+                   INT4_PACKED, INT4_B32 };
 
 size_t dtype_size(DType dtype);
 // The spelling the safetensors header uses ("F32", "BF16", "BOOL", ...).
@@ -42,6 +45,27 @@ struct WeightScale {
   int64_t block_rows = 0, block_cols = 0;
 };
 
+// A tensor's bytes and shape: one part of a weight stored in several tensors.
+struct TensorPart {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const std::byte* data = nullptr;
+  size_t bytes = 0;
+};
+
+// The parts of a 4-bit integer weight (loader/int4.h gathers them): element (r, c) of the
+// [rows, cols] weight is (q - zero) * scale, q, zero and scale as the layout stores them for
+// output r, input c and its group c / group.
+struct Int4Parts {
+  enum class Layout { CompressedTensors, Gptq, Awq };
+  Layout layout = Layout::CompressedTensors;
+  TensorPart packed, scales;
+  std::optional<TensorPart> zeros;  // none: symmetric, every zero 8
+  int64_t group = 0;
+  int zero_offset = 0;  // GPTQ's original format stores zero - 1: 1
+};
+
 // One tensor inside a mapping. `data` is not aligned in general (the header length decides the
 // data section's start), so read it with memcpy or the converters below.
 struct TensorView {
@@ -57,6 +81,8 @@ struct TensorView {
   uint32_t rope_permuted_heads = 0;
   // An F8_E4M3 weight's scale; uploads turn codes and scale into FP8_B32 blocks.
   std::optional<WeightScale> scale;
+  // An INT4_PACKED weight's parts; uploads turn them into INT4_B32 blocks.
+  std::optional<Int4Parts> int4;
 
   int64_t numel() const;
   std::span<const std::byte> span() const { return {data, bytes}; }

@@ -8,6 +8,8 @@
 #include <eaglevk/error.h>
 
 #include "loader/fp8.h"
+#include "loader/int4.h"
+#include "loader/quant.h"
 
 namespace eaglevk::models {
 
@@ -47,15 +49,18 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
     case DType::F8_E4M3:
       if (!t.scale) fail("FP8 tensor '{}' in {} has no scale attached (loader/fp8.h)", t.name, t.file);
       return WeightType::FP8_B32;  // codes and scale go up as eaglevk's FP8 blocks
+    case DType::INT4_PACKED:
+      if (!t.int4) fail("4-bit tensor '{}' in {} has no parts attached (loader/int4.h)", t.name, t.file);
+      return WeightType::INT4_B32;
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
            "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4 "
-           "or FP8 E4M3 with a scale",
+           "FP8 E4M3 with a scale or packed 4-bit integers",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }
 
-uint64_t device_bytes(const loader::TensorView& t) { return t.scale ? loader::fp8_block_bytes(t) : t.bytes; }
+uint64_t device_bytes(const loader::TensorView& t) { return loader::upload_bytes(t); }
 
 ops::WeightMatrix DeviceMatrix::part(size_t i) const {
   const Part& p = parts.at(i);
@@ -175,15 +180,19 @@ void norm_linear_rope_kv(ops::OpContext& oc, const NormedInput& in, const Device
 
 namespace {
 
-// FP8 weights go up as FP8_B32 blocks, made on the host a few MiB of rows at a time.
-void put_fp8_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
-  const int64_t rows = t.shape[0], row_bytes = t.shape[1] / 32 * 36;
+// FP8 and packed 4-bit weights go up as FP8_B32 and INT4_B32 blocks, made on the host a few MiB
+// of rows at a time.
+void put_block_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
+  const int64_t rows = t.shape[0], row_bytes = int64_t(device_bytes(t)) / rows;
   const int64_t chunk = std::max<int64_t>(1, (int64_t(8) << 20) / row_bytes);
   std::vector<std::byte> blocks;
   for (int64_t r = 0; r < rows; r += chunk) {
     const int64_t n = std::min(chunk, rows - r);
     blocks.clear();
-    loader::fp8_rows_to_blocks(t, r, n, blocks);
+    if (t.scale)
+      loader::fp8_rows_to_blocks(t, r, n, blocks);
+    else
+      loader::int4_rows_to_blocks(t, r, n, blocks);
     // put() copies into staging before it returns, so `blocks` can be refilled at once.
     up.put(vk::BufferRange(dst, offset + uint64_t(r * row_bytes), blocks.size()), blocks.data(), blocks.size());
   }
@@ -191,9 +200,9 @@ void put_fp8_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, cons
 
 // Puts one checkpoint tensor's rows at `offset`; see upload_matrix for the rope reordering.
 void put_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
-  if (t.scale) {
-    if (t.rope_permuted_heads) fail("tensor '{}': FP8 rows in llama.cpp's rope order", t.name);
-    put_fp8_rows(up, dst, offset, t);
+  if (t.scale || t.int4) {
+    if (t.rope_permuted_heads) fail("tensor '{}': FP8 or 4-bit rows in llama.cpp's rope order", t.name);
+    put_block_rows(up, dst, offset, t);
     return;
   }
   const uint32_t heads = t.rope_permuted_heads;

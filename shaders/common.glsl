@@ -9,7 +9,7 @@
     defined(W_Q2_K) || defined(W_Q3_K) || defined(W_Q4_K) || defined(W_Q5_K) || defined(W_Q6_K) || \
     defined(W_IQ4_NL) || defined(W_IQ4_XS) || defined(W_IQ1_S) || defined(W_IQ1_M) || defined(W_IQ2_XXS) || \
     defined(W_IQ2_XS) || defined(W_IQ2_S) || defined(W_IQ3_XXS) || defined(W_IQ3_S) || defined(W_MXFP4) || \
-    defined(W_FP8_B32)
+    defined(W_FP8_B32) || defined(W_INT4_B32)
 #define W_QUANT
 #endif
 

@@ -1,5 +1,5 @@
 // ggml's block-quantized weights, decoded inside the kernels. common.glsl includes this file
-// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ1_S ... W_IQ4_XS, W_MXFP4 or W_FP8_B32. Layouts:
+// when the variant defines one of W_Q4_0 ... W_Q6_K, W_IQ1_S ... W_IQ4_XS, W_MXFP4, W_FP8_B32 or W_INT4_B32. Layouts:
 // shared_constants.h and loader/quant.h. The weights are read as 32-bit words and 16-byte quads
 // (common.glsl's wword and wquad; no 16-bit storage feature needed): blocks of 18, 22, 34, 50,
 // 66, 74, 82, 84, 98, 110, 136 and 210 bytes start on 2-byte boundaries, so loads read the
@@ -59,6 +59,25 @@ QGroup q_load(uint row, uint g) {
   uint i = (row + g * QB) >> 2;  // 20-byte blocks are word-aligned
   vec2 dm = unpackHalf2x16(wword(i));
   return QGroup(uvec4(wword(i + 1u), wword(i + 2u), wword(i + 3u), wword(i + 4u)), dm.x, dm.y);
+}
+void q_decode8(QGroup q, uint c, out float w[8]) {
+  [[unroll]] for (uint i = 0; i < 8; ++i) {
+    uint e = 8u * c + i;
+    w[i] = float((byte16(q.qs, e & 15u) >> ((e >> 4) * 4u)) & 15u) * q.d + q.m;
+  }
+}
+
+#elif defined(W_INT4_B32)
+// eaglevk's 4-bit integer blocks (shared_constants.h): f32 d and m, then the nibbles as Q4_1's;
+// x = q * d + m, m = -zero * d. Made from f16/bf16 scales and 4-bit zeros, every product and the
+// sum are exact in f32, so a fused multiply-add gives the same bits. Word-aligned blocks.
+#define QK QKINT4_ELEMS
+#define QB QKINT4_BYTES
+struct QGroup { uvec4 qs; float d, m; };
+QGroup q_load(uint row, uint g) {
+  uint i = (row + g * QB) >> 2;
+  return QGroup(uvec4(wword(i + 2u), wword(i + 3u), wword(i + 4u), wword(i + 5u)), uintBitsToFloat(wword(i)),
+                uintBitsToFloat(wword(i + 1u)));
 }
 void q_decode8(QGroup q, uint c, out float w[8]) {
   [[unroll]] for (uint i = 0; i < 8; ++i) {

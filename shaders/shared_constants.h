@@ -56,6 +56,10 @@
 // gives these 32 elements, then their 32 E4M3 codes. 36-byte blocks: word-aligned.
 #define QKFP8_ELEMS 32
 #define QKFP8_BYTES 36
+// eaglevk's 4-bit integer blocks, made at load from GPTQ, AWQ and compressed-tensors W4A16
+// checkpoints (loader/int4.h): f32 d, f32 m, then 16 bytes of nibbles as Q4_1 (x = q * d + m).
+#define QKINT4_ELEMS 32
+#define QKINT4_BYTES 24
 #define QK4_K_BYTES 144  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles
 #define QK5_K_BYTES 176  // f16 d, f16 dmin, 12 scale bytes, 32 bytes of high bits, 128 of nibbles
 #define QK6_K_BYTES 210  // 128 bytes low nibbles, 64 bytes high 2-bit pairs, 16 int8 scales, f16 d

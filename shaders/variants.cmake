@@ -4,7 +4,7 @@
 # ops::weight_type_name(): the float types, then ggml's block formats and eaglevk's FP8 blocks
 # (decoded in quant.glsl).
 foreach(wtype f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs
-        iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s mxfp4 fp8_b32)
+        iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s mxfp4 fp8_b32 int4_b32)
   string(TOUPPER ${wtype} WT)
   eaglevk_shader(embed_${wtype} embed.comp W_${WT})
   eaglevk_shader(matvec_${wtype} matvec.comp W_${WT})
@@ -22,7 +22,7 @@ endforeach()
 if(EAGLEVK_HAVE_COOPMAT)
   set(EAGLEVK_SHADER_COMPILER ${EAGLEVK_GLSLC_COOPMAT})
   foreach(wtype f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs
-        iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s mxfp4 fp8_b32)
+        iq1_s iq1_m iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s mxfp4 fp8_b32 int4_b32)
     string(TOUPPER ${wtype} WT)
     eaglevk_shader(gemm_${wtype}_coopmat gemm_coopmat.comp W_${WT})
     eaglevk_shader(gemm_id_${wtype}_coopmat gemm_coopmat.comp W_${WT} ROW_IDS)

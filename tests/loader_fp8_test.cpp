@@ -101,7 +101,7 @@ json compressed(json weights, std::string format = "float-quantized") {
 
 json fp8_weights(const char* strategy) { return {{"num_bits", 8}, {"type", "float"}, {"strategy", strategy}}; }
 
-TEST(QuantizationConfig, NamesTheFp8Schemes) {
+TEST(QuantizationConfig, NamesTheQuantSchemes) {
   EXPECT_FALSE(parse_quantization_config(json{{"hidden_size", 8}}, "c").has_value());
   EXPECT_EQ(parse_quantization_config(with_quant({{"quant_method", "fbgemm_fp8"}}), "c")->method, "fbgemm_fp8");
   auto fp8 = parse_quantization_config(with_quant({{"quant_method", "fp8"}, {"weight_block_size", {128, 64}}}), "c");
@@ -197,7 +197,7 @@ std::vector<float> random_scales(size_t n, uint32_t seed) {
 
 struct LayoutCase {
   const char* label;
-  std::optional<Fp8Scheme> scheme;
+  std::optional<QuantScheme> scheme;
   int64_t R, C;
   std::vector<int64_t> scale_shape;
   DType scale_dtype;
@@ -208,13 +208,13 @@ struct LayoutCase {
 // Every weight element e4m3(code) * scale[r / br][c / bc], by rows_to_blocks then dequantize,
 // against the definition applied here element by element.
 TEST(Fp8Weights, EveryLayoutDecodesAsItsDefinition) {
-  const Fp8Scheme fbgemm{"fbgemm_fp8"}, ct{"compressed-tensors"}, fp8{"fp8"};
-  Fp8Scheme group{"compressed-tensors"}, block{"compressed-tensors"};
+  const QuantScheme fbgemm{"fbgemm_fp8"}, ct{"compressed-tensors"}, fp8{"fp8"};
+  QuantScheme group{"compressed-tensors"}, block{"compressed-tensors"};
   group.group_size = 64;
   block.block_rows = 16, block.block_cols = 64;
   const LayoutCase cases[] = {
       {"per tensor [1]", ct, 24, 96, {1}, DType::F32, 24, 96},
-      {"per tensor []", Fp8Scheme{"modelopt"}, 24, 96, {}, DType::F32, 24, 96},
+      {"per tensor []", QuantScheme{"modelopt"}, 24, 96, {}, DType::F32, 24, 96},
       {"per row [R, 1] bf16", ct, 24, 96, {24, 1}, DType::BF16, 1, 96},
       {"per row [R] f16", fbgemm, 24, 96, {24}, DType::F16, 1, 96},
       {"per row [R, 1] f32", fbgemm, 24, 96, {24, 1}, DType::F32, 1, 96},
@@ -279,15 +279,15 @@ TEST(Fp8Weights, ActivationScalesAreReadPastWithANote) {
   f.add_values("l.self_attn.v_scale", DType::F32, {}, std::vector<float>{0.1f});
   f.add_values("norm.weight", DType::BF16, {4}, std::vector<uint16_t>(4, 0x3f80));
   std::vector<std::string> notes;
-  attach_fp8_scales(f.ckpt, Fp8Scheme{"compressed-tensors"}, "config.json", notes);
+  attach_fp8_scales(f.ckpt, QuantScheme{"compressed-tensors"}, "config.json", notes);
   EXPECT_EQ(f.ckpt.names(), (std::vector<std::string>{"l.q_proj.weight", "norm.weight"}));
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("3 activation/KV-cache scales not used"), std::string::npos) << notes[0];
 }
 
 TEST(Fp8Weights, BrokenFilesAreErrors) {
-  const Fp8Scheme ct{"compressed-tensors"};
-  auto attach = [](FakeCheckpoint& f, std::optional<Fp8Scheme> s) {
+  const QuantScheme ct{"compressed-tensors"};
+  auto attach = [](FakeCheckpoint& f, std::optional<QuantScheme> s) {
     std::vector<std::string> notes;
     attach_fp8_scales(f.ckpt, s, "config.json", notes);
   };
@@ -351,7 +351,7 @@ TEST(Fp8Weights, BrokenFilesAreErrors) {
     expect_error([&] { attach(f, ct); }, "blocks of 32");
   }
   {
-    Fp8Scheme group{"compressed-tensors"};
+    QuantScheme group{"compressed-tensors"};
     group.group_size = 16;
     FakeCheckpoint f;
     weight(f, {4, 64});

@@ -13,7 +13,6 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
-#include "loader/fp8.h"
 #include "loader/gguf.h"
 #include "loader/llama4_image.h"
 #include "loader/llama4_image_prompt.h"
@@ -35,12 +34,12 @@ struct TypeTotals {
   uint64_t tensors = 0, parameters = 0, bytes = 0;
 };
 
-// Bytes a tensor takes on the device: weights stay as stored (FP8 ones become FP8_B32 blocks),
+// Bytes a tensor takes on the device: weights stay as stored (FP8 and 4-bit ones become blocks),
 // 1-D tensors (norms) become f32, the rope factors and d2t are not weights.
 uint64_t device_bytes(const loader::TensorView& t) {
   if (t.name == "rope_freqs.weight" || t.name.ends_with("rotary_emb.inv_freq") || t.name == "t2d") return 0;
   if (t.shape.size() == 1) return uint64_t(t.numel()) * 4;  // norms as f32, d2t as int32
-  return t.scale ? loader::fp8_block_bytes(t) : t.bytes;
+  return loader::upload_bytes(t);
 }
 
 // Whether image prompts can run: the tower's config and tensors, real image token ids, the
@@ -114,8 +113,10 @@ int inspect_command(const InspectArgs& a) {
     TypeTotals& tt = types[std::string(loader::dtype_name(t.dtype))];
     ++tt.tensors;
     tt.parameters += uint64_t(t.numel());
-    // An FP8 weight's scale left the tensor list (loader/fp8.h): its bytes count with the weight.
-    const uint64_t file_bytes = t.bytes + (t.scale ? t.scale->bytes : 0);
+    // An FP8 weight's scale and a 4-bit weight's scales and zeros left the tensor list (loader/fp8.h,
+    // loader/int4.h): their bytes count with the weight.
+    const uint64_t file_bytes = t.bytes + (t.scale ? t.scale->bytes : 0) +
+                                (t.int4 ? t.int4->scales.bytes + (t.int4->zeros ? t.int4->zeros->bytes : 0) : 0);
     tt.bytes += file_bytes;
     parameters += uint64_t(t.numel());
     stored += file_bytes;

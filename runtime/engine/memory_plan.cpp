@@ -6,7 +6,7 @@
 
 #include <eaglevk/error.h>
 
-#include "loader/fp8.h"
+#include "loader/quant.h"
 #include "models/eagle3.h"
 #include "models/llama4_vision.h"
 #include "models/target.h"
@@ -24,7 +24,7 @@ uint64_t tensor_bytes(const loader::Checkpoint& c, bool with_tower) {
   uint64_t sum = 0;
   for (const auto& [name, t] : c.tensors)
     if (with_tower || (name.rfind("vision_model.", 0) != 0 && name.rfind("multi_modal_projector.", 0) != 0))
-      sum += t.scale ? loader::fp8_block_bytes(t) : t.bytes;  // FP8 goes up as 36-byte blocks of 32
+      sum += loader::upload_bytes(t);  // FP8 and 4-bit weights go up as eaglevk's blocks
   return sum;
 }
 

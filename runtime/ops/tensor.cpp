@@ -39,6 +39,7 @@ constexpr WeightTypeInfo kWeightTypes[] = {
     {WeightType::IQ3_S, "iq3_s", QK_K_ELEMS, QK3_S_BYTES},
     {WeightType::MXFP4, "mxfp4", QKMXFP4_ELEMS, QKMXFP4_BYTES},
     {WeightType::FP8_B32, "fp8_b32", QKFP8_ELEMS, QKFP8_BYTES},
+    {WeightType::INT4_B32, "int4_b32", QKINT4_ELEMS, QKINT4_BYTES},
 };
 const WeightTypeInfo& info(WeightType t) {
   for (const auto& e : kWeightTypes)

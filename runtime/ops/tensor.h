@@ -9,10 +9,11 @@
 namespace eaglevk::ops {
 
 // Float element types, then ggml's block formats (layouts in shaders/shared_constants.h), then
-// eaglevk's FP8 blocks (FP8_B32: the codes of an FP8 checkpoint with their scale, loader/fp8.h).
+// eaglevk's FP8 blocks (FP8_B32: the codes of an FP8 checkpoint with their scale, loader/fp8.h)
+// and 4-bit integer blocks (INT4_B32: GPTQ, AWQ, compressed-tensors W4A16, loader/int4.h).
 // A ggml-quantized matrix keeps its blocks as stored in the file; kernels decode them on the fly.
 enum class WeightType { F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
-                        IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4, FP8_B32 };
+                        IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, MXFP4, FP8_B32, INT4_B32 };
 const char* weight_type_name(WeightType t);  // "f32", "q4_k", ...: also the shader variant suffix
 bool weight_type_quantized(WeightType t);
 // Elements per block (1 for the float types) and bytes per block (the element size for them).

@@ -1,4 +1,4 @@
-#include "support/fp8_checkpoint.h"
+#include "support/quantized_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -54,20 +54,131 @@ struct Out {
   }
 };
 
+bool int4_recipe(QuantRecipe r) {
+  return r == QuantRecipe::GptqSym64 || r == QuantRecipe::AwqGemm128 || r == QuantRecipe::PackedAsym128 ||
+         r == QuantRecipe::PackedSymChannel;
+}
+
+// AWQ's GEMM packing: output 8 w + j of a word in nibble kAwqNibble[j] (AutoAWQ's order 0 2 4 6 1 3 5 7).
+constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+
+void set_nibble(std::vector<uint32_t>& words, int64_t word, int nibble, uint32_t value) {
+  words[size_t(word)] |= (value & 15u) << (4 * nibble);
+}
+
+std::vector<std::byte> bytes_of(const std::vector<uint32_t>& words) {
+  std::vector<std::byte> b(words.size() * 4);
+  std::memcpy(b.data(), words.data(), b.size());
+  return b;
+}
+
+void add_f16(Out& out, const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v) {
+  std::vector<std::byte> b(v.size() * 2);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint16_t bits = loader::f32_to_f16(v[i]);
+    std::memcpy(b.data() + 2 * i, &bits, 2);
+  }
+  out.add(name, loader::DType::F16, std::move(shape), std::move(b));
+}
+
+// 4-bit round to nearest per group of inputs of each row; returns the decoded values,
+// (q - zero) * scale, computed in double from what the files store.
+Matrix quantize_int4(const std::string& name, const Matrix& w, QuantRecipe recipe, Out& out) {
+  const int64_t R = w.rows, C = w.cols;
+  const bool sym = recipe == QuantRecipe::GptqSym64 || recipe == QuantRecipe::PackedSymChannel;
+  const int64_t group = recipe == QuantRecipe::GptqSym64 ? 64 : recipe == QuantRecipe::PackedSymChannel ? C : 128;
+  const int64_t G = (C + group - 1) / group;
+  const bool bf16_scales = recipe == QuantRecipe::PackedAsym128 || recipe == QuantRecipe::PackedSymChannel;
+  std::vector<float> scales(size_t(R * G));  // [R][G]
+  std::vector<int> zeros(size_t(R * G)), codes(size_t(R * C));
+  Matrix decoded{R, C, std::vector<float>(w.v.size())};
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t g = 0; g < G; ++g) {
+      float lo = 0, hi = 0;
+      for (int64_t c = g * group; c < std::min(C, (g + 1) * group); ++c)
+        lo = std::min(lo, w.v[size_t(r * C + c)]), hi = std::max(hi, w.v[size_t(r * C + c)]);
+      float s = sym ? 2 * std::max(-lo, hi) / 15 : (hi - lo) / 15;
+      s = bf16_scales ? loader::bf16_to_f32(loader::f32_to_bf16(s)) : loader::f16_to_f32(loader::f32_to_f16(s));
+      if (s == 0) s = 1;
+      const int z = sym ? 8 : std::clamp(int(std::nearbyint(-lo / s)), 0, 15);
+      scales[size_t(r * G + g)] = s;
+      zeros[size_t(r * G + g)] = z;
+      for (int64_t c = g * group; c < std::min(C, (g + 1) * group); ++c) {
+        const size_t i = size_t(r * C + c);
+        const int q = std::clamp(int(std::nearbyint(w.v[i] / s)) + z, 0, 15);
+        codes[i] = q;
+        decoded.v[i] = float(double(q - z) * double(s));
+      }
+    }
+  const std::string base = name.substr(0, name.size() - std::string(".weight").size());
+  std::vector<float> scales_t(size_t(G * R));  // [G][R]: GPTQ's and AWQ's order
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t g = 0; g < G; ++g) scales_t[size_t(g * R + r)] = scales[size_t(r * G + g)];
+  if (recipe == QuantRecipe::GptqSym64 || recipe == QuantRecipe::AwqGemm128) {
+    const bool gptq = recipe == QuantRecipe::GptqSym64;
+    std::vector<uint32_t> qweight(size_t(R * C / 8), 0), qzeros(size_t(G * R / 8), 0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) {
+        const uint32_t q = uint32_t(codes[size_t(r * C + c)]);
+        if (gptq)
+          set_nibble(qweight, (c / 8) * R + r, int(c % 8), q);
+        else
+          set_nibble(qweight, c * (R / 8) + r / 8, kAwqNibble[r % 8], q);
+      }
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t r = 0; r < R; ++r) {
+        const int z = zeros[size_t(r * G + g)];
+        if (gptq)
+          set_nibble(qzeros, g * (R / 8) + r / 8, int(r % 8), uint32_t(z - 1));  // the original format's zero - 1
+        else
+          set_nibble(qzeros, g * (R / 8) + r / 8, kAwqNibble[r % 8], uint32_t(z));
+      }
+    out.add(base + ".qweight", loader::DType::I32, gptq ? std::vector<int64_t>{C / 8, R} : std::vector<int64_t>{C, R / 8},
+            bytes_of(qweight));
+    out.add(base + ".qzeros", loader::DType::I32, {G, R / 8}, bytes_of(qzeros));
+    add_f16(out, base + ".scales", {G, R}, scales_t);
+    if (gptq) {
+      std::vector<int32_t> g_idx(static_cast<size_t>(C));
+      for (int64_t c = 0; c < C; ++c) g_idx[size_t(c)] = int32_t(c / group);
+      std::vector<std::byte> b(g_idx.size() * 4);
+      std::memcpy(b.data(), g_idx.data(), b.size());
+      out.add(base + ".g_idx", loader::DType::I32, {C}, std::move(b));
+      if (name.find("q_proj") != std::string::npos) add_f16(out, base + ".bias", {R}, std::vector<float>(size_t(R), 0.0f));
+    }
+  } else {
+    std::vector<uint32_t> packed(size_t(R * C / 8), 0), zp(size_t((R + 7) / 8 * G), 0);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < C; ++c) set_nibble(packed, r * (C / 8) + c / 8, int(c % 8), uint32_t(codes[size_t(r * C + c)]));
+    out.add(base + ".weight_packed", loader::DType::I32, {R, C / 8}, bytes_of(packed));
+    out.add_bf16(base + ".weight_scale", {R, G}, scales);
+    const std::vector<int64_t> shape = {R, C};
+    std::vector<std::byte> sb(16);
+    std::memcpy(sb.data(), shape.data(), 16);
+    out.add(base + ".weight_shape", loader::DType::I64, {2}, std::move(sb));
+    if (!sym) {
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t g = 0; g < G; ++g) set_nibble(zp, (r / 8) * G + g, int(r % 8), uint32_t(zeros[size_t(r * G + g)]));
+      out.add(base + ".weight_zero_point", loader::DType::I32, {(R + 7) / 8, G}, bytes_of(zp));
+    }
+  }
+  return decoded;
+}
+
 // The scale block of a recipe for an [R, C] matrix.
-std::pair<int64_t, int64_t> scale_block(Fp8Recipe recipe, int64_t R, int64_t C) {
+std::pair<int64_t, int64_t> scale_block(QuantRecipe recipe, int64_t R, int64_t C) {
   switch (recipe) {
-    case Fp8Recipe::FbgemmRows:
-    case Fp8Recipe::ChannelBf16Static: return {1, C};
-    case Fp8Recipe::TensorScale: return {R, C};
-    case Fp8Recipe::Blocks128: return {128, 128};
-    case Fp8Recipe::Bf16: break;
+    case QuantRecipe::FbgemmRows:
+    case QuantRecipe::ChannelBf16Static: return {1, C};
+    case QuantRecipe::TensorScale: return {R, C};
+    case QuantRecipe::Blocks128: return {128, 128};
+    default: break;
   }
   return {0, 0};
 }
 
 // Quantizes `w` into `fp8` under `name` and returns its decoded values (the reference's).
-Matrix quantize(const std::string& name, const Matrix& w, Fp8Recipe recipe, Out& fp8) {
+Matrix quantize(const std::string& name, const Matrix& w, QuantRecipe recipe, Out& fp8) {
+  if (int4_recipe(recipe)) return quantize_int4(name, w, recipe, fp8);
   const auto [br, bc] = scale_block(recipe, w.rows, w.cols);
   const int64_t sr = (w.rows + br - 1) / br, sc = (w.cols + bc - 1) / bc;
   std::vector<float> scales(size_t(sr * sc), 0.0f);
@@ -78,7 +189,7 @@ Matrix quantize(const std::string& name, const Matrix& w, Fp8Recipe recipe, Out&
     }
   for (float& s : scales) {
     s = s > 0 ? s / loader::kE4M3Max : 1.0f;
-    if (recipe == Fp8Recipe::ChannelBf16Static) s = loader::bf16_to_f32(loader::f32_to_bf16(s));  // as stored
+    if (recipe == QuantRecipe::ChannelBf16Static) s = loader::bf16_to_f32(loader::f32_to_bf16(s));  // as stored
   }
   std::vector<std::byte> codes(size_t(w.rows * w.cols));
   Matrix decoded{w.rows, w.cols, std::vector<float>(w.v.size())};
@@ -92,26 +203,26 @@ Matrix quantize(const std::string& name, const Matrix& w, Fp8Recipe recipe, Out&
     }
   fp8.add(name, loader::DType::F8_E4M3, {w.rows, w.cols}, std::move(codes));
   switch (recipe) {
-    case Fp8Recipe::FbgemmRows: fp8.add_f32(name + "_scale", {w.rows, 1}, scales); break;
-    case Fp8Recipe::ChannelBf16Static:
+    case QuantRecipe::FbgemmRows: fp8.add_f32(name + "_scale", {w.rows, 1}, scales); break;
+    case QuantRecipe::ChannelBf16Static:
       fp8.add_bf16(name + "_scale", {w.rows, 1}, scales);
       // A static W8A8 file's activation scale: eaglevk reads past it.
       fp8.add_f32(name.substr(0, name.size() - 6) + "input_scale", {1}, {0.0173f});
       break;
-    case Fp8Recipe::TensorScale: fp8.add_f32(name + "_scale", {1}, scales); break;
-    case Fp8Recipe::Blocks128: fp8.add_f32(name + "_scale_inv", {sr, sc}, scales); break;
-    case Fp8Recipe::Bf16: break;
+    case QuantRecipe::TensorScale: fp8.add_f32(name + "_scale", {1}, scales); break;
+    case QuantRecipe::Blocks128: fp8.add_f32(name + "_scale_inv", {sr, sc}, scales); break;
+    default: break;
   }
   return decoded;
 }
 
-json quantization_config(Fp8Recipe recipe) {
+json quantization_config(QuantRecipe recipe) {
   switch (recipe) {
-    case Fp8Recipe::FbgemmRows:
+    case QuantRecipe::FbgemmRows:
       return {{"quant_method", "fbgemm_fp8"}, {"activation_scale_ub", 1200.0}, {"modules_to_not_convert", {"lm_head"}}};
-    case Fp8Recipe::ChannelBf16Static:
-    case Fp8Recipe::TensorScale: {
-      const bool channel = recipe == Fp8Recipe::ChannelBf16Static;
+    case QuantRecipe::ChannelBf16Static:
+    case QuantRecipe::TensorScale: {
+      const bool channel = recipe == QuantRecipe::ChannelBf16Static;
       json weights = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"dynamic", false},
                       {"strategy", channel ? "channel" : "tensor"}, {"group_size", nullptr}, {"observer", "minmax"}};
       json inputs = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"dynamic", !channel},
@@ -123,10 +234,26 @@ json quantization_config(Fp8Recipe recipe) {
               {"ignore", {"lm_head", "re:.*router$"}},
               {"kv_cache_scheme", nullptr}};
     }
-    case Fp8Recipe::Blocks128:
+    case QuantRecipe::Blocks128:
       return {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"fmt", "e4m3"},
               {"weight_block_size", {128, 128}}};
-    case Fp8Recipe::Bf16: break;
+    case QuantRecipe::GptqSym64:
+      return {{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 64}, {"desc_act", false}, {"sym", true},
+              {"checkpoint_format", "gptq"}, {"damp_percent", 0.01}};
+    case QuantRecipe::AwqGemm128:
+      return {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"}, {"zero_point", true}};
+    case QuantRecipe::PackedAsym128:
+    case QuantRecipe::PackedSymChannel: {
+      const bool sym = recipe == QuantRecipe::PackedSymChannel;
+      json weights = {{"num_bits", 4}, {"type", "int"}, {"symmetric", sym}, {"dynamic", false},
+                      {"strategy", sym ? "channel" : "group"}, {"group_size", sym ? json(nullptr) : json(128)}};
+      return {{"quant_method", "compressed-tensors"},
+              {"format", "pack-quantized"},
+              {"quantization_status", "compressed"},
+              {"config_groups", {{"group_0", {{"targets", {"Linear"}}, {"weights", weights}}}}},
+              {"ignore", {"lm_head"}}};
+    }
+    case QuantRecipe::Bf16: break;
   }
   return nullptr;
 }
@@ -154,15 +281,15 @@ void put_expert_matrix(std::vector<float>& fused, const Matrix& m, int64_t e, in
 }
 
 // Quantizes (or, for Bf16, keeps) one matrix into `fp8`; returns the values the reference holds.
-Matrix emit(const std::string& name, const Matrix& w, Fp8Recipe recipe, Out& fp8) {
-  if (recipe != Fp8Recipe::Bf16) return quantize(name, w, recipe, fp8);
+Matrix emit(const std::string& name, const Matrix& w, QuantRecipe recipe, Out& fp8) {
+  if (recipe != QuantRecipe::Bf16) return quantize(name, w, recipe, fp8);
   fp8.add_bf16(name, {w.rows, w.cols}, w.v);
   return w;
 }
 
 }  // namespace
 
-void write_fp8_copy(const fs::path& from, const fs::path& fp8_dir, const fs::path& reference_dir, Fp8Recipe recipe,
+void write_quantized_copy(const fs::path& from, const fs::path& fp8_dir, const fs::path& reference_dir, QuantRecipe recipe,
                     bool split_experts) {
   for (const fs::path& d : {fp8_dir, reference_dir}) {
     fs::create_directories(d);
@@ -174,7 +301,7 @@ void write_fp8_copy(const fs::path& from, const fs::path& fp8_dir, const fs::pat
   }
   json config = json::parse(std::ifstream(from / "config.json"));
   std::ofstream(reference_dir / "config.json") << config.dump(2);
-  if (recipe != Fp8Recipe::Bf16) config["quantization_config"] = quantization_config(recipe);
+  if (recipe != QuantRecipe::Bf16) config["quantization_config"] = quantization_config(recipe);
   std::ofstream(fp8_dir / "config.json") << config.dump(2);
 
   const loader::Checkpoint src = loader::Checkpoint::open(from);
@@ -211,7 +338,7 @@ void write_fp8_copy(const fs::path& from, const fs::path& fp8_dir, const fs::pat
     }
     const bool projection = t.shape.size() == 2 && name.find(".layers.") != std::string::npos &&
                             ends_with(name, "_proj.weight") && name.find("vision") == std::string::npos;
-    if (projection && recipe != Fp8Recipe::Bf16) {
+    if (projection && recipe != QuantRecipe::Bf16) {
       ref.add_f32(name, t.shape, quantize(name, rows_of(t), recipe, fp8).v);
       continue;
     }
