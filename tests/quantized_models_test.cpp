@@ -6,6 +6,7 @@
 // and EAGLE-3 on FP8 and 4-bit targets, lossless. How far quantization moves each model from its
 // bf16 golden is printed, not bounded.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <unistd.h>
 
@@ -34,7 +35,8 @@ struct QuantCase {
   const char* label;
 };
 
-// A temporary folder removed with the test.
+// A temporary folder removed with the test, unless EAGLEVK_KEEP_TEST_FILES is set (then kept for
+// other tools to read: docs/testing.md checks the 4-bit files with llama.cpp's converter).
 struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& label)
@@ -42,7 +44,12 @@ struct TempDir {
     fs::remove_all(path);
     fs::create_directories(path);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TempDir() {
+    if (std::getenv("EAGLEVK_KEEP_TEST_FILES"))
+      fmt::print("kept {}\n", path.string());
+    else
+      fs::remove_all(path);
+  }
 };
 
 class QuantizedModels : public GpuTest, public ::testing::WithParamInterface<QuantCase> {};
