@@ -119,6 +119,22 @@ TEST(QuantizationConfig, NamesTheQuantSchemes) {
   EXPECT_EQ(parse_quantization_config(with_quant(compressed(group)), "c")->group_size, 128);
   EXPECT_EQ(parse_quantization_config(with_quant({{"quant_method", "modelopt"}, {"quant_algo", "FP8"}}), "c")->method,
             "modelopt");
+  // 4-bit integers: GPTQ (its original format stores zero - 1), AWQ GEMM, compressed-tensors W4A16.
+  auto gptq = parse_quantization_config(with_quant({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 128}, {"desc_act", false}}), "c");
+  EXPECT_TRUE(gptq->int4);
+  EXPECT_EQ(gptq->group_size, 128);
+  EXPECT_EQ(gptq->zero_offset, 1);
+  EXPECT_EQ(parse_quantization_config(with_quant({{"quant_method", "gptq"}, {"bits", 4}, {"checkpoint_format", "gptq_v2"}}), "c")
+                ->zero_offset,
+            0);
+  EXPECT_EQ(parse_quantization_config(with_quant({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", -1}}), "c")->group_size, 0);
+  auto awq = parse_quantization_config(with_quant({{"quant_method", "awq"}, {"w_bit", 4}, {"q_group_size", 64}, {"version", "GEMM"}}), "c");
+  EXPECT_TRUE(awq->int4);
+  EXPECT_EQ(awq->group_size, 64);
+  auto packed = parse_quantization_config(
+      with_quant(compressed({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 32}}, "pack-quantized")), "c");
+  EXPECT_TRUE(packed->int4);
+  EXPECT_EQ(packed->group_size, 32);
   const json hf_quant = {{"producer", {{"name", "modelopt"}}}, {"quantization", {{"quant_algo", "FP8"}}}};
   EXPECT_EQ(parse_quantization_config(json{{"hidden_size", 8}}, "c", &hf_quant)->method, "modelopt");
 }
@@ -127,13 +143,18 @@ TEST(QuantizationConfig, RefusesWhatItDoesNotRead) {
   auto refuse = [](const json& q, const std::string& word) {
     expect_error([&] { parse_quantization_config(with_quant(q), "cfg"); }, word);
   };
-  refuse({{"quant_method", "gptq"}, {"bits", 4}}, "'gptq' is not supported");
-  refuse({{"quant_method", "awq"}}, "'awq'");
+  refuse({{"quant_method", "gptq"}, {"bits", 8}}, "gptq with 8-bit weights is not supported");
+  refuse({{"quant_method", "gptq"}, {"bits", 4}, {"checkpoint_format", "marlin"}}, "checkpoint_format 'marlin'");
+  refuse({{"quant_method", "gptq"}, {"bits", 4}, {"group_size", 0}}, "is not a group size");
+  refuse({{"quant_method", "awq"}}, "awq with 0-bit weights");
+  refuse({{"quant_method", "awq"}, {"bits", 4}, {"version", "gemv"}}, "AWQ version 'gemv'");
+  refuse({{"quant_method", "awq"}, {"bits", 4}, {"zero_point", false}}, "AWQ without zero points");
   refuse({{"quant_method", "bitsandbytes"}}, "'bitsandbytes'");
   refuse({{"quant_method", "mxfp4"}}, "'mxfp4'");
   refuse({{"bits", 4}}, "quant_method ''");
-  refuse(compressed({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}}, "pack-quantized"),
-         "4-bit int");
+  refuse(compressed({{"num_bits", 4}, {"type", "int"}, {"strategy", "tensor"}}, "pack-quantized"),
+         "4-bit integer weight strategy 'tensor'");
+  refuse(compressed({{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}}, "pack-quantized"), "without group_size");
   refuse(compressed({{"num_bits", 8}, {"type", "int"}, {"strategy", "channel"}}, "int-quantized"), "8-bit int");
   refuse(compressed({{"num_bits", 4}, {"type", "float"}, {"strategy", "tensor_group"}}, "nvfp4-pack-quantized"),
          "4-bit float");
@@ -147,6 +168,10 @@ TEST(QuantizationConfig, RefusesWhatItDoesNotRead) {
   blocks["block_structure"] = {128, 128};
   two["config_groups"]["group_1"] = {{"targets", {"Linear"}}, {"weights", blocks}};
   refuse(two, "different FP8 block sizes");
+  json mixed = compressed(fp8_weights("channel"));
+  mixed["config_groups"]["group_1"] = {{"targets", {"Linear"}},
+                                       {"weights", {{"num_bits", 4}, {"type", "int"}, {"strategy", "channel"}}}};
+  refuse(mixed, "different weight schemes");
   refuse({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}, "'NVFP4'");
   refuse({{"quant_method", "fp8"}, {"fmt", "e5m2"}}, "'e5m2'");
   refuse({{"quant_method", "fp8"}, {"weight_block_size", {128}}}, "expected [rows, cols]");

@@ -31,7 +31,7 @@ namespace {
 
 const fs::path kAssets = EAGLEVK_ASSETS;
 
-constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::FP8_B32,
+constexpr DType kBlockTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::FP8_B32, DType::INT4_B32,
                                  DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K,
                                  DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 // ggml's lattice formats: decoded, not written (quantize refuses them).

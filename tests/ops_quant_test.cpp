@@ -38,7 +38,7 @@ const WeightType kQuantTypes[] = {WeightType::Q4_0, WeightType::Q4_1, WeightType
                                   WeightType::Q5_K, WeightType::Q6_K, WeightType::IQ4_NL, WeightType::IQ4_XS,
                                   WeightType::IQ1_S, WeightType::IQ1_M, WeightType::IQ2_XXS, WeightType::IQ2_XS,
                                   WeightType::IQ2_S, WeightType::IQ3_XXS, WeightType::IQ3_S, WeightType::MXFP4,
-                                  WeightType::FP8_B32};
+                                  WeightType::FP8_B32, WeightType::INT4_B32};
 
 // The type that runs every vendor's matrix-vector configuration for its load path: Q4_0 for
 // the 32-element groups (the blocks of Q4_0 to Q8_0, IQ4_NL and MXFP4, the runs of IQ4_XS and of
@@ -69,6 +69,7 @@ loader::DType dtype_of(WeightType t) {
     case WeightType::IQ3_S: return loader::DType::IQ3_S;
     case WeightType::MXFP4: return loader::DType::MXFP4;
     case WeightType::FP8_B32: return loader::DType::FP8_B32;
+    case WeightType::INT4_B32: return loader::DType::INT4_B32;
     default: break;
   }
   ADD_FAILURE() << "not a block type";
@@ -477,7 +478,8 @@ std::vector<std::byte> perturb_first_scale(WeightType t, std::vector<std::byte> 
     case WeightType::Q5_K: flip(4, 0x01); break;    // scales[0]: sub-block 0's 6-bit scale
     case WeightType::Q6_K: flip(192, 0x01); break;  // int8 scales[0]
     case WeightType::IQ1_M: flip(48, 0x01); break;  // group 0's 3-bit scale of runs 0-1
-    case WeightType::FP8_B32: flip(2, 0x02); break; // f32 scale: mantissa bit 17, about 1.6%
+    case WeightType::FP8_B32:
+    case WeightType::INT4_B32: flip(2, 0x02); break;  // f32 scale d: mantissa bit 17, about 1.6%
     default: flip(0, 0x10); break;                  // f16 d: mantissa bit 4
   }
   return blocks;

@@ -66,7 +66,8 @@ constexpr ops::WeightType kMatvecTypes[] = {
     ops::WeightType::Q6_K, ops::WeightType::Q5_K, ops::WeightType::Q5_1, ops::WeightType::Q5_0,
     ops::WeightType::Q4_K, ops::WeightType::Q4_1, ops::WeightType::Q4_0, ops::WeightType::Q3_K,
     ops::WeightType::Q2_K, ops::WeightType::IQ4_XS, ops::WeightType::IQ4_NL, ops::WeightType::IQ3_XXS,
-    ops::WeightType::IQ2_XS, ops::WeightType::IQ1_M, ops::WeightType::MXFP4, ops::WeightType::FP8_B32};
+    ops::WeightType::IQ2_XS, ops::WeightType::IQ1_M, ops::WeightType::MXFP4, ops::WeightType::FP8_B32,
+    ops::WeightType::INT4_B32};
 
 // Arguments: index into kMatvecTypes, output features n, input width k, activation rows (1 for
 // a decode step, up to 8 for a verify pass). The weight bytes are a repeated f16 pattern: any

@@ -39,8 +39,8 @@ head -12 "$OUT/devices.txt"
 ) > "$OUT/gguf.log" 2>&1 &
 GGUF=$!
 
-stamp "matrix-vector kernels (f16, q6_k, q5_k, q4_k, q3_k, iq4_xs, iq3_xxs, iq2_xs, mxfp4, fp8_b32)"
-F='BM_Matvec/(1|4|5|8|11|13|15|16|18|19)/4096/4096/(1|4)/|BM_Matvec/(1|8)/14336/|BM_CopyBandwidth'
+stamp "matrix-vector kernels (f16, q6_k, q5_k, q4_k, q3_k, iq4_xs, iq3_xxs, iq2_xs, mxfp4, fp8_b32, int4_b32)"
+F='BM_Matvec/(1|4|5|8|11|13|15|16|18|19|20)/4096/4096/(1|4)/|BM_Matvec/(1|8)/14336/|BM_CopyBandwidth'
 for b in $B $OLD; do
   [ -x $b/eaglevk_bench_ops ] || continue
   echo "-- $b"
