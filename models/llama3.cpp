@@ -53,7 +53,7 @@ Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files)
   use.check_all_used({}, {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   for (const std::string& name : use.used) {
-    m.weight_bytes += ckpt.get(name).bytes;
+    m.weight_bytes += device_bytes(ckpt.get(name));  // FP8 and 4-bit weights as their blocks
     m.parameters += uint64_t(ckpt.get(name).numel());
   }
   return m;

@@ -18,7 +18,7 @@ struct TargetModel {
   ops::WeightMatrix embed() const;
   ops::WeightMatrix lm_head() const;
   TargetShape shape() const;
-  uint64_t weight_bytes() const;
+  uint64_t weight_bytes() const;  // the weights as uploaded (FP8 and 4-bit ones as eaglevk's blocks)
   uint64_t parameters() const;
   std::string architecture() const;
 };
