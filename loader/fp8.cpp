@@ -206,24 +206,25 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 void resolve_layout(WeightScale& s, const TensorView& w, const std::optional<QuantScheme>& scheme) {
   const int64_t R = w.shape[0], C = w.shape[1];
   int64_t n = 1;
-  for (int64_t d : s.shape) n *= d;
-  const bool per_row = (s.shape.size() == 2 && s.shape[0] == R && s.shape[1] == 1) ||
-                       (s.shape.size() == 1 && s.shape[0] == R && R > 1);
-  if (n == 1 && s.shape.size() <= 2) {
+  const std::vector<int64_t>& shape = s.tensor.shape;
+  for (int64_t d : shape) n *= d;
+  const bool per_row = (shape.size() == 2 && shape[0] == R && shape[1] == 1) ||
+                       (shape.size() == 1 && shape[0] == R && R > 1);
+  if (n == 1 && shape.size() <= 2) {
     s.block_rows = R, s.block_cols = C;
   } else if (per_row) {
     s.block_rows = 1, s.block_cols = C;
-  } else if (scheme && scheme->group_size > 0 && s.shape.size() == 2 && s.shape[0] == R &&
-             s.shape[1] == ceil_div(C, scheme->group_size)) {
+  } else if (scheme && scheme->group_size > 0 && shape.size() == 2 && shape[0] == R &&
+             shape[1] == ceil_div(C, scheme->group_size)) {
     s.block_rows = 1, s.block_cols = scheme->group_size;
   } else {
     // 2-D blocks: the scheme's size, or DeepSeek's 128 x 128 for the fp8 method without one.
     int64_t br = scheme ? scheme->block_rows : 0, bc = scheme ? scheme->block_cols : 0;
     if (br == 0 && scheme && scheme->method == "fp8") br = bc = 128;
-    if (br == 0 || s.shape.size() != 2 || s.shape[0] != ceil_div(R, br) || s.shape[1] != ceil_div(C, bc))
+    if (br == 0 || shape.size() != 2 || shape[0] != ceil_div(R, br) || shape[1] != ceil_div(C, bc))
       fail("scale '{}' has shape [{}], which fits none of the layouts of its [{}, {}] weight '{}' in {} (one scale, "
            "one a row [{}, 1]{})",
-           s.name, fmt::join(s.shape, ", "), R, C, w.name, w.file, R,
+           s.tensor.name, fmt::join(shape, ", "), R, C, w.name, w.file, R,
            br ? fmt::format(", or one per {} x {} block [{}, {}]", br, bc, ceil_div(R, br), ceil_div(C, bc)) : "");
     s.block_rows = br, s.block_cols = bc;
   }
@@ -259,7 +260,7 @@ void attach_fp8_scales(Checkpoint& ckpt, const std::optional<QuantScheme>& schem
     if (!s) fail("FP8 weight '{}' in {} has no scale ({}_scale or {}_scale_inv)", name, t.file, name, name);
     if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
       fail("scale '{}' in {} is {}; scales must be F32, BF16 or F16", s->name, s->file, dtype_name(s->dtype));
-    WeightScale ws{s->name, s->dtype, s->shape, s->data, s->bytes};
+    WeightScale ws{TensorPart{s->name, s->dtype, s->shape, s->data, s->bytes}};
     resolve_layout(ws, t, scheme);
     t.scale = std::move(ws);
     scales_used.push_back(s->name);
@@ -289,27 +290,6 @@ uint64_t fp8_block_bytes(const TensorView& w) {
   return uint64_t(w.numel()) / 32 * 36;
 }
 
-namespace {
-
-float scale_at(const WeightScale& s, int64_t index) {
-  switch (s.dtype) {
-    case DType::F32: {
-      float v;
-      std::memcpy(&v, s.data + 4 * index, 4);
-      return v;
-    }
-    case DType::BF16:
-    case DType::F16: {
-      uint16_t bits;
-      std::memcpy(&bits, s.data + 2 * index, 2);
-      return s.dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-    }
-    default: fail("scale '{}' has dtype {}", s.name, dtype_name(s.dtype));
-  }
-}
-
-}  // namespace
-
 void fp8_rows_to_blocks(const TensorView& w, int64_t first, int64_t count, std::vector<std::byte>& out) {
   if (w.dtype != DType::F8_E4M3 || !w.scale || w.shape.size() != 2)
     fail("tensor '{}' in {} is not a 2-D FP8 weight with a scale", w.name, w.file);
@@ -323,7 +303,7 @@ void fp8_rows_to_blocks(const TensorView& w, int64_t first, int64_t count, std::
   for (int64_t r = first; r < first + count; ++r) {
     const auto* codes = reinterpret_cast<const uint8_t*>(w.data) + r * C;
     for (int64_t b = 0; b < C / 32; ++b, at += 36) {
-      const float scale = scale_at(s, (r / s.block_rows) * scale_cols + (b * 32) / s.block_cols);
+      const float scale = float_at(s.tensor, (r / s.block_rows) * scale_cols + (b * 32) / s.block_cols);
       if (!std::isfinite(scale)) fail("FP8 weight '{}' in {}: scale of row {} is {}", w.name, w.file, r, scale);
       for (int j = 0; j < 32; ++j)
         if ((codes[b * 32 + j] & 0x7F) == 0x7F)

@@ -72,16 +72,6 @@ uint32_t word_at(const TensorPart& t, int64_t index) {
   return w;
 }
 
-float scale_at(const TensorPart& t, int64_t index) {
-  if (t.dtype == DType::F32) {
-    float v;
-    std::memcpy(&v, t.data + 4 * index, 4);
-    return v;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, t.data + 2 * index, 2);
-  return t.dtype == DType::BF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
-}
 
 }  // namespace
 
@@ -188,13 +178,18 @@ void int4_rows_to_blocks(const TensorView& w, int64_t first, int64_t count, std:
   const Int4Parts& p = *w.int4;
   const int64_t R = w.shape[0], C = w.shape[1], G = ceil_div(C, p.group);
   if (first < 0 || count < 0 || first + count > R) fail("4-bit weight '{}': rows [{}, {}) of {}", w.name, first, first + count, R);
-  auto code = [&](int64_t r, int64_t c) -> uint32_t {
-    switch (p.layout) {
-      case Layout::CompressedTensors: return (word_at(p.packed, r * (C / 8) + c / 8) >> (4 * (c % 8))) & 15;
-      case Layout::Gptq: return (word_at(p.packed, (c / 8) * R + r) >> (4 * (c % 8))) & 15;
-      case Layout::Awq: return (word_at(p.packed, c * (R / 8) + r / 8) >> (4 * kAwqNibble[r % 8])) & 15;
+  // The 32 codes of row r, inputs [32 b, 32 b + 32): whole words where the layout packs along
+  // the inputs (4 words), AWQ's one nibble of each of 32 words.
+  auto codes = [&](int64_t r, int64_t b, uint8_t* q) {
+    if (p.layout == Layout::Awq) {
+      const int shift = 4 * kAwqNibble[r % 8];
+      for (int64_t j = 0; j < 32; ++j) q[j] = uint8_t((word_at(p.packed, (b * 32 + j) * (R / 8) + r / 8) >> shift) & 15);
+      return;
     }
-    return 0;
+    for (int64_t k = 0; k < 4; ++k) {
+      const uint32_t word = word_at(p.packed, p.layout == Layout::Gptq ? (b * 4 + k) * R + r : r * (C / 8) + b * 4 + k);
+      for (int n = 0; n < 8; ++n) q[8 * k + n] = uint8_t((word >> (4 * n)) & 15);
+    }
   };
   auto zero = [&](int64_t r, int64_t g) -> int {
     if (!p.zeros) return 8;
@@ -205,20 +200,30 @@ void int4_rows_to_blocks(const TensorView& w, int64_t first, int64_t count, std:
     }
     return 8;
   };
-  const bool row_major_scales = p.layout == Layout::CompressedTensors;
-  size_t at = out.size();
-  out.resize(at + size_t(count) * size_t(C / 32) * 24);
-  for (int64_t r = first; r < first + count; ++r)
-    for (int64_t b = 0; b < C / 32; ++b, at += 24) {
-      const int64_t g = b * 32 / p.group;
-      const float d = scale_at(p.scales, row_major_scales ? r * G + g : g * R + r);
-      if (!std::isfinite(d)) fail("4-bit weight '{}' in {}: scale of row {}, group {} is {}", w.name, w.file, r, g, d);
-      const float m = -float(zero(r, g)) * d;
-      std::memcpy(out.data() + at, &d, 4);
-      std::memcpy(out.data() + at + 4, &m, 4);
-      for (int64_t j = 0; j < 16; ++j)
-        out[at + 8 + size_t(j)] = std::byte(code(r, b * 32 + j) | (code(r, b * 32 + j + 16) << 4));
-    }
+  const int64_t blocks = C / 32;
+  const size_t start = out.size();
+  out.resize(start + size_t(count * blocks) * 24);
+  auto put_block = [&](int64_t r, int64_t b) {
+    const int64_t g = b * 32 / p.group;
+    const float d = float_at(p.scales, p.layout == Layout::CompressedTensors ? r * G + g : g * R + r);
+    if (!std::isfinite(d)) fail("4-bit weight '{}' in {}: scale of row {}, group {} is {}", w.name, w.file, r, g, d);
+    const float m = -float(zero(r, g)) * d;
+    std::byte* dst = out.data() + start + size_t((r - first) * blocks + b) * 24;
+    uint8_t q[32];
+    codes(r, b, q);
+    std::memcpy(dst, &d, 4);
+    std::memcpy(dst + 4, &m, 4);
+    for (int j = 0; j < 16; ++j) dst[8 + j] = std::byte(q[j] | (q[j + 16] << 4));
+  };
+  // Reads in file order: GPTQ and AWQ keep a word's neighbours in the next rows, compressed-tensors
+  // in the same row.
+  if (p.layout == Layout::CompressedTensors) {
+    for (int64_t r = first; r < first + count; ++r)
+      for (int64_t b = 0; b < blocks; ++b) put_block(r, b);
+  } else {
+    for (int64_t b = 0; b < blocks; ++b)
+      for (int64_t r = first; r < first + count; ++r) put_block(r, b);
+  }
 }
 
 }  // namespace eaglevk::loader

@@ -389,6 +389,15 @@ uint16_t f32_to_f16(float value) {
   return sign | uint16_t((bits - 0x38000000u + 0xfffu + ((bits >> 13) & 1)) >> 13);
 }
 
+float float_at(const TensorPart& t, int64_t index) {
+  switch (t.dtype) {
+    case DType::F32: return load<float>(t.data + 4 * index);
+    case DType::BF16: return bf16_to_f32(load<uint16_t>(t.data + 2 * index));
+    case DType::F16: return f16_to_f32(load<uint16_t>(t.data + 2 * index));
+    default: fail("tensor '{}' is {}, not F32, BF16 or F16", t.name, dtype_name(t.dtype));
+  }
+}
+
 void to_f32(const TensorView& t, std::span<float> out) {
   const size_t n = static_cast<size_t>(t.numel());
   if (out.size() != n) fail("{}: tensor '{}': to_f32 output holds {} values, tensor has {}", t.file, t.name, out.size(), n);

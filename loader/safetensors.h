@@ -34,17 +34,6 @@ std::string_view dtype_name(DType dtype);
 // std::nullopt for a name that is not one of the safetensors types.
 std::optional<DType> parse_dtype(std::string_view name);
 
-// The scale tensor of an FP8 weight (loader/fp8.h pairs them): weight element (r, c) is
-// e4m3(code) * scale[r / block_rows][c / block_cols], the scale read as f32.
-struct WeightScale {
-  std::string name;
-  DType dtype = DType::F32;  // F32, BF16 or F16
-  std::vector<int64_t> shape;
-  const std::byte* data = nullptr;
-  size_t bytes = 0;
-  int64_t block_rows = 0, block_cols = 0;
-};
-
 // A tensor's bytes and shape: one part of a weight stored in several tensors.
 struct TensorPart {
   std::string name;
@@ -52,6 +41,16 @@ struct TensorPart {
   std::vector<int64_t> shape;
   const std::byte* data = nullptr;
   size_t bytes = 0;
+};
+
+// Element `index` of a tensor of F32, BF16 or F16 as f32 (scales); fails naming it otherwise.
+float float_at(const TensorPart& t, int64_t index);
+
+// The scale tensor of an FP8 weight (loader/fp8.h pairs them): weight element (r, c) is
+// e4m3(code) * scale[r / block_rows][c / block_cols], the scale read as f32.
+struct WeightScale {
+  TensorPart tensor;  // F32, BF16 or F16
+  int64_t block_rows = 0, block_cols = 0;
 };
 
 // The parts of a 4-bit integer weight (loader/int4.h gathers them): element (r, c) of the

@@ -63,8 +63,11 @@ uint8_t nearest_by_scan(float v) {
 }
 
 TEST(E4M3, EncoderRoundsToNearestEven) {
-  for (unsigned code = 0; code < 256; ++code)
-    if ((code & 0x7F) != 0x7F) EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(uint8_t(code))), code) << code;
+  for (unsigned code = 0; code < 256; ++code) {
+    if ((code & 0x7F) != 0x7F) {
+      EXPECT_EQ(f32_to_e4m3(e4m3_to_f32(uint8_t(code))), code) << code;
+    }
+  }
   // Midpoints between neighbours (ties), and one float either side of each.
   for (unsigned code = 0; code + 1 < 0x7F; ++code) {
     const float lo = e4m3_to_f32(uint8_t(code)), hi = e4m3_to_f32(uint8_t(code + 1));

@@ -115,7 +115,7 @@ int inspect_command(const InspectArgs& a) {
     tt.parameters += uint64_t(t.numel());
     // An FP8 weight's scale and a 4-bit weight's scales and zeros left the tensor list (loader/fp8.h,
     // loader/int4.h): their bytes count with the weight.
-    const uint64_t file_bytes = t.bytes + (t.scale ? t.scale->bytes : 0) +
+    const uint64_t file_bytes = t.bytes + (t.scale ? t.scale->tensor.bytes : 0) +
                                 (t.int4 ? t.int4->scales.bytes + (t.int4->zeros ? t.int4->zeros->bytes : 0) : 0);
     tt.bytes += file_bytes;
     parameters += uint64_t(t.numel());
