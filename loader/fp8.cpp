@@ -247,7 +247,7 @@ void attach_fp8_scales(Checkpoint& ckpt, const std::optional<QuantScheme>& schem
     if (!scheme)
       fail("{}: tensor '{}' is FP8 (F8_E4M3) but config.json has no quantization_config saying how to scale it",
            source, name);
-    if (t.shape.size() != 2)
+    if (t.shape.size() != 2 || t.shape[0] <= 0 || t.shape[1] <= 0)
       fail("FP8 tensor '{}' in {} has shape [{}]; eaglevk reads 2-D FP8 weights (one matrix per expert)", name,
            t.file, fmt::join(t.shape, ", "));
     const TensorView* s = nullptr;

@@ -4,7 +4,8 @@ repository root when the assets change; the outputs are committed). The run scri
 assets themselves (configs, tokenizer.json, prompts) to each corpus at run time.
 
 - safetensors/: each tiny model's header with every tensor shrunk to a few elements (the real
-  data is megabytes; libFuzzer mutates small inputs far faster), and an index for two shards;
+  data is megabytes; libFuzzer mutates small inputs far faster), an index for two shards, and
+  small files with each FP8 and 4-bit layout's tensors;
 - tokenizer/: a byte-level tokenizer.json cut down to the 256 byte symbols, 40 merges and the
   special tokens (mode byte 0: the input is a tokenizer.json);
 - config/: the EAGLE-3 layouts the assets do not show (ModelOpt eagle_config ids) and the FP8
@@ -48,6 +49,36 @@ def shrunk_safetensors(src):
 
 for model in ["tiny-llama3", "tiny-llama3-eagle3", "tiny-llama4"]:
     write(seeds / "safetensors" / f"{model}.safetensors", shrunk_safetensors(root / "assets" / model / "model.safetensors"))
+
+
+def small_safetensors(tensors):
+    """A file of (name, dtype, shape, bytes) tensors."""
+    offset, out, blob = 0, {}, b""
+    for name, dtype, shape, data in tensors:
+        out[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blob += data
+    text = json.dumps(out, separators=(",", ":")).encode()
+    return struct.pack("<Q", len(text)) + text + blob
+
+
+# The quantized layouts (loader/fp8.h, loader/int4.h), 8 outputs x 64 inputs, groups of 32: an FP8
+# weight with per-row scales and one with 64 x 32 blocks; GPTQ, AWQ and compressed-tensors parts.
+codes = bytes((i * 37) % 256 & 0xF7 for i in range(8 * 64))
+words = lambda n: struct.pack(f"<{n}I", *[(0x89ABCDEF * (i + 1)) & 0xFFFFFFFF for i in range(n)])
+half = lambda n: struct.pack(f"<{n}H", *[0x2000 + i for i in range(n)])
+layouts = {
+    "fp8": [("fp8.weight", "F8_E4M3", [8, 64], codes),
+            ("fp8.weight_scale", "F32", [8, 1], struct.pack("<8f", *[0.01 * (i + 1) for i in range(8)])),
+            ("blk.weight", "F8_E4M3", [8, 64], codes), ("blk.weight_scale", "BF16", [1, 2], half(2))],
+    "gptq": [("gptq.qweight", "I32", [8, 8], words(64)), ("gptq.qzeros", "I32", [2, 1], words(2)),
+             ("gptq.scales", "F16", [2, 8], half(16)), ("gptq.g_idx", "I32", [64], struct.pack("<64i", *[i // 32 for i in range(64)]))],
+    "awq": [("awq.qweight", "I32", [64, 1], words(64)), ("awq.qzeros", "I32", [2, 1], words(2)), ("awq.scales", "F16", [2, 8], half(16))],
+    "packed": [("ct.weight_packed", "I32", [8, 8], words(64)), ("ct.weight_scale", "BF16", [8, 2], half(16)),
+               ("ct.weight_zero_point", "I32", [1, 2], words(2)), ("ct.weight_shape", "I64", [2], struct.pack("<2q", 8, 64))],
+}
+for name, tensors in layouts.items():
+    write(seeds / "safetensors" / f"quantized-{name}.safetensors", small_safetensors(tensors))
 names = list(json.loads((root / "assets/tiny-llama3/model.safetensors").read_bytes()[8:8136 + 8]).keys())[:12]
 index = {"metadata": {"total_size": 123456}, "weight_map": {n: f"model-0000{i % 2 + 1}-of-00002.safetensors" for i, n in enumerate(names)}}
 write(seeds / "safetensors" / "model.safetensors.index.json", json.dumps(index, indent=2))
