@@ -15,6 +15,7 @@
 
 using namespace eaglevk::loader;
 using eaglevk::testing::expect_error;
+using eaglevk::testing::FakeCheckpoint;
 using nlohmann::json;
 
 namespace {
@@ -184,25 +185,6 @@ TEST(QuantizationConfig, RefusesWhatItDoesNotRead) {
 
 // ---- weights and scales -----------------------------------------------------------------------
 
-// Tensors over buffers the test owns, in a Checkpoint of no file.
-struct FakeCheckpoint {
-  std::vector<std::vector<std::byte>> buffers;
-  Checkpoint ckpt;
-  FakeCheckpoint() { buffers.reserve(64); }
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
-    buffers.push_back(std::move(bytes));
-    TensorView v;
-    v.name = name, v.dtype = dtype, v.shape = std::move(shape);
-    v.data = buffers.back().data(), v.bytes = buffers.back().size(), v.file = "fake.safetensors";
-    ckpt.tensors[name] = v;
-  }
-  template <typename T>
-  void add_values(const std::string& name, DType dtype, std::vector<int64_t> shape, const std::vector<T>& v) {
-    std::vector<std::byte> b(v.size() * sizeof(T));
-    std::memcpy(b.data(), v.data(), b.size());
-    add(name, dtype, std::move(shape), std::move(b));
-  }
-};
 
 // Random finite codes for an [R, C] weight.
 std::vector<uint8_t> random_codes(int64_t n, uint32_t seed) {
@@ -255,19 +237,19 @@ TEST(Fp8Weights, EveryLayoutDecodesAsItsDefinition) {
     SCOPED_TRACE(c.label);
     FakeCheckpoint f;
     const std::vector<uint8_t> codes = random_codes(c.R * c.C, seed++);
-    f.add_values("w.weight", DType::F8_E4M3, {c.R, c.C}, codes);
+    f.add("w.weight", DType::F8_E4M3, {c.R, c.C}, codes);
     size_t n = 1;
     for (int64_t d : c.scale_shape) n *= size_t(d);
     std::vector<float> scales = random_scales(n, seed++);
     if (c.scale_dtype == DType::F32) {
-      f.add_values(std::string("w.weight") + c.suffix, DType::F32, c.scale_shape, scales);
+      f.add(std::string("w.weight") + c.suffix, DType::F32, c.scale_shape, scales);
     } else {
       std::vector<uint16_t> half(n);
       for (size_t i = 0; i < n; ++i) {
         half[i] = c.scale_dtype == DType::BF16 ? f32_to_bf16(scales[i]) : f32_to_f16(scales[i]);
         scales[i] = c.scale_dtype == DType::BF16 ? bf16_to_f32(half[i]) : f16_to_f32(half[i]);
       }
-      f.add_values(std::string("w.weight") + c.suffix, c.scale_dtype, c.scale_shape, half);
+      f.add(std::string("w.weight") + c.suffix, c.scale_dtype, c.scale_shape, half);
     }
     std::vector<std::string> notes;
     attach_fp8_scales(f.ckpt, c.scheme, "config.json", notes);
@@ -300,12 +282,12 @@ TEST(Fp8Weights, EveryLayoutDecodesAsItsDefinition) {
 
 TEST(Fp8Weights, ActivationScalesAreReadPastWithANote) {
   FakeCheckpoint f;
-  f.add_values("l.q_proj.weight", DType::F8_E4M3, {4, 32}, random_codes(128, 3));
-  f.add_values("l.q_proj.weight_scale", DType::F32, {1}, std::vector<float>{0.5f});
-  f.add_values("l.q_proj.input_scale", DType::F32, {1}, std::vector<float>{0.1f});
-  f.add_values("l.self_attn.k_scale", DType::F32, {}, std::vector<float>{0.1f});
-  f.add_values("l.self_attn.v_scale", DType::F32, {}, std::vector<float>{0.1f});
-  f.add_values("norm.weight", DType::BF16, {4}, std::vector<uint16_t>(4, 0x3f80));
+  f.add("l.q_proj.weight", DType::F8_E4M3, {4, 32}, random_codes(128, 3));
+  f.add("l.q_proj.weight_scale", DType::F32, {1}, std::vector<float>{0.5f});
+  f.add("l.q_proj.input_scale", DType::F32, {1}, std::vector<float>{0.1f});
+  f.add("l.self_attn.k_scale", DType::F32, {}, std::vector<float>{0.1f});
+  f.add("l.self_attn.v_scale", DType::F32, {}, std::vector<float>{0.1f});
+  f.add("norm.weight", DType::BF16, {4}, std::vector<uint16_t>(4, 0x3f80));
   std::vector<std::string> notes;
   attach_fp8_scales(f.ckpt, QuantScheme{"compressed-tensors"}, "config.json", notes);
   EXPECT_EQ(f.ckpt.names(), (std::vector<std::string>{"l.q_proj.weight", "norm.weight"}));
@@ -322,7 +304,7 @@ TEST(Fp8Weights, BrokenFilesAreErrors) {
   auto weight = [](FakeCheckpoint& f, std::vector<int64_t> shape) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
-    f.add_values("w.weight", DType::F8_E4M3, shape, random_codes(n, 5));
+    f.add("w.weight", DType::F8_E4M3, shape, random_codes(n, 5));
   };
   {
     FakeCheckpoint f;
@@ -332,50 +314,50 @@ TEST(Fp8Weights, BrokenFilesAreErrors) {
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
-    f.add_values("w.weight_scale_inv", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight_scale_inv", DType::F32, {1}, std::vector<float>{1});
     expect_error([&] { attach(f, ct); }, "both");
   }
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::F32, {2, 1}, std::vector<float>{1, 1});
+    f.add("w.weight_scale", DType::F32, {2, 1}, std::vector<float>{1, 1});
     expect_error([&] { attach(f, ct); }, "fits none of the layouts");
   }
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::I32, {1}, std::vector<int32_t>{1});
+    f.add("w.weight_scale", DType::I32, {1}, std::vector<int32_t>{1});
     expect_error([&] { attach(f, ct); }, "must be F32, BF16 or F16");
   }
   {
     FakeCheckpoint f;
     weight(f, {2, 4, 32});
-    f.add_values("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
     expect_error([&] { attach(f, ct); }, "2-D FP8 weights");
   }
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
     expect_error([&] { attach(f, std::nullopt); }, "no quantization_config");
   }
   {
     FakeCheckpoint f;
-    f.add_values("w.weight", DType::BF16, {1, 2}, std::vector<uint16_t>{0, 0});
+    f.add("w.weight", DType::BF16, {1, 2}, std::vector<uint16_t>{0, 0});
     expect_error([&] { attach(f, ct); }, "no tensor is FP8");
   }
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
-    f.add_values("other.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("other.weight_scale", DType::F32, {1}, std::vector<float>{1});
     expect_error([&] { attach(f, ct); }, "scales no FP8 weight");
   }
   {
     FakeCheckpoint f;
     weight(f, {4, 48});
-    f.add_values("w.weight_scale", DType::F32, {4, 1}, std::vector<float>(4, 1));
+    f.add("w.weight_scale", DType::F32, {4, 1}, std::vector<float>(4, 1));
     expect_error([&] { attach(f, ct); }, "blocks of 32");
   }
   {
@@ -383,15 +365,15 @@ TEST(Fp8Weights, BrokenFilesAreErrors) {
     group.group_size = 16;
     FakeCheckpoint f;
     weight(f, {4, 64});
-    f.add_values("w.weight_scale", DType::F32, {4, 4}, std::vector<float>(16, 1));
+    f.add("w.weight_scale", DType::F32, {4, 4}, std::vector<float>(16, 1));
     expect_error([&] { attach(f, group); }, "multiples of 32");
   }
   {
     FakeCheckpoint f;
     std::vector<uint8_t> codes = random_codes(4 * 32, 9);
     codes[2 * 32 + 7] = 0xFF;  // NaN
-    f.add_values("w.weight", DType::F8_E4M3, {4, 32}, codes);
-    f.add_values("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
+    f.add("w.weight", DType::F8_E4M3, {4, 32}, codes);
+    f.add("w.weight_scale", DType::F32, {1}, std::vector<float>{1});
     attach(f, ct);
     std::vector<std::byte> out;
     expect_error([&] { fp8_rows_to_blocks(f.ckpt.get("w.weight"), 0, 4, out); }, "NaN code in row 2, column 7");
@@ -400,7 +382,7 @@ TEST(Fp8Weights, BrokenFilesAreErrors) {
   {
     FakeCheckpoint f;
     weight(f, {4, 32});
-    f.add_values("w.weight_scale", DType::F32, {4, 1}, std::vector<float>{1, 1, INFINITY, 1});
+    f.add("w.weight_scale", DType::F32, {4, 1}, std::vector<float>{1, 1, INFINITY, 1});
     attach(f, ct);
     std::vector<std::byte> out;
     expect_error([&] { fp8_rows_to_blocks(f.ckpt.get("w.weight"), 0, 4, out); }, "scale of row 2 is inf");

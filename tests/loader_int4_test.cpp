@@ -15,25 +15,11 @@
 
 using namespace eaglevk::loader;
 using eaglevk::testing::expect_error;
+using eaglevk::testing::FakeCheckpoint;
 using Layout = Int4Parts::Layout;
 
 namespace {
 
-// Tensors over buffers the test owns, in a Checkpoint of no file.
-struct FakeCheckpoint {
-  std::vector<std::vector<std::byte>> buffers;
-  Checkpoint ckpt;
-  FakeCheckpoint() { buffers.reserve(64); }
-  template <typename T>
-  void add(const std::string& name, DType dtype, std::vector<int64_t> shape, const std::vector<T>& v) {
-    buffers.emplace_back(v.size() * sizeof(T));
-    std::memcpy(buffers.back().data(), v.data(), buffers.back().size());
-    TensorView t;
-    t.name = name, t.dtype = dtype, t.shape = std::move(shape);
-    t.data = buffers.back().data(), t.bytes = buffers.back().size(), t.file = "fake.safetensors";
-    ckpt.tensors[name] = t;
-  }
-};
 
 constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 

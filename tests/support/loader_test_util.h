@@ -2,6 +2,7 @@
 // Header-only helpers for the loader tests, which link only the loaders (no Vulkan, no
 // eaglevk_test_support).
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <eaglevk/error.h>
+
+#include "loader/safetensors.h"
 
 namespace eaglevk::testing {
 
@@ -54,5 +57,22 @@ inline std::string random_utf8_text(std::mt19937& rng) {
   }
   return text;
 }
+
+// Tensors over buffers the test owns, in a Checkpoint of no file (the quantized checkpoints'
+// pairing tests build their parts this way).
+struct FakeCheckpoint {
+  std::vector<std::vector<std::byte>> buffers;
+  loader::Checkpoint ckpt;
+  FakeCheckpoint() { buffers.reserve(64); }  // views point into the buffers: no reallocation
+  template <typename T>
+  void add(const std::string& name, loader::DType dtype, std::vector<int64_t> shape, const std::vector<T>& v) {
+    buffers.emplace_back(v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(buffers.back().data(), v.data(), buffers.back().size());
+    loader::TensorView t;
+    t.name = name, t.dtype = dtype, t.shape = std::move(shape);
+    t.data = buffers.back().data(), t.bytes = buffers.back().size(), t.file = "fake.safetensors";
+    ckpt.tensors[name] = t;
+  }
+};
 
 }  // namespace eaglevk::testing
