@@ -23,8 +23,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "loader/quantization_config.h"
 #include "loader/safetensors.h"
 
 namespace eaglevk::loader {
@@ -35,21 +34,6 @@ namespace eaglevk::loader {
 float e4m3_to_f32(uint8_t code);
 uint8_t f32_to_e4m3(float value);
 inline constexpr float kE4M3Max = 448.0f;
-
-// What config.json's quantization_config (or a ModelOpt hf_quant_config.json) says about the
-// weights. block_rows/block_cols: the scale block of 2-D scales when the scheme names one
-// (compressed-tensors block_structure, fp8 weight_block_size), else 0.
-struct QuantScheme {
-  std::string method;  // "fbgemm_fp8", "compressed-tensors", "fp8", "modelopt"; "gptq", "awq"
-  int64_t block_rows = 0, block_cols = 0;
-  int64_t group_size = 0;  // compressed-tensors strategy "group"; the int4 group (0: a whole row)
-  bool int4 = false;       // 4-bit integer weights (loader/int4.h) instead of FP8
-  int zero_offset = 0;     // GPTQ's original checkpoint_format stores each zero minus one
-};
-// nullopt for a checkpoint without quantization_config. Any other quantization (bitsandbytes,
-// 8-bit integers, NVFP4, MXFP4, GPTQ/AWQ at other widths ...) is an error naming it.
-std::optional<QuantScheme> parse_quantization_config(const nlohmann::json& config, const std::string& source,
-                                                   const nlohmann::json* hf_quant_config = nullptr);
 
 // Pairs every F8_E4M3 weight with its scale (TensorView::scale) and takes the scale tensors out
 // of the checkpoint, along with the activation and KV-cache scales (one note says so). Errors:

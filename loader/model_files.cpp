@@ -10,10 +10,11 @@
 #include <eaglevk/error.h>
 
 #include "loader/fp8.h"
-#include "loader/int4.h"
 #include "loader/gguf_tokenizer.h"
 #include "loader/hf_config.h"
+#include "loader/int4.h"
 #include "loader/json_excerpt.h"
+#include "loader/quantization_config.h"
 
 namespace eaglevk::loader {
 namespace fs = std::filesystem;

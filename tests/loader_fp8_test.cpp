@@ -11,6 +11,7 @@
 
 #include "loader/fp8.h"
 #include "loader/quant.h"
+#include "loader/quantization_config.h"
 #include "support/loader_test_util.h"
 
 using namespace eaglevk::loader;

@@ -11,7 +11,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/eagle3_config.h"
-#include "loader/fp8.h"
+#include "loader/quantization_config.h"
 #include "loader/hf_config.h"
 #include "loader/llama4_config.h"
 
