@@ -113,7 +113,7 @@ void attach_fp8_scales(Checkpoint& ckpt, const std::optional<QuantScheme>& schem
     if (!s) fail("FP8 weight '{}' in {} has no scale ({}_scale or {}_scale_inv)", name, t.file, name, name);
     if (s->dtype != DType::F32 && s->dtype != DType::BF16 && s->dtype != DType::F16)
       fail("scale '{}' in {} is {}; scales must be F32, BF16 or F16", s->name, s->file, dtype_name(s->dtype));
-    WeightScale ws{TensorPart{s->name, s->dtype, s->shape, s->data, s->bytes}};
+    WeightScale ws{s->part()};
     resolve_layout(ws, t, scheme);
     t.scale = std::move(ws);
     scales_used.push_back(s->name);

@@ -61,7 +61,7 @@ constexpr GgmlType kGgmlTypes[] = {
     {23, "IQ4_XS", DType::IQ4_XS}, {24, "I8", DType::I8},          {25, "I16", DType::I16},
     {26, "I32", DType::I32},       {27, "I64", DType::I64},        {28, "F64", DType::F64},
     {29, "IQ1_M", DType::IQ1_M},   {30, "BF16", DType::BF16},      {34, "TQ1_0", std::nullopt},
-    {35, "TQ2_0", std::nullopt},   {39, "MXFP4", DType::MXFP4},
+    {35, "TQ2_0", std::nullopt},   {39, "MXFP4", DType::MXFP4},     {40, "NVFP4", std::nullopt},
 };
 
 const GgmlType* ggml_type(uint32_t id) {

@@ -19,8 +19,6 @@ bool ends_with(std::string_view s, std::string_view suffix) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-TensorPart part_of(const TensorView& t) { return {t.name, t.dtype, t.shape, t.data, t.bytes}; }
-
 const TensorView& need(const Checkpoint& ckpt, const std::string& name, const std::string& weight) {
   const TensorView* t = ckpt.find(name);
   if (!t) fail("4-bit weight '{}' in {} has no '{}'", weight, ckpt.path.string(), name);
@@ -112,16 +110,16 @@ void attach_int4_weights(Checkpoint& ckpt, const QuantScheme& s, const std::stri
       fail("4-bit weight '{}' in {}: {} inputs in groups of {}; eaglevk reads them in blocks of 32", weight, t.file,
            in, p.group);
     const int64_t groups = ceil_div(in, p.group);
-    p.packed = part_of(t);
+    p.packed = t.part();
     consumed.push_back(name);
     if (ct) {
       const TensorView& scales = need(ckpt, base + ".weight_scale", weight);
       expect(scales, kScaleTypes, {out, groups});
-      p.scales = part_of(scales);
+      p.scales = scales.part();
       consumed.push_back(scales.name);
       if (const TensorView* zp = ckpt.find(base + ".weight_zero_point")) {
         expect(*zp, {DType::I32}, {ceil_div(out, 8), groups});
-        p.zeros = part_of(*zp);
+        p.zeros = zp->part();
         consumed.push_back(zp->name);
       }
       if (const TensorView* g = ckpt.find(base + ".weight_g_idx")) {
@@ -134,8 +132,8 @@ void attach_int4_weights(Checkpoint& ckpt, const QuantScheme& s, const std::stri
       const TensorView& zeros = need(ckpt, base + ".qzeros", weight);
       expect(scales, kScaleTypes, {groups, out});
       expect(zeros, {DType::I32}, {groups, out / 8});
-      p.scales = part_of(scales);
-      p.zeros = part_of(zeros);
+      p.scales = scales.part();
+      p.zeros = zeros.part();
       p.zero_offset = s.zero_offset;
       consumed.push_back(scales.name);
       consumed.push_back(zeros.name);

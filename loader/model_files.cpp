@@ -374,8 +374,8 @@ ModelFiles open_folder(const fs::path& dir) {
   m.config = json_field::read_file(config);
   if (fs::exists(dir / "generation_config.json")) m.generation_config = json_field::read_file(dir / "generation_config.json");
   m.checkpoint = Checkpoint::open(dir);
-  // FP8 weights get their scales attached here (loader/fp8.h); a ModelOpt export may say what it
-  // is only in hf_quant_config.json.
+  // FP8 weights get their scales, 4-bit ones their packed parts, here (loader/fp8.h,
+  // loader/int4.h); a ModelOpt export may say what it is only in hf_quant_config.json.
   std::optional<json> hf_quant;
   if (fs::exists(dir / "hf_quant_config.json")) hf_quant = json_field::read_file(dir / "hf_quant_config.json");
   const auto scheme = parse_quantization_config(m.config, config.string(), hf_quant ? &*hf_quant : nullptr);

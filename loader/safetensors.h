@@ -85,6 +85,7 @@ struct TensorView {
 
   int64_t numel() const;
   std::span<const std::byte> span() const { return {data, bytes}; }
+  TensorPart part() const { return {name, dtype, shape, data, bytes}; }
 };
 
 // A read-only memory mapping of one file; owns it, move-only.

@@ -7,6 +7,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/quant.h"
 #include "runtime/vk/uploader.h"
 
 namespace eaglevk::models {
@@ -198,7 +199,7 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
                      {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   for (const std::string& name : use.used) {
-    m.weight_bytes += device_bytes(ckpt.get(name));  // FP8 and 4-bit weights as their blocks
+    m.weight_bytes += loader::upload_bytes(ckpt.get(name));  // FP8 and 4-bit weights as their blocks
     m.parameters += uint64_t(ckpt.get(name).numel());
   }
   return m;

@@ -54,13 +54,11 @@ ops::WeightType weight_type_of(const loader::TensorView& t) {
       return WeightType::INT4_B32;
     default:
       fail("tensor '{}' in {} has dtype {}; weights must be F32, F16, BF16 or one of Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4 "
+           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, MXFP4, "
            "FP8 E4M3 with a scale or packed 4-bit integers",
            t.name, t.file, loader::dtype_name(t.dtype));
   }
 }
-
-uint64_t device_bytes(const loader::TensorView& t) { return loader::upload_bytes(t); }
 
 ops::WeightMatrix DeviceMatrix::part(size_t i) const {
   const Part& p = parts.at(i);
@@ -183,7 +181,7 @@ namespace {
 // FP8 and packed 4-bit weights go up as FP8_B32 and INT4_B32 blocks, made on the host a few MiB
 // of rows at a time.
 void put_block_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const loader::TensorView& t) {
-  const int64_t rows = t.shape[0], row_bytes = int64_t(device_bytes(t)) / rows;
+  const int64_t rows = t.shape[0], row_bytes = int64_t(loader::upload_bytes(t)) / rows;
   const int64_t chunk = std::max<int64_t>(1, (int64_t(8) << 20) / row_bytes);
   std::vector<std::byte> blocks;
   for (int64_t r = 0; r < rows; r += chunk) {
@@ -226,8 +224,8 @@ void put_rows(vk::Uploader& up, const vk::Buffer& dst, uint64_t offset, const lo
 }  // namespace
 
 void put_tensor(vk::Uploader& up, vk::BufferRange dst, const loader::TensorView& t) {
-  if (device_bytes(t) > dst.bytes)
-    fail("tensor '{}' takes {} bytes on the device, more than the {} of its place in '{}'", t.name, device_bytes(t),
+  if (loader::upload_bytes(t) > dst.bytes)
+    fail("tensor '{}' takes {} bytes on the device, more than the {} of its place in '{}'", t.name, loader::upload_bytes(t),
          dst.bytes, dst.buffer->name);
   put_rows(up, *dst.buffer, dst.offset, t);
 }
@@ -259,8 +257,8 @@ DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::
     }
     DeviceMatrix::Part& p = m.parts.back();
     p.rows += uint32_t(b->shape[0]);
-    p.bytes += device_bytes(*b);
-    end += device_bytes(*b);
+    p.bytes += loader::upload_bytes(*b);
+    end += loader::upload_bytes(*b);
     rows += b->shape[0];
   }
   m.buffer = vk::Buffer(ctx, (end + 3) / 4 * 4, vk::MemoryKind::Device, name);
@@ -269,7 +267,7 @@ DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::
   for (const loader::TensorView* b : blocks) {
     if (part + 1 < m.parts.size() && offset == m.parts[part].offset + m.parts[part].bytes) offset = m.parts[++part].offset;
     put_rows(up, m.buffer, offset, *b);
-    offset += device_bytes(*b);
+    offset += loader::upload_bytes(*b);
   }
   m.rows = uint32_t(rows);
   m.cols = uint32_t(cols);

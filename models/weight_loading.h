@@ -17,8 +17,6 @@ namespace eaglevk::models {
 
 void expect_shape(const loader::TensorView& t, std::initializer_list<int64_t> shape);
 ops::WeightType weight_type_of(const loader::TensorView& t);
-// The bytes a tensor takes on the device: as stored, except FP8 weights (FP8_B32 blocks).
-uint64_t device_bytes(const loader::TensorView& t);
 
 // A weight matrix with the buffer that holds it. The views are made on demand because a
 // BufferRange points at its Buffer, which moves with the model. A fused matrix whose parts
@@ -82,8 +80,8 @@ void linear_swiglu(ops::OpContext& oc, ops::Act x, const DeviceMatrix& gate_up, 
 // Hugging Face order row by row; no tensor is copied on the host.
 DeviceMatrix upload_matrix(const vk::Context& ctx, vk::Uploader& up, const std::vector<const loader::TensorView*>& blocks,
                            const std::string& name);
-// One tensor's rows into `dst` as upload_matrix puts them (rope order restored, FP8 as FP8_B32
-// blocks); fails when they take more than dst.bytes.
+// One tensor's rows into `dst` as upload_matrix puts them (rope order restored, FP8 and 4-bit
+// weights as their blocks, loader::upload_bytes); fails when they take more than dst.bytes.
 void put_tensor(vk::Uploader& up, vk::BufferRange dst, const loader::TensorView& t);
 // Named tensors with their expected [rows, cols], stacked into one matrix (see upload_matrix).
 struct TensorUse;

@@ -602,6 +602,7 @@ TEST(Gguf, BadFiles) {
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {128}, 16, 0); }), "IQ2_XXS block size 256");
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {48}, 39, 0); }), "MXFP4 block size 32");
   expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {256}, 34, 0); }), "ggml type TQ1_0");
+  expect_bad(changed([](Image& i) { i.infos[0] = tensor_info("x", {256}, 40, 0); }), "ggml type NVFP4");
   expect_bad(changed([](Image& i) { i.infos.push_back(tensor_info("x", {2}, 0, 32)); }), "duplicate tensor name 'x'");
 
   // Tensor data must lie inside the file, without overlap.
