@@ -382,9 +382,9 @@ std::vector<uint64_t> writer_ne(const GgufTensorData& t, const std::string& file
     fail("{}: tensor '{}': row length {} is not a multiple of the {} block size {}", file, t.name, ne[0],
          dtype_name(t.dtype), block_elements(t.dtype));
   auto bytes = quantized_bytes(t.dtype, ne[0], rows);
-  if (!bytes || *bytes != t.bytes.size())
+  if (!bytes || *bytes != t.size())
     fail("{}: tensor '{}': shape [{}] of {} needs {} bytes, {} given", file, t.name, fmt::join(t.shape, ", "),
-         dtype_name(t.dtype), bytes ? fmt::to_string(*bytes) : "too many", t.bytes.size());
+         dtype_name(t.dtype), bytes ? fmt::to_string(*bytes) : "too many", t.size());
   return ne;
 }
 
@@ -434,7 +434,7 @@ std::string encode_header(const std::string& file, const std::vector<std::pair<s
     for (uint64_t dim : ne) w.put<uint64_t>(dim);
     w.put<uint32_t>(*id);
     w.put<uint64_t>(offset);
-    offset = (offset + t.bytes.size() + alignment - 1) / alignment * alignment;
+    offset = (offset + t.size() + alignment - 1) / alignment * alignment;
   }
   w.pad_to(alignment);
   return std::move(w.out);
@@ -602,6 +602,15 @@ bool is_gguf_file(const fs::path& path) {
 
 void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, GgufValue>>& metadata,
                 std::span<const GgufTensorData> tensors, uint64_t alignment) {
+  write_gguf(path, metadata, tensors, alignment, [&](size_t i, std::ostream& out) {
+    const auto& t = tensors[i];
+    out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+  });
+}
+
+void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                std::span<const GgufTensorData> tensors, uint64_t alignment,
+                const std::function<void(size_t, std::ostream&)>& write_data) {
   const std::string file = path.string();
   if (!std::has_single_bit(alignment) || alignment > UINT32_MAX)
     fail("{}: alignment {} is not a power of two that fits in 32 bits", file, alignment);
@@ -611,9 +620,13 @@ void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, G
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     // Each tensor is padded to the alignment, the last one too, as llama.cpp's writer does.
     const std::string zeros(alignment, '\0');
-    for (const auto& t : tensors) {
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
-      const uint64_t pad = (alignment - t.bytes.size() % alignment) % alignment;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const std::streamoff before = out.tellp();
+      write_data(i, out);
+      if (!out || uint64_t(out.tellp() - before) != tensors[i].size())
+        fail("{}: tensor '{}': {} bytes written where its shape needs {}", file, tensors[i].name,
+             uint64_t(out.tellp() - before), tensors[i].size());
+      const uint64_t pad = (alignment - tensors[i].size() % alignment) % alignment;
       out.write(zeros.data(), static_cast<std::streamsize>(pad));
     }
   });

@@ -11,6 +11,7 @@
 // [rows, cols] matrix is stored with ne = {cols, rows}.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -97,8 +98,15 @@ struct GgufTensorData {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   std::span<const std::byte> bytes;
+  // With `bytes` empty: the size of data a write_gguf callback streams (files larger than memory).
+  uint64_t streamed_bytes = 0;
+  uint64_t size() const { return bytes.empty() ? streamed_bytes : bytes.size(); }
 };
 void write_gguf(const std::filesystem::path& path, const std::vector<std::pair<std::string, GgufValue>>& metadata,
                 std::span<const GgufTensorData> tensors, uint64_t alignment = 32);
+// The same, each tensor's data written by write_data(index, out): exactly size() bytes (checked).
+void write_gguf(const std::filesystem::path& path, const std::vector<std::pair<std::string, GgufValue>>& metadata,
+                std::span<const GgufTensorData> tensors, uint64_t alignment,
+                const std::function<void(size_t, std::ostream&)>& write_data);
 
 }  // namespace eaglevk::loader

@@ -3,6 +3,8 @@
 //   eaglevk-synth KIND OUT_DIR [--layers N] [--moe-step N] [--tokenizer DIR] [--aux a,b,c]
 //                 [--shard-mb N] [--seed N]
 //   KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout
+//   eaglevk-synth llama3-8b-gguf|llama3-small-gguf OUT.gguf --tokenizer DIR [--layers N] [--seed N]
+//   (an F16 GGUF for llama.cpp and eaglevk alike: tests/support/synthetic_gguf.h)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,16 +15,45 @@
 #include <eaglevk/error.h>
 
 #include "support/synthetic.h"
+#include "support/synthetic_gguf.h"
 
 int main(int argc, char** argv) {
   using namespace eaglevk::testing;
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: eaglevk-synth KIND OUT_DIR [--layers N] [--moe-step N] [--tokenizer DIR] [--aux a,b,c] "
-                 "[--shard-mb N] [--seed N]\n  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout\n");
+                 "[--shard-mb N] [--seed N]\n  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout\n"
+                 "       eaglevk-synth llama3-8b-gguf|llama3-small-gguf OUT.gguf --tokenizer DIR [--layers N] "
+                 "[--seed N]\n");
     return 2;
   };
   if (argc < 3) return usage();
+  if (std::string(argv[1]) == "llama3-8b-gguf" || std::string(argv[1]) == "llama3-small-gguf") {
+    SynthGgufOptions o;
+    o.small = std::string(argv[1]) == "llama3-small-gguf";
+    try {
+      for (int i = 3; i < argc; i += 2) {
+        const std::string a = argv[i];
+        if (i + 1 >= argc) return usage();
+        if (a == "--layers") o.layers = uint32_t(std::stoul(argv[i + 1]));
+        else if (a == "--tokenizer") o.tokenizer_dir = argv[i + 1];
+        else if (a == "--seed") o.seed = std::stoull(argv[i + 1]);
+        else return usage();
+      }
+      if (o.tokenizer_dir.empty()) {
+        std::fprintf(stderr, "eaglevk-synth: %s needs --tokenizer DIR (tokenizer.json)\n", argv[1]);
+        return 2;
+      }
+      auto t0 = std::chrono::steady_clock::now();
+      const uint64_t bytes = write_synthetic_llama3_gguf(argv[2], o);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      fmt::print("{}: {} ({:.2f} GB of weights) in {:.1f} s\n", argv[2], argv[1], bytes / 1e9, s);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "eaglevk-synth: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
   SynthKind kind;
   if (!parse_synth_kind(argv[1], kind)) {
     std::fprintf(stderr, "eaglevk-synth: unknown kind '%s'\n", argv[1]);
