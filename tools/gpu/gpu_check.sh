@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The GPU check: one call on a lent GPU machine, from a pack that tools/gpu/pack.sh made on the
+# CPU machine (docs/gpu-check.md). Run from the unpacked pack:
+#   bash PACK/gpu_check.sh [--lavapipe] [--budget SECONDS]
+# The most wanted figures come first, so that a run cut short still answers the main question:
+#   1. the device, and (in the background) the 8B-shaped F16 and Q4_K_M GGUF files and drafts;
+#   2. the ceiling (a copy, a read-only reduction) and the kernel table from GPU timestamps;
+#   3. eaglevk bench next to llama-bench on the same files (-p 512 -n 128), and at depth 2048;
+#   4. profiles: a decode step, a k=3 chain round, a 16-node tree verify; Scout-shaped MoE;
+#   5. EAGLE-3 end to end on the tiny pair A;
+#   6. the GPU tests.
+# Every step runs under a deadline inside the budget (default 480 s). Everything goes to $OUT
+# (default ./gpu-out): summary.json (tools/gpu/summarize.py) and gpu_check.log, plus the raw
+# kernel table. --lavapipe is the dry run on a CPU device (the test suite's gpu_pack_dry_run):
+# short sizes, the same steps, no change to / (the system's Vulkan loader is used).
+set -u
+P=$(cd "$(dirname "$0")" && pwd)
+LAVAPIPE=0
+BUDGET=480
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --lavapipe) LAVAPIPE=1 ;;
+    --budget) BUDGET=$2; shift ;;
+    *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+RAW=$OUT/raw            # step outputs; summarize.py folds them into summary.json
+mkdir -p "$RAW"
+LOG=$OUT/gpu_check.log
+exec > >(tee -a "$LOG") 2>&1
+exec 3>&1  # the log, for the steps' own lines while their output goes to a file
+T0=$(date +%s)
+elapsed() { echo $(( $(date +%s) - T0 )); }
+stamp() { echo "=== [$(elapsed)s] $*" >&3; }
+# step NAME MAX_SECONDS COMMAND...: runs it with at most MAX_SECONDS, never past the budget
+# (keeping RESERVE seconds for the summary); records its exit status in raw/steps.tsv.
+RESERVE=15
+step() {
+  local name=$1 max=$2; shift 2
+  local left=$(( BUDGET - RESERVE - $(elapsed) ))
+  if [ "$left" -lt 5 ]; then
+    echo "=== skipped $name: the budget is spent" >&3
+    printf '%s\tskipped\t0\n' "$name" >> "$RAW/steps.tsv"
+    return 1
+  fi
+  [ "$max" -gt "$left" ] && max=$left
+  stamp "$name (at most ${max}s)"
+  local t=$(date +%s)
+  timeout -k 5 "$max" "$@"
+  local rc=$?
+  printf '%s\t%s\t%s\n' "$name" "$rc" "$(( $(date +%s) - t ))" >> "$RAW/steps.tsv"
+  [ $rc -eq 124 ] && echo "=== $name: stopped at its deadline (${max}s)" >&3
+  return $rc
+}
+: > "$RAW/steps.tsv"
+echo "gpu_check: pack $(cat "$P/manifest.json" 2>/dev/null | tr -d '\n' | cut -c1-400)"
+
+# --- Environment: the pack's libraries first, the machine's driver directories kept.
+if [ $LAVAPIPE = 0 ]; then
+  # The Vulkan loader and glvnd (the NVIDIA ICD loads through them) go into /, as the device
+  # machine has none; everything else stays under the pack.
+  for f in "$P"/debs/*.deb; do [ -f "$f" ] && dpkg -x "$f" /; done
+  ldconfig
+  ICD=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  [ -f $ICD ] && export VK_DRIVER_FILES=$ICD
+  EGL=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  [ -f $EGL ] && export __EGL_VENDOR_LIBRARY_FILENAMES=$EGL
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null
+fi
+export LD_LIBRARY_PATH=$P/lib:$P/vk/usr/lib/x86_64-linux-gnu:$P/llama${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export VK_ADD_LAYER_PATH=$P/vk/usr/share/vulkan/explicit_layer.d
+export EAGLEVK_LLAMA3_REF=$P/tokenizer
+B=$P/bin
+# The test binaries look for the assets and the CLI where they were built (manifest.json).
+for pair in assets:assets cli:bin/eaglevk; do
+  key=${pair%%:*}; target=$P/${pair#*:}
+  built=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$key'])" "$P/manifest.json" 2>/dev/null)
+  if [ -n "$built" ] && [ ! -e "$built" ]; then mkdir -p "$(dirname "$built")" && ln -s "$target" "$built"; fi
+done
+
+if [ $LAVAPIPE = 1 ]; then
+  WORK=${WORK:-$(mktemp -d)}
+  GGUF_KIND=llama3-small-gguf; LAYERS=2
+  TABLE_ARGS=(--scale 16 --l2-mib 1 --read-mib 64 --reps 20 --types f16,q4_k --rows 1,8 --gemm-rows 64)
+  BENCH_P=64; BENCH_N=16; DEPTH=128; TINY_N=32; TREE=(--spec-steps 3 --spec-topk 2 --spec-draft-tokens 6)
+else
+  WORK=/dev/shm
+  GGUF_KIND=llama3-8b-gguf; LAYERS=32
+  TABLE_ARGS=(--l2-mib 60 --read-mib 4096 --reps 24 --shapes "128,2;128,4;256,2")
+  BENCH_P=512; BENCH_N=128; DEPTH=2048; TINY_N=128; TREE=(--spec-steps 4 --spec-topk 4 --spec-draft-tokens 16)
+fi
+F16=$WORK/8b-f16.gguf; Q4=$WORK/8b-q4_k_m.gguf; DRAFT=$WORK/8b-eagle3
+
+step devices 30 "$B/eaglevk" devices > "$RAW/devices.txt" 2>&1
+rc=$?
+cat "$RAW/devices.txt" | head -40
+if [ $rc -ne 0 ]; then
+  # No driver: say why (the loader's view) and stop rather than time a CPU fallback.
+  VK_LOADER_DEBUG=error,driver "$B/eaglevk" devices 2>&1 | head -30
+  python3 "$P/summarize.py" "$RAW" "$OUT/summary.json" "$BUDGET"
+  exit 1
+fi
+
+# --- The files, on the CPUs while the GPU times the kernels.
+(
+  "$B/eaglevk-synth" $GGUF_KIND "$F16" --tokenizer "$P/tokenizer" --layers $LAYERS
+  if [ -x "$P/llama/llama-quantize" ]; then
+    "$P/llama/llama-quantize" "$F16" "$Q4" Q4_K_M "$(nproc)" > "$RAW/quantize.txt" 2>&1 || echo "llama-quantize failed"
+  fi
+  # The 8B-shaped draft (random weights: rounds accept about nothing; they are timed, not scored).
+  [ $LAVAPIPE = 0 ] && "$B/eaglevk-synth" eagle3-8b "$DRAFT" --aux 2,16,29
+) > "$RAW/files.txt" 2>&1 &
+FILES=$!
+
+step kernel_table 110 "$B/eaglevk_kernel_table" "${TABLE_ARGS[@]}" --deadline-s 95 -o "$RAW/kernel_table.json"
+
+stamp "waiting for the files"
+step files 150 bash -c "while kill -0 $FILES 2>/dev/null; do sleep 1; done"
+cat "$RAW/files.txt"; ls -la "$WORK"/*.gguf 2>/dev/null
+
+# bench NAME FILE "ARGS": eaglevk bench and llama-bench on one file with the same arguments
+# (llama-bench's -d is eaglevk's --depth), JSON each.
+bench() {
+  local name=$1 file=$2 args=$3
+  [ -f "$file" ] || { echo "=== $name: no file $file"; return; }
+  step "eaglevk_$name" 120 "$B/eaglevk" bench -m "$file" $args -o json > "$RAW/eaglevk_$name.json"
+  if [ -x "$P/llama/llama-bench" ]; then
+    step "llama_$name" 120 "$P/llama/llama-bench" -m "$file" ${args/--depth/-d} -ngl 99 -o json > "$RAW/llama_$name.json"
+  fi
+}
+bench q4_k_m "$Q4" "-p $BENCH_P -n $BENCH_N -r 2"
+bench f16 "$F16" "-p $BENCH_P -n $BENCH_N -r 2"
+bench q4_k_m_depth "$Q4" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
+[ -f "$Q4" ] || bench f16_depth "$F16" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
+
+# --- Profiles: a decode step, a k=3 chain round and a 16-node tree verify (GPU timestamps after
+# every command), on the 8B shape with its draft; on lavapipe, on the tiny pair A.
+if [ $LAVAPIPE = 0 ] && [ -f "$Q4" ] && [ -d "$DRAFT" ]; then PT=$Q4; PD=$DRAFT
+else PT=$P/assets/tiny-llama3; PD=$P/assets/tiny-llama3-eagle3; fi
+step profile_chain 90 "$B/eaglevk" bench -m "$PT" -d "$PD" -k 3 -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_chain.json"
+step profile_tree 90 "$B/eaglevk" bench -m "$PT" -d "$PD" "${TREE[@]}" -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_tree.json"
+
+# --- Scout-shaped mixture of experts (16 experts, top-1; two layers): decode and verify.
+if [ $LAVAPIPE = 0 ]; then
+  step scout_files 90 bash -c "'$B/eaglevk-synth' llama4-scout '$WORK/scout' --layers 2 && '$B/eaglevk-synth' eagle3-scout '$WORK/scout-eagle3' --aux 0,1,1" > "$RAW/scout_files.txt" 2>&1
+  step profile_scout 90 "$B/eaglevk" bench -m "$WORK/scout" -d "$WORK/scout-eagle3" -k 3 -p 0 -n 16 -r 1 --profile -o json > "$RAW/profile_scout.json"
+fi
+
+# --- EAGLE-3 end to end on the tiny pair A: spec-tg / tg.
+step tiny_pair_a 60 "$B/eaglevk" bench -m "$P/assets/tiny-llama3" -d "$P/assets/tiny-llama3-eagle3" -k 3 -p 0 -n $TINY_N -r 3 -o json > "$RAW/tiny_pair_a.json"
+
+# --- The GPU tests, with the validation layer, each under its own deadline.
+: > "$RAW/tests.txt"
+while read -r t filter dry_filter; do
+  [ -x "$B/$t" ] || continue
+  [ $LAVAPIPE = 1 ] && filter=$dry_filter
+  step "test_$t" 90 env EAGLEVK_VALIDATE=1 "$B/$t" --gtest_brief=1 --gtest_filter="$filter" > "$RAW/test_$t.txt" 2>&1
+  rc=$?
+  echo "$t: exit $rc, $(grep -c '^\[  FAILED' "$RAW/test_$t.txt") failed" | tee -a "$RAW/tests.txt"
+  grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' "$RAW/test_$t.txt" | head -20 | tee -a "$RAW/tests.txt"
+done < "$P/gpu_tests.txt"
+
+stamp "summary"
+python3 "$P/summarize.py" "$RAW" "$OUT/summary.json" "$BUDGET"
+# Only the summary, the log and the kernel table come back (the device returns at most 8 files).
+cp "$RAW/kernel_table.json" "$OUT/kernel_table.json" 2>/dev/null
+[ -n "${KEEP_RAW:-}" ] || rm -rf "$RAW"
+stamp end

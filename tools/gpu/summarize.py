@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Folds the GPU check's step outputs (tools/gpu/gpu_check.sh's raw folder) into one summary.json:
+the device, each step's exit status and time, the ceiling, eaglevk next to llama.cpp per file
+and test, the decode step as a fraction of the measured read bandwidth, the profiled round
+costs, the tiny pair's speed-up, the kernel table's extremes, the GPU tests, and each of issue
+46's targets with whether it was met. Missing inputs (a step cut short) leave their entries out
+and their targets "not measured"; nothing here invents a figure.
+
+Usage: summarize.py RAW_DIR SUMMARY.json BUDGET_SECONDS
+"""
+import json
+import os
+import re
+import sys
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return None
+    # A program may print lines before its JSON (llama-bench's device lines on stdout): the
+    # document starts at the first line that opens an array or an object.
+    lines = text.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.rstrip() in ("[", "{") or line.startswith(("[{", "{\""))), None)
+    if first is None:
+        return None
+    start = sum(len(line) for line in lines[:first])
+    try:
+        return json.loads(text[start:])
+    except ValueError:
+        return None
+
+
+def eaglevk_tests(entries):
+    """{test name: entry} of an `eaglevk bench -o json` array."""
+    return {e.get("test"): e for e in entries or [] if isinstance(e, dict)}
+
+
+def llama_tests(entries):
+    """{"ppN" / "tgN" / "tgN @ dD": tokens/s} of a `llama-bench -o json` array."""
+    out = {}
+    for e in entries or []:
+        depth = e.get("n_depth", 0)
+        at = f" @ d{depth}" if depth else ""
+        if e.get("n_prompt") and not e.get("n_gen"):
+            out[f"pp{e['n_prompt']}{at}"] = e.get("avg_ts")
+        elif e.get("n_gen") and not e.get("n_prompt"):
+            out[f"tg{e['n_gen']}{at}"] = e.get("avg_ts")
+    return out
+
+
+def profile_of(entries, prefix):
+    for name, e in eaglevk_tests(entries).items():
+        if name and name.startswith("profile " + prefix):
+            return e
+    return None
+
+
+def round_costs(entries):
+    """GPU ms of a decode step and of a speculative round, from one `bench --profile` run."""
+    tests = eaglevk_tests(entries)
+    step = next((e for n, e in tests.items() if n and n.startswith("profile tg")), None)
+    spec = next((e for n, e in tests.items() if n and n.startswith("profile spec")), None)
+    if not step or not spec or not spec.get("rounds"):
+        return None
+    round_ms = spec["gpu_ms_per_token"] * spec["tokens"] / spec["rounds"]
+    top = sorted(spec.get("commands", []), key=lambda c: -c.get("gpu_ms_per_token", 0))[:12]
+    return {
+        "test": spec["test"],
+        "decode_step_gpu_ms": step["gpu_ms_per_token"],
+        "decode_step_commands": step.get("commands_per_token"),
+        "round_gpu_ms": round_ms,
+        "round_over_step": round_ms / step["gpu_ms_per_token"] if step["gpu_ms_per_token"] else None,
+        "host_record_ms_per_round": spec.get("host_record_ms_per_round"),
+        "top_commands_per_token": [
+            {"command": c["command"], "gpu_ms": c["gpu_ms_per_token"], "gb_per_s": c.get("gb_per_s", 0)} for c in top
+        ],
+    }
+
+
+def main():
+    raw, out_path, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    s = {"budget_s": budget, "steps": [], "targets": []}
+    try:
+        with open(os.path.join(raw, "steps.tsv")) as f:
+            for line in f:
+                name, rc, seconds = line.rstrip("\n").split("\t")
+                s["steps"].append({"step": name, "exit": rc, "seconds": int(seconds)})
+    except OSError:
+        pass
+    try:
+        with open(os.path.join(raw, "devices.txt")) as f:
+            s["devices"] = f.read()[:3000]
+    except OSError:
+        pass
+
+    table = load_json(os.path.join(raw, "kernel_table.json"))
+    read_gbps = None
+    if table:
+        s["device"] = table.get("device")
+        s["ceiling"] = table.get("ceiling")
+        read_gbps = (table.get("ceiling") or {}).get("read_gb_per_s")
+        kernels = [k for k in table.get("kernels", []) if k.get("kernel") == "matvec" and not k.get("shape_override")]
+        by_type = {}
+        for k in kernels:
+            by_type.setdefault(k["type"], []).append(k)
+        s["matvec_by_type"] = {
+            t: {
+                "worst_fraction_of_read": min(k["fraction_of_read"] for k in ks),
+                "best_fraction_of_read": max(k["fraction_of_read"] for k in ks),
+                "one_row": {k["matrix"]: round(k["gb_per_s"], 1) for k in ks if k["rows"] == 1},
+            }
+            for t, ks in by_type.items()
+        }
+        # The tuning question: which workgroup shape streams best per type and matrix at one row.
+        best = {}
+        for k in table.get("kernels", []):
+            if k.get("kernel") != "matvec" or k["rows"] != 1:
+                continue
+            key = f"{k['type']} {k['matrix']}"
+            if key not in best or k["gb_per_s"] > best[key]["gb_per_s"]:
+                best[key] = {"workgroup": k["workgroup"], "outputs": k["outputs"], "gb_per_s": round(k["gb_per_s"], 1),
+                             "default": not k.get("shape_override")}
+        s["best_matvec_shape_one_row"] = best
+        s["gemm"] = [k for k in table.get("kernels", []) if k.get("kernel", "").startswith("gemm")]
+        s["kernel_table_truncated"] = table.get("truncated")
+
+    s["bench"] = {}
+    for name in ("q4_k_m", "f16", "q4_k_m_depth", "f16_depth"):
+        ours = load_json(os.path.join(raw, f"eaglevk_{name}.json"))
+        theirs = load_json(os.path.join(raw, f"llama_{name}.json"))
+        if ours is None and theirs is None:
+            continue
+        tests = eaglevk_tests(ours)
+        llama = llama_tests(theirs)
+        entry = {"eaglevk": {}, "llama.cpp": llama, "ratio": {}}
+        for test, e in tests.items():
+            if not test or test.startswith("profile") or test == "load":
+                continue
+            entry["eaglevk"][test] = e.get("tokens_per_s")
+            if test in llama and llama[test]:
+                entry["ratio"][test] = e.get("tokens_per_s", 0) / llama[test]
+            if test.startswith("tg") and read_gbps and e.get("size_bytes"):
+                gbps = e["size_bytes"] * e["tokens_per_s"] / 1e9
+                entry.setdefault("decode_weights_gb_per_s", {})[test] = gbps
+                entry.setdefault("decode_fraction_of_read", {})[test] = gbps / read_gbps
+            if "size_bytes" in e:
+                entry["size_bytes"] = e["size_bytes"]
+        s["bench"][name] = entry
+
+    for name in ("chain", "tree", "scout"):
+        costs = round_costs(load_json(os.path.join(raw, f"profile_{name}.json")))
+        if costs:
+            s[f"profile_{name}"] = costs
+
+    tiny = eaglevk_tests(load_json(os.path.join(raw, "tiny_pair_a.json")))
+    tg = next((e for n, e in tiny.items() if n and n.startswith("tg")), None)
+    spec = next((e for n, e in tiny.items() if n and n.startswith("spec-tg")), None)
+    if tg and spec:
+        s["tiny_pair_a"] = {"tg": tg["tokens_per_s"], "spec_tg": spec["tokens_per_s"],
+                            "speedup": spec["tokens_per_s"] / tg["tokens_per_s"],
+                            "acceptance_length": spec.get("mean_acceptance_length")}
+
+    try:
+        with open(os.path.join(raw, "tests.txt")) as f:
+            s["tests"] = [line.rstrip("\n") for line in f if re.match(r"^\S+: exit", line)]
+    except OSError:
+        pass
+
+    def target(name, value, op, bound):
+        met = None if value is None else (value >= bound if op == ">=" else value <= bound)
+        s["targets"].append({"target": f"{name} {op} {bound}", "value": value,
+                             "met": "not measured" if met is None else met})
+
+    def ratio(file, prefix):
+        r = s["bench"].get(file, {}).get("ratio", {})
+        return next((v for k, v in r.items() if k.startswith(prefix) and "@" not in k), None)
+
+    def fraction(file):
+        r = s["bench"].get(file, {}).get("decode_fraction_of_read", {})
+        return next((v for k, v in r.items() if "@" not in k), None)
+
+    target("Q4_K_M tg / llama.cpp", ratio("q4_k_m", "tg"), ">=", 1.10)
+    target("F16 tg / llama.cpp", ratio("f16", "tg"), ">=", 1.10)
+    target("Q4_K_M pp / llama.cpp", ratio("q4_k_m", "pp"), ">=", 1.0)
+    target("F16 pp / llama.cpp", ratio("f16", "pp"), ">=", 1.0)
+    target("F16 decode step, fraction of read bandwidth", fraction("f16"), ">=", 0.70)
+    target("Q4_K_M decode step, fraction of read bandwidth", fraction("q4_k_m"), ">=", 0.50)
+    target("k=3 chain round / decode step (GPU ms)", s.get("profile_chain", {}).get("round_over_step"), "<=", 1.35)
+    target("tree round / decode step (GPU ms)", s.get("profile_tree", {}).get("round_over_step"), "<=", 2.0)
+    target("tiny pair A spec-tg / tg", s.get("tiny_pair_a", {}).get("speedup"), ">=", 2.5)
+
+    with open(out_path, "w") as f:
+        json.dump(s, f, indent=1)
+    for t in s["targets"]:
+        v = t["value"]
+        print(f"target {t['target']}: {'-' if v is None else round(v, 3)} ({t['met']})")
+
+
+if __name__ == "__main__":
+    main()
