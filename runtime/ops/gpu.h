@@ -36,11 +36,20 @@ struct MatvecShape {
   // used ones (a decode step's experts took twice as long with 8, docs/perf.md). Never changes a
   // bit. EAGLEVK_EXPERT_ROWS sets it, for tuning.
   uint32_t expert_rows = 8;
+  // Matrices with few rows split each dot product over several subgroups (the workgroup's
+  // fixed-order shared-memory sum), so that a 4096-row matrix still gives a GPU thousands of
+  // subgroups with loads in flight; matrices with many rows keep one subgroup per output group.
+  // split_workgroup 0: never (CPU devices, AMD as llama.cpp chooses). Chosen from the matrix
+  // (rows, columns), never from a pass's row count: a verify row keeps the decode step's bits.
+  uint32_t split_workgroup = 0;
+  uint32_t split_max_rows = 8192;   // at most this many output features
+  uint32_t split_min_cols = 1024;   // and at least this many inputs
 };
 
 // EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS (e.g. 64,2) replaces the device's matrix-vector
-// shape, for tuning on a new device, and EAGLEVK_EXPERT_ROWS=N its expert_rows; nullopt when
-// neither is set. A value the device cannot run is an
+// shape, for tuning on a new device (one workgroup for every matrix), EAGLEVK_EXPERT_ROWS=N its
+// expert_rows, and EAGLEVK_GPU_SHAPES=1 runs a GPU's shapes on a CPU device (the test suite's
+// GPU configuration); nullopt when none is set. A value the device cannot run is an
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <span>
 
 #include <fmt/format.h>
@@ -37,7 +38,7 @@ std::string shader_name(const char* family, WeightType t) { return fmt::format("
 }  // namespace
 
 MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
-                             bool cpu_device) {
+                             bool cpu_device, uint32_t vendor_id) {
   // One subgroup per workgroup: the reduction needs no shared memory or barrier. Devices
   // with small subgroups (lavapipe: 8) get eight float outputs per workgroup to amortise loads
   // and each workgroup's start (lavapipe: a 4096 x 4096 f16 product 12 ms against 16 with four,
@@ -52,6 +53,11 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   // switching coroutines); a GPU with subgroups of 8 would get too few invocations per row.
   if (cpu_device && fixed && sg == 8) shape.attention_workgroup = 8;
   if (cpu_device) shape.expert_rows = 1;
+  // GPUs other than AMD's (llama.cpp keeps AMD at one subgroup a workgroup) split the columns
+  // of matrices with at most 8192 rows and at least 1024 columns over four subgroups, as
+  // llama.cpp's matrix-vector kernels do on NVIDIA and Intel (docs/gpu-check.md).
+  constexpr uint32_t kAmd = 0x1002;
+  if (!cpu_device && vendor_id != kAmd) shape.split_workgroup = 4 * shape.workgroup;
   return shape;
 }
 
@@ -60,8 +66,13 @@ namespace {
 // The shape matvec_shape_for gives this device.
 MatvecShape device_matvec_shape(const vk::Context& ctx) {
   const auto& f = ctx.info.features;
-  return matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
-                          ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers);
+  MatvecShape shape = matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
+                                       ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers,
+                                       ctx.info.vendor_id);
+  // The shared-memory reduction holds one partial sum per subgroup, at most 64 of them.
+  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
+  if (shape.split_workgroup > max_wg) shape.split_workgroup = 0;
+  return shape;
 }
 
 }  // namespace
@@ -86,13 +97,37 @@ std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx) {
   shape.outs = outs;
   shape.block_outs = outs;
   shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
+  shape.split_workgroup = 0;  // the given workgroup for every matrix
   return shape;
 }
 
 }  // namespace
 
+// EAGLEVK_GPU_SHAPES=1: the shapes a GPU with this device's subgroup size gets (NVIDIA's
+// policy: storage buffers, 64-invocation attention workgroups, up to 8 rows of an expert a
+// workgroup, columns split over subgroups for matrices with few rows), made runnable here, with
+// the split from 64 columns so that tiny test models take it. The test suite runs the model
+// tests so on lavapipe, so that no kernel variant a GPU executes is first executed on one.
+std::optional<MatvecShape> gpu_shapes_env(const vk::Context& ctx) {
+  const char* env = std::getenv("EAGLEVK_GPU_SHAPES");
+  if (!env || !*env || std::strcmp(env, "0") == 0) return std::nullopt;
+  if (std::strcmp(env, "1") != 0) fail("EAGLEVK_GPU_SHAPES={}: expected 1 (a GPU's kernel shapes on this device) or 0", env);
+  const auto& f = ctx.info.features;
+  const uint32_t sg = std::max(f.subgroup_size, 1u);
+  MatvecShape shape = matvec_shape_for(sg, sg, sg, /*cpu_device=*/false, /*vendor_id=*/0x10de);
+  const bool fixed = f.min_subgroup_size == f.max_subgroup_size;
+  if (!fixed) shape.workgroup = std::max(shape.workgroup, 64u);
+  shape.one_subgroup = fixed && shape.workgroup == f.subgroup_size ? 1u : 0u;
+  shape.attention_workgroup = 64;
+  shape.split_min_cols = 64;
+  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
+  if (shape.split_workgroup > max_wg) shape.split_workgroup = 0;
+  return shape;
+}
+
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
-  std::optional<MatvecShape> shape = matvec_shape_env(ctx);
+  std::optional<MatvecShape> shape = gpu_shapes_env(ctx);
+  if (std::optional<MatvecShape> given = matvec_shape_env(ctx)) shape = given;
   const char* env = std::getenv("EAGLEVK_EXPERT_ROWS");
   if (!env || !*env) return shape;
   char* end = nullptr;
@@ -106,6 +141,15 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
 
 MatvecShape matvec_shape(const Gpu& gpu) {
   return gpu.matvec_shape_override ? *gpu.matvec_shape_override : device_matvec_shape(gpu.ctx);
+}
+
+MatvecShape matvec_shape(const Gpu& gpu, const WeightMatrix& w) {
+  MatvecShape shape = matvec_shape(gpu);
+  if (shape.split_workgroup && w.rows <= shape.split_max_rows && w.cols >= shape.split_min_cols) {
+    shape.workgroup = shape.split_workgroup;
+    shape.one_subgroup = 0;
+  }
+  return shape;
 }
 
 bool matvec_texel_loads(Act x, const WeightMatrix& w, vk::BufferRange wchunk) {
@@ -146,7 +190,7 @@ void check_norm_fold(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, Matmu
 
 bool norm_folds(const Gpu& gpu, const WeightMatrix& w, uint32_t rows, MatmulPath path) {
   const auto& f = gpu.ctx.info.features;
-  const MatvecShape shape = matvec_shape(gpu);
+  const MatvecShape shape = matvec_shape(gpu, w);
   const uint32_t sg = f.subgroup_size;
   // The product's workgroup plays the norm's: its subgroups must be the norm's subgroups
   // (one fixed size, contiguous lanes), and the norm's invocations a whole number of its own.
@@ -162,7 +206,7 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
   check_norm_fold(oc.gpu, w, rows, path, norm, name);
   const vk::Context& ctx = oc.gpu.ctx;
   bool vector = vector_path(rows, path);
-  const MatvecShape shape = matvec_shape(oc.gpu);
+  const MatvecShape shape = matvec_shape(oc.gpu, w);
   uint32_t chunk = w.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment);
   for (uint32_t n0 = 0; n0 < w.rows; n0 += chunk) {
     uint32_t n = std::min(chunk, w.rows - n0);
@@ -227,7 +271,7 @@ void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Ac
   }
   check_whole_blocks(gate_up.type, gate_up.cols, name);
   check_norm_fold(oc.gpu, gate_up, rows, path, norm, name);
-  const MatvecShape shape = matvec_shape(oc.gpu);
+  const MatvecShape shape = matvec_shape(oc.gpu, gate_up);
   vk::BufferRange wrange = gate_up.rows_range(0, gate_up.rows);
   const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange) &&
                      vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
@@ -264,7 +308,7 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
     fail("{}: rope and the cache write cannot be folded into it here (ops::rope_folds)", name);
   check_whole_blocks(w.type, w.cols, name);
   check_norm_fold(oc.gpu, w, rows, path, norm, name);
-  const MatvecShape shape = matvec_shape(oc.gpu);
+  const MatvecShape shape = matvec_shape(oc.gpu, w);
   const bool quantized = weight_type_quantized(w.type);
   const vk::BufferRange wrange = w.rows_range(0, w.rows);
   const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wrange) &&

@@ -40,12 +40,15 @@ enum class MatmulPath {
 // The matrix-vector kernel's shape on this device (or gpu.matvec_shape_override). Fixed per
 // device, so results are reproducible.
 MatvecShape matvec_shape(const Gpu& gpu);
+// The shape for one weight matrix: the device's, with its split workgroup where the matrix has
+// few rows and long ones (MatvecShape::split_workgroup). Every product with `w` uses it.
+MatvecShape matvec_shape(const Gpu& gpu, const WeightMatrix& w);
 // The shape a device with these subgroup properties gets: lavapipe's (8: one subgroup of 8,
 // 4 outputs, texel loads), NVIDIA's (32: one subgroup of 32, 2 outputs), AMD's and Intel's
 // (variable subgroup size: 64 threads with a shared-memory reduction, 2 outputs). `cpu_device`:
 // a CPU implementation with storage texel buffers.
 MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size, uint32_t max_subgroup_size,
-                             bool cpu_device);
+                             bool cpu_device, uint32_t vendor_id = 0);
 
 // Whether the matrix-vector kernel reads x and this chunk of W through texel buffers on a device
 // whose shape has texel_loads: x rows start on 16-byte texels and the chunk can be viewed.

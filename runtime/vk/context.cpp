@@ -180,11 +180,17 @@ std::vector<DeviceInfo> list_devices() {
 
 namespace {
 
-// The subgroup size every pipeline will require: the driver's default, or EAGLEVK_SUBGROUP_SIZE
-// (a power of two in the device's range) to try another on a device that offers several.
+// The subgroup size every pipeline will require: the driver's default (16 on Intel's GPUs, as
+// llama.cpp requires there for its matrix-vector kernels: the driver's 32 halves the lanes that
+// hold loads in flight per thread), or EAGLEVK_SUBGROUP_SIZE (a power of two in the device's
+// range) to try another on a device that offers several.
 uint32_t choose_subgroup_size(const DeviceInfo& info) {
   const DeviceFeatures& f = info.features;
   const char* env = std::getenv("EAGLEVK_SUBGROUP_SIZE");
+  constexpr uint32_t kIntel = 0x8086;
+  if ((!env || !*env) && info.vendor_id == kIntel && info.type != VK_PHYSICAL_DEVICE_TYPE_CPU &&
+      f.min_subgroup_size <= 16 && 16 <= f.max_subgroup_size)
+    return 16;
   if (!env || !*env) return f.subgroup_size;
   char* end = nullptr;
   const unsigned long size = std::strtoul(env, &end, 10);

@@ -27,14 +27,17 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
     if (s.one_subgroup && !(fixed && s.workgroup == f.subgroup_size)) s.one_subgroup = 0;
     if (!f.storage_texel_buffers) s.texel_loads = 0;
     if (!(fixed && s.attention_workgroup == f.subgroup_size && f.subgroup_shuffle)) s.attention_workgroup = 64;
+    // The split workgroup at the tests' widths (a GPU splits from 1024 columns on): every test
+    // matrix of 64 columns or more and at most 8192 rows takes the split reduction.
+    if (s.split_workgroup) s.split_min_cols = 64;
     return s;
   };
   ops::MatvecShape storage_buffers = ops::matvec_shape_for(8, 8, 8, true);
   storage_buffers.texel_loads = 0;  // lavapipe's kernels, reading storage buffers as GPUs do
   return {{"lavapipe", runnable(ops::matvec_shape_for(8, 8, 8, true))},
           {"lavapipe_storage_buffers", runnable(storage_buffers)},
-          {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false))},
-          {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false))}};
+          {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false, 0x10de))},
+          {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false, 0x8086))}};
 }
 
 std::vector<VendorMatvecShape> attention_configs() {
