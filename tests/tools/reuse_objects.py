@@ -129,7 +129,10 @@ def compile_command(argv):
         record = trees.record(output)
         source = option(argv, "-c")
         if record and record["deps"] and source and not names_the_tree(trees, argv, source):
-            if reuse(trees, argv, shlex.split(record["command"]), output, record["deps"], option(argv, "-MF")):
+            orig_args = shlex.split(record["command"])
+            if argv[0] in orig_args:  # past a launcher of the original build (this one, say)
+                orig_args = orig_args[orig_args.index(argv[0]):]
+            if reuse(trees, argv, orig_args, output, record["deps"], option(argv, "-MF")):
                 return 0
     os.execvp(argv[0], argv)
 
