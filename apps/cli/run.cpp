@@ -275,7 +275,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   add_spec_flags(sub, args->spec);
   sub->add_flag("--draft-sampling", args->draft_sampling,
-                "at --temp > 0: draw drafts from the draft, accept min(1, p/q) (default)");
+                "the default at --temp > 0: drafts drawn from the draft, min(1, p/q)");
   sub->add_flag("--greedy-drafts", args->greedy_drafts,
                 "at --temp > 0: propose the draft's argmax instead (vLLM's default)");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");

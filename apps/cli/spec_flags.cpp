@@ -21,7 +21,7 @@ void add_spec_flags(CLI::App* sub, SpecFlags& f) {
                   "tree drafting: draft levels (SGLang's --speculative-num-steps)");
   sub->add_option("--spec-topk", f.topk, "tree drafting: children per expanded node (default 1)");
   sub->add_option("--spec-draft-tokens", f.draft_tokens,
-                  "tree drafting: verified tokens a round, or 'auto' (measured per device)");
+                  "tree drafting: verified tokens a round, or 'auto' (chosen per device)");
 }
 
 engine::TreeParams SpecFlags::tree_params(bool with_k) const {

@@ -30,7 +30,7 @@ check() {  # NAME ARGS...
   fi
 }
 check "eaglevk --help"
-subcommands=$("$eaglevk" --help | awk '/^Subcommands:/ { on = 1; next } on && NF { print $1 }')
+subcommands=$("$eaglevk" --help | awk '/^Subcommands:/ { on = 1; next } on && !NF { exit } on { print $1 }')
 case " $(echo $subcommands) " in
   *" run "*) ;;
   *) echo "FAILED  the top page lists no 'run' subcommand: the listing was not read ($subcommands)"; exit 1 ;;

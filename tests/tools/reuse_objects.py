@@ -100,7 +100,7 @@ def reuse(trees, args, orig_args, output, inputs, depfile):
     if not os.path.isfile(orig_output):
         return False
     os.makedirs(os.path.dirname(new_output) or ".", exist_ok=True)
-    shutil.copy2(orig_output, new_output)
+    shutil.copyfile(orig_output, new_output)  # a new mtime: ninja compares it with the inputs'
     if depfile:
         deps = [trees.to_new(p if os.path.isabs(p) else os.path.join(trees.orig_build, p)) for p in inputs]
         with open(os.path.join(trees.new_build, depfile), "w") as out:
