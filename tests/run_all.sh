@@ -37,4 +37,4 @@ if [ -n "${EAGLEVK_TEST_REGEX:-}" ]; then
   select=(-R "$EAGLEVK_TEST_REGEX")
   echo "run_all.sh: EAGLEVK_TEST_REGEX: running only the tests matching $EAGLEVK_TEST_REGEX" >&2
 fi
-ctest --test-dir build --output-on-failure -j2 "${select[@]}"
+ctest --test-dir build --output-on-failure --no-tests=error -j2 "${select[@]}"

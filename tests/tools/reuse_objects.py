@@ -71,8 +71,9 @@ class Trees:
 
     def to_new(self, text):
         """ORIG_BUILD and ORIG_SRC in text read as the new build folder and NEW_SRC."""
-        text = text.replace(self.orig_build, self.new_build)
-        return re.sub(re.escape(self.orig_src) + r"(?=/|$|\W)", self.new_src, text)
+        # One pass: the new trees may lie inside the old ones (a scratch copy under BUILD).
+        pattern = "(" + re.escape(self.orig_build) + "|" + re.escape(self.orig_src) + r")(?=/|$|\W)"
+        return re.sub(pattern, lambda m: self.new_build if m.group(1) == self.orig_build else self.new_src, text)
 
     def record(self, output):
         path = os.path.join(self.index, key(output) + ".json")
