@@ -86,10 +86,16 @@ def debian_archive():
         for line in open("/etc/os-release"):
             if line.startswith("VERSION_CODENAME="):
                 codename = line.split("=", 1)[1].strip().strip('"')
-    for types, uris, suites, signed_by in source_entries():
-        if "deb" in types and uris and (codename in suites if codename else
-                                         any("security" not in s for s in suites)):
-            return uris[0], signed_by
+    entries = [(uris[0], suites, signed_by) for types, uris, suites, signed_by in source_entries()
+               if "deb" in types and uris]
+    for uri, suites, signed_by in entries:
+        if codename and codename in suites:
+            return uri, signed_by
+    # A system that names its suite "stable" or the like: its first entry that is not security
+    # fixes, updates or backports.
+    for uri, suites, signed_by in entries:
+        if any(not re.search(r"security|updates|backports", suite) for suite in suites):
+            return uri, signed_by
     sys.exit("fetch.py: no Debian archive in /etc/apt/sources.list or /etc/apt/sources.list.d "
              f"(an entry of type deb for suite {codename or 'the release'})")
 
