@@ -31,10 +31,10 @@ for name, block in zip(("demo", "tests"), blocks):
     open(f"{sys.argv[2]}/{name}.sh", "w").write(block)
     print(f"{name} command:\n{block}")
 PY
-grep -q 'build' "$scratch/demo.sh" && grep -q 'run_all.sh' "$scratch/tests.sh" || {
+if ! grep -q 'build/eaglevk' "$scratch/demo.sh" || ! grep -q 'run_all.sh' "$scratch/tests.sh"; then
   echo "check_readme_commands.sh: the first block must build and run the demo, the second run tests/run_all.sh"
   exit 1
-}
+fi
 
 # The sources as they are now (tracked and new files, not ignored ones), plus what the install
 # step and fetch.py would otherwise download again.
