@@ -19,7 +19,24 @@ set(coopmat_glslc_default "${GLSLC}")
 if(EAGLEVK_VULKAN_STACK)
   set(coopmat_glslc_default "${EAGLEVK_VULKAN_STACK}/glslc")
 endif()
+# A build folder configured before with another stack (or none) cached that choice's glslc: when
+# the cached value is the default of an earlier choice, not one the user set, the new choice's
+# default replaces it, so a build folder can switch between the two README commands.
+# EAGLEVK_GLSLC_COOPMAT_DEFAULT remembers which default the cached value came from (a cache
+# without it is from a build before this rule, whose default was GLSLC or a stack's glslc).
+if(DEFINED CACHE{EAGLEVK_GLSLC_COOPMAT} AND NOT EAGLEVK_GLSLC_COOPMAT STREQUAL coopmat_glslc_default)
+  set(previous_default "${EAGLEVK_GLSLC_COOPMAT_DEFAULT}")
+  if(NOT DEFINED CACHE{EAGLEVK_GLSLC_COOPMAT_DEFAULT}
+     AND (EAGLEVK_GLSLC_COOPMAT STREQUAL GLSLC OR EAGLEVK_GLSLC_COOPMAT MATCHES "/vulkan-stack/glslc$"))
+    set(previous_default "${EAGLEVK_GLSLC_COOPMAT}")
+  endif()
+  if(EAGLEVK_GLSLC_COOPMAT STREQUAL previous_default)
+    message(STATUS "cooperative-matrix glslc: the Vulkan-stack choice changed, ${previous_default} -> ${coopmat_glslc_default}")
+    set_property(CACHE EAGLEVK_GLSLC_COOPMAT PROPERTY VALUE "${coopmat_glslc_default}")
+  endif()
+endif()
 set(EAGLEVK_GLSLC_COOPMAT "${coopmat_glslc_default}" CACHE FILEPATH "glslc for the cooperative-matrix kernels")
+set(EAGLEVK_GLSLC_COOPMAT_DEFAULT "${coopmat_glslc_default}" CACHE INTERNAL "The default EAGLEVK_GLSLC_COOPMAT was set from")
 set(EAGLEVK_HAVE_COOPMAT OFF)
 if(NOT EAGLEVK_COOPMAT STREQUAL "OFF")
   execute_process(
@@ -29,7 +46,12 @@ if(NOT EAGLEVK_COOPMAT STREQUAL "OFF")
   if(coopmat_probe_result EQUAL 0)
     set(EAGLEVK_HAVE_COOPMAT ON)
   elseif(EAGLEVK_COOPMAT STREQUAL "ON" OR EAGLEVK_VULKAN_STACK)
-    message(FATAL_ERROR "EAGLEVK_COOPMAT=ON but ${EAGLEVK_GLSLC_COOPMAT} does not compile GL_KHR_cooperative_matrix")
+    if(EAGLEVK_COOPMAT STREQUAL "ON")
+      set(why "EAGLEVK_COOPMAT=ON")
+    else()
+      set(why "EAGLEVK_VULKAN_STACK=${EAGLEVK_VULKAN_STACK}")
+    endif()
+    message(FATAL_ERROR "${why} but ${EAGLEVK_GLSLC_COOPMAT} does not compile GL_KHR_cooperative_matrix")
   endif()
 endif()
 message(STATUS "cooperative-matrix kernels: ${EAGLEVK_HAVE_COOPMAT} (${EAGLEVK_GLSLC_COOPMAT})")

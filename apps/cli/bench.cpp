@@ -268,18 +268,17 @@ int bench_command(const BenchArgs& a) {
 void add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s, load time and peak host memory");
+  sub->footer("Example: eaglevk bench -d assets/tiny-llama3-eagle3 -p 64 -n 64 -r 2");
   sub->add_option("-m,--model", args->model, "model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
   sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
   sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
   sub->add_option("--depth", args->depth,
-                  "start the decode tests after this many tokens of context (llama-bench's -d; -d here is the draft)");
+                  "decode after this many tokens of context (llama-bench's -d)");
   sub->add_flag("--profile", args->profile,
-                "after the timed runs, profile one decode (and one speculative decode with -d, one with trees with "
-                "the tree flags): GPU time, commands and GB/s per command family and token, host recording and "
-                "waiting time");
+                "then profile one decode of each kind: GPU time and GB/s per family");
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
-  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding and its speed-up");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding");
   add_spec_flags(sub, args->spec);
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });

@@ -20,6 +20,7 @@ int run_selected(CLI::App& sub) { return runners().at(&sub)(); }
 
 void add_devices_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("devices", "List Vulkan devices and their probed features");
+  sub->footer("Example: eaglevk devices");
   register_runner(sub, [] {
     for (const vk::DeviceInfo& info : vk::list_devices()) fmt::print("{}", vk::describe(info));
     return 0;

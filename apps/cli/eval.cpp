@@ -287,19 +287,13 @@ int eval_command(const EvalArgs& a) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   CLI::App* sub = app.add_subcommand("eval", "Measure a drafter's acceptance over a JSONL dataset");
-  sub->footer(
-      "--aux-shift-sweep runs the whole evaluation three times, with the draft's tap layer ids (from its config or\n"
-      "--aux-layers) shifted by -1, 0 and +1, and prints a table of acceptance per shift, the best shift and the\n"
-      "--aux-layers to pass. Engines disagree whether tap id i means the residual stream entering layer i (vLLM,\n"
-      "llama.cpp, eaglevk) or the output of layer i (SGLang for ModelOpt heads); the head accepts most under the\n"
-      "convention it was trained with. At --temp 0 the outputs are the same in every row.");
+  sub->footer("Example: eaglevk eval -d assets/tiny-llama3-eagle3 --dataset tests/data/eval_mix.jsonl --baseline");
   sub->add_option("-m,--model", args->model, "target: model folder or GGUF file (default: the bundled tiny model)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head: folder or GGUF file (required)");
   sub->add_option("--mmproj", args->mmproj,
-                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF target: for datasets with image parts");
+                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF target");
   sub->add_option("--dataset", args->dataset,
-                  "JSONL: lines with prompt, turns, messages (text and image parts) or ShareGPT conversations, and an "
-                  "optional category")
+                  "JSONL: prompt, turns, messages or conversations, and a category")
       ->required();
   add_spec_flags(sub, args->spec);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
@@ -307,34 +301,31 @@ void add_eval_command(CLI::App& app) {
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
   args->seed_option =
-      sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one, printed; shards need one)");
+      sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one; shards need one)");
   sub->add_option("--ctx", args->ctx, "context length")->capture_default_str();
   sub->add_flag("--draft-sampling", args->draft_sampling,
-                "draw chain drafts from the draft's distribution at T > 0 (the default; kept for scripts)");
+                "at T > 0: draw drafts from the draft's distribution (the default)");
   sub->add_flag("--greedy-drafts", args->greedy_drafts,
-                "at T > 0, propose the draft's argmax instead (vLLM's default scheme; lower acceptance)");
+                "at T > 0: propose the draft's argmax instead (vLLM's default)");
   sub->add_option("--stop", args->stop, "end a generation at this text (repeatable)");
   sub->add_option("--logprobs", args->logprobs,
-                  "record each generated token's log-probability and the N most likely tokens (in --json)");
+                  "record each token's log-probability and the N most likely (--json)");
   sub->add_flag("--baseline", args->baseline,
-                "also decode plainly: speed-up, and at T = 0 whether every output is the same");
+                "also decode plainly: the speed-up, and at T = 0 equal outputs");
   sub->add_option("--shard", args->shard,
-                  "evaluate prompts i, i+N, ... only: i/N, or auto (Slurm array or Kubernetes Indexed Job)");
+                  "prompts i, i+N, ... only: i/N, or auto (Slurm array, Indexed Job)");
   sub->add_option("--shard-count", args->shard_count, "with --shard auto in a Kubernetes Indexed Job: the completions");
   sub->add_option("--resume", args->resume,
-                  "append each finished prompt to this JSONL file and skip the prompts already in it");
+                  "append finished prompts to this JSONL file; skip those already in it");
   sub->add_option("--batch", args->batch,
-                  "sequences decoded together, the next line taking a finished one's place (default: 8 for chain "
-                  "drafting over text lines, fewer if memory is short, else 1); outputs and acceptance do not "
-                  "depend on it");
+                  "sequences decoded together (default 8 with -k, 1 with a tree)");
   sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_flag("--aux-shift-sweep", args->aux_sweep,
-                "evaluate with the tap ids shifted by -1, 0, +1 and report the best (see below)");
+                "evaluate with the tap ids shifted by -1, 0, +1; report the best");
   sub->add_option("--json", args->json_out,
-                  "write the configuration, totals, categories and per-prompt records to this file (with the sweep: "
-                  "\"aux_shift_sweep\" rows)");
+                  "write the configuration, totals and per-prompt records here");
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return eval_command(*args); });
 }

@@ -103,6 +103,7 @@ int merge_command(const MergeArgs& a) {
 void add_eval_merge_command(CLI::App& app) {
   auto args = std::make_shared<MergeArgs>();
   CLI::App* sub = app.add_subcommand("eval-merge", "Combine the --json reports of eval's shards into one report");
+  sub->footer("Example: eaglevk eval-merge shard-0.json shard-1.json -o merged.json");
   sub->add_option("reports", args->inputs, "the shards' eval --json files")->required();
   sub->add_option("-o,--json", args->out, "write the merged report here");
   register_runner(sub, [args] { return merge_command(*args); });

@@ -217,9 +217,10 @@ int inspect_command(const InspectArgs& a) {
 void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* sub = app.add_subcommand("inspect", "Describe a model folder or GGUF file (no GPU needed)");
-  sub->add_option("path", args->path, "model folder, draft folder, .gguf file or llama.cpp vision (mmproj) file")
+  sub->footer("Example: eaglevk inspect assets/gguf/tiny-llama4/tiny-llama4-q4_k_m.gguf");
+  sub->add_option("path", args->path, "model or draft folder, .gguf file or llama.cpp vision (mmproj) file")
       ->required();
-  sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) to check with a Llama-4 model");
+  sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) to check with the model");
   sub->add_flag("--json", args->json, "print one JSON object");
   register_runner(sub, [args] { return inspect_command(*args); });
 }

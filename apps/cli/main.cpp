@@ -15,6 +15,11 @@
 int main(int argc, char** argv) {
   CLI::App app{"eaglevk: LLM inference with EAGLE-3 speculative decoding on Vulkan"};
   app.require_subcommand(0, 1);
+  // Every help page ends with one example (tests/tools/check_help.sh); README.md and docs/ have the rest.
+  app.footer(
+      "Without a subcommand: a demo on the bundled tiny model. `eaglevk SUBCOMMAND --help` lists a\n"
+      "subcommand's options; README.md and docs/cli.md say more.\n"
+      "Example: eaglevk run -d assets/tiny-llama3-eagle3 -p \"The modules described in this chapter\"");
   app.set_version_flag("--version", fmt::format("eaglevk {}", eaglevk_version()));
   eaglevk::cli::add_devices_command(app);
   eaglevk::cli::add_run_command(app);

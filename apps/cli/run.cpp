@@ -248,20 +248,19 @@ int run_command(const RunArgs& a) {
 void add_run_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   CLI::App* sub = app.add_subcommand("run", "Generate text from a prompt (the bundled tiny model without -m)");
-  sub->add_option("-m,--model", args->model, "model: a Hugging Face folder (config.json, safetensors, tokenizer.json) or a GGUF file");
+  sub->footer("Example: eaglevk run -d assets/tiny-llama3-eagle3 -p \"The modules described in this chapter\" -n 64");
+  sub->add_option("-m,--model", args->model, "model: a Hugging Face folder or a GGUF file (default: the bundled one)");
   args->prompt_option = sub->add_option("-p,--prompt", args->prompt, "prompt text");
   sub->add_option("-f,--file", args->file, "read the prompt from a file");
   args->prompt_ids_option = sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
   sub->add_option("--mmproj", args->mmproj,
-                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model: lets it take --image");
+                  "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model");
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--image", args->images,
-                  "an image (PNG or JPEG) for a Llama-4 vision model, in the user turn before the text (with --chat); "
-                  "repeat for several");
+                  "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,
-                  "a conversation as JSON: [{\"role\": ..., \"content\": text or [{\"type\": \"text\", \"text\": ...}, "
-                  "{\"type\": \"image\", \"image\": PATH}]}], image paths relative to the file");
+                  "a conversation as Hugging Face chat JSON, with or without images");
   sub->add_option("--system", args->system, "system message (with --chat)");
   sub->add_option("--temp", args->temp, "temperature; 0 is greedy")->capture_default_str();
   sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
@@ -269,25 +268,23 @@ void add_run_command(CLI::App& app) {
   args->seed_option = sub->add_option("--seed", args->seed, "random seed (default at --temp > 0: a random one, printed)");
   sub->add_option("--stop", args->stop, "end generation at this text, which is not printed (repeatable)");
   sub->add_flag("-i,--interactive", args->interactive,
-                "with --chat: after the answer, read the next user turn from stdin (an empty line ends), keeping "
-                "the KV caches");
+                "with --chat: read further user turns from stdin, keeping the KV cache");
   sub->add_option("--ctx", args->ctx,
-                  "context length in tokens (default: the model's maximum when it fits the device's memory, else "
-                  "what fits)");
+                  "context length in tokens (default: the model's maximum, or what fits)");
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   add_spec_flags(sub, args->spec);
   sub->add_flag("--draft-sampling", args->draft_sampling,
-                "with -d at --temp > 0: draw drafts from the draft's distribution, accept min(1, p/q) (the default)");
+                "the default at --temp > 0: drafts drawn from the draft, min(1, p/q)");
   sub->add_flag("--greedy-drafts", args->greedy_drafts,
-                "with -d at --temp > 0: propose the draft's argmax instead (vLLM's default; lower acceptance)");
+                "at --temp > 0: propose the draft's argmax instead (vLLM's default)");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position");
   sub->add_option("--logprobs", args->logprobs,
-                  "with --json: each generated token's log-probability and the N most likely tokens at its step");
+                  "with --json: each token's log-probability and the N most likely ones");
   register_runner(sub, [args] { return run_command(*args); });
 }
 

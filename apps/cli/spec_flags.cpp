@@ -18,11 +18,10 @@ void add_spec_flags(CLI::App* sub, SpecFlags& f) {
   f.k_option = sub->add_option("-k,--num-spec-tokens", f.k, "chain drafting: draft tokens per round, 1..16 (with -d)")
                    ->capture_default_str();
   sub->add_option("--spec-steps", f.steps,
-                  "tree drafting: draft levels (SGLang's --speculative-num-steps; EAGLE's depth + 1)");
+                  "tree drafting: draft levels (SGLang's --speculative-num-steps)");
   sub->add_option("--spec-topk", f.topk, "tree drafting: children per expanded node (default 1)");
   sub->add_option("--spec-draft-tokens", f.draft_tokens,
-                  "tree drafting: verified tokens per round including the root (default with top-k 1: steps + 1), or "
-                  "'auto': choose steps, top-k and tokens for this device from measured pass costs");
+                  "tree drafting: verified tokens a round, or 'auto' (chosen per device)");
 }
 
 engine::TreeParams SpecFlags::tree_params(bool with_k) const {
