@@ -38,6 +38,8 @@ ContextOptions ContextOptions::from_env() {
   const char* validate = std::getenv("EAGLEVK_VALIDATE");
   options.validate = validate && std::strcmp(validate, "0") != 0 && *validate;
   if (const char* device = std::getenv("EAGLEVK_DEVICE")) options.device = device;
+  const char* statistics = std::getenv("EAGLEVK_PIPELINE_STATISTICS");
+  options.pipeline_statistics = statistics && std::strcmp(statistics, "1") == 0;
   return options;
 }
 
@@ -380,6 +382,17 @@ Context::Context(const ContextOptions& options) {
       coopmat.pNext = const_cast<void*>(device_info.pNext);
       device_info.pNext = &f12;
       extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    }
+    // The compiler's statistics per pipeline (registers a lane uses, spills), for the kernel table.
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (options.pipeline_statistics &&
+        has_device_extension(physical, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      executable_info.pipelineExecutableInfo = VK_TRUE;
+      executable_info.pNext = const_cast<void*>(device_info.pNext);
+      device_info.pNext = &executable_info;
+      extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      pipeline_statistics = true;
     }
     device_info.enabledExtensionCount = uint32_t(extensions.size());
     device_info.ppEnabledExtensionNames = extensions.data();

@@ -21,6 +21,10 @@ struct ContextOptions {
   // Enable the Khronos validation layer with synchronization validation. Defaults to the
   // environment variable EAGLEVK_VALIDATE=1.
   bool validate = false;
+  // Keep each pipeline's compiler statistics (registers, spills, instructions: the driver's
+  // VK_KHR_pipeline_executable_properties, where offered) for pipeline_statistics(). Defaults
+  // to EAGLEVK_PIPELINE_STATISTICS=1; the GPU check's kernel table sets it.
+  bool pipeline_statistics = false;
   static ContextOptions from_env();
 };
 
@@ -50,6 +54,9 @@ struct Context {
   bool driver_picks_subgroup_size = false;  // as probed: minSubgroupSize < maxSubgroupSize
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
+  // Pipelines are created with their statistics captured (ContextOptions::pipeline_statistics
+  // on a device that offers VK_KHR_pipeline_executable_properties).
+  bool pipeline_statistics = false;
 
   // Validation messages of error severity seen so far; tests fail when it grows.
   std::atomic<uint32_t> validation_errors{0};

@@ -110,8 +110,44 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
       info.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }
   info.layout = k->layout;
+  if (ctx_.pipeline_statistics) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   EAGLEVK_VK(vkCreateComputePipelines(ctx_.device, VK_NULL_HANDLE, 1, &info, nullptr, &k->pipeline));
   return *(kernels_[key] = std::move(k));
+}
+
+std::vector<PipelineStatistic> pipeline_statistics(const Context& ctx, VkPipeline pipeline) {
+  std::vector<PipelineStatistic> out;
+  if (!ctx.pipeline_statistics) return out;
+  auto properties = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(ctx.device, "vkGetPipelineExecutablePropertiesKHR"));
+  auto statistics = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(ctx.device, "vkGetPipelineExecutableStatisticsKHR"));
+  if (!properties || !statistics) return out;
+  VkPipelineInfoKHR pipeline_info{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pipeline_info.pipeline = pipeline;
+  uint32_t executables = 0;
+  if (properties(ctx.device, &pipeline_info, &executables, nullptr) != VK_SUCCESS) return out;
+  for (uint32_t e = 0; e < executables; ++e) {
+    VkPipelineExecutableInfoKHR executable{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    executable.pipeline = pipeline;
+    executable.executableIndex = e;
+    uint32_t count = 0;
+    if (statistics(ctx.device, &executable, &count, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> stats(count, {VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (statistics(ctx.device, &executable, &count, stats.data()) != VK_SUCCESS) continue;
+    for (const VkPipelineExecutableStatisticKHR& st : stats) {
+      double value = 0;
+      switch (st.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: value = st.value.b32 ? 1 : 0; break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: value = double(st.value.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: value = double(st.value.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: value = st.value.f64; break;
+        default: continue;
+      }
+      out.push_back({st.name, value});
+    }
+  }
+  return out;
 }
 
 }  // namespace eaglevk::vk

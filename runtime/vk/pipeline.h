@@ -51,4 +51,12 @@ class PipelineCache {
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;
 };
 
+// A pipeline's compiler statistics ("Register Count", "Spill Count", ... as the driver names
+// them) where the context captures them (Context::pipeline_statistics); empty elsewhere.
+struct PipelineStatistic {
+  std::string name;
+  double value = 0;
+};
+std::vector<PipelineStatistic> pipeline_statistics(const Context& ctx, VkPipeline pipeline);
+
 }  // namespace eaglevk::vk

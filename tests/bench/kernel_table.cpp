@@ -226,7 +226,10 @@ Timed time_product(ops::Gpu& gpu, const Options& o, ops::WeightType type, uint32
 int run(const Options& o) {
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  ops::Gpu gpu;
+  // With the driver's compiler statistics (registers per lane, spills) where it offers them.
+  vk::ContextOptions options = vk::ContextOptions::from_env();
+  options.pipeline_statistics = true;
+  ops::Gpu gpu(options);
   const auto& info = gpu.ctx.info;
   nlohmann::json out;
   out["device"] = info.name;
@@ -234,6 +237,9 @@ int run(const Options& o) {
   out["l2_bytes_assumed"] = o.l2_bytes;
   out["scale"] = o.scale;
   out["reps"] = o.reps;
+  out["pipeline_statistics"] = gpu.ctx.pipeline_statistics
+                                   ? "captured (VK_KHR_pipeline_executable_properties)"
+                                   : "not offered by this device's driver";
   const Ceiling ceiling = measure_ceiling(gpu, o);
   out["ceiling"] = {{"copy_gb_per_s", ceiling.copy_gbps}, {"read_gb_per_s", ceiling.read_gbps},
                     {"read_bytes", o.read_bytes}};
@@ -266,7 +272,7 @@ int run(const Options& o) {
             break;
           }
           gpu.matvec_shape_override = shapes[si];
-          const ops::MatvecShape used = ops::matvec_shape(gpu);
+          const ops::MatvecShape used = ops::matvec_shape(gpu, ops::WeightMatrix{{}, type, n, k});
           const Timed t = time_product(gpu, o, type, n, k, rows);
           const double bytes = double(n) * double(ops::weight_row_bytes(type, k));
           const double gbps = bytes / (t.median_us * 1e3);
@@ -284,6 +290,15 @@ int run(const Options& o) {
             row["shape_override"] = si > 0;
             row["gb_per_s"] = gbps;
             row["fraction_of_read"] = ceiling.read_gbps > 0 ? gbps / ceiling.read_gbps : 0.0;
+            // The pipeline ops::matmul ran (its name and constants as ops::matmul builds them).
+            const uint32_t outs = used.outs_for(quantized);
+            const std::string shader = fmt::format("matvec_{}{}", type_name, used.texel_loads ? "_texel" : "");
+            const vk::Kernel& kernel =
+                gpu.pipelines.get(shader, {used.workgroup, outs, used.one_subgroup, /*GLU=*/0, /*NORM_WG=*/0, rows});
+            nlohmann::json stats = nlohmann::json::object();
+            for (const vk::PipelineStatistic& st : vk::pipeline_statistics(gpu.ctx, kernel.pipeline))
+              stats[st.name] = st.value;
+            row["pipeline_statistics"] = std::move(stats);
           }
           fmt::print(stderr, "kernel_table: {} {} {}x{} rows {}: {:.1f} us{}\n", type_name, shape.name, n, k, rows,
                      t.median_us, gemm ? "" : fmt::format(", {:.1f} GB/s", gbps));

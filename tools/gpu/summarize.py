@@ -111,6 +111,9 @@ def main():
                 "worst_fraction_of_read": min(k["fraction_of_read"] for k in ks),
                 "best_fraction_of_read": max(k["fraction_of_read"] for k in ks),
                 "one_row": {k["matrix"]: round(k["gb_per_s"], 1) for k in ks if k["rows"] == 1},
+                # The compiler's statistics (registers a lane uses, spills) of the one-row kernels.
+                "pipeline_statistics_one_row": {k["matrix"]: k.get("pipeline_statistics") for k in ks
+                                                if k["rows"] == 1 and k.get("pipeline_statistics")},
             }
             for t, ks in by_type.items()
         }
