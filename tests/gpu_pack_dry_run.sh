@@ -12,7 +12,7 @@ BUILD=$(cd "$1" && pwd)
 cd "$(dirname "$0")/.."
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-bash tools/gpu/pack.sh --build "$BUILD" --out "$TMP/pack.tar.xz" --no-llama --lavapipe > "$TMP/instructions.txt"
+bash tools/gpu/pack.sh --build "$BUILD" --out "$TMP/pack.tar.xz" --no-llama --lavapipe --prebuilt > "$TMP/instructions.txt"
 grep -q "gpu_check.sh --budget" "$TMP/instructions.txt" || { echo "pack.sh printed no GPU call"; cat "$TMP/instructions.txt"; exit 1; }
 mkdir "$TMP/unpacked" "$TMP/out" "$TMP/work"
 tar -xJf "$TMP/pack.tar.xz" -C "$TMP/unpacked"

@@ -20,12 +20,18 @@ if [ ! -d "$SRC/.git" ]; then
   git clone -q "$tmp/package/llama/gitRelease.bundle" "$SRC" 2>/dev/null
   rm -rf "$tmp"
 fi
-glslc_args=()
-if [ -n "$STACK" ] && [ -x "$STACK/glslc" ]; then glslc_args=(-DVulkan_GLSLC_EXECUTABLE="$STACK/glslc"); fi
+# ggml-vulkan needs Vulkan headers newer than Debian 12's (1.3.239): trixie's, unpacked with its
+# glslc into a stack of the build's own (tools/vulkan_stack/fetch.py).
+HEADERS_STACK=$CACHE/vulkan-stack-headers
+if [ ! -f "$HEADERS_STACK/root/usr/include/vulkan/vulkan.hpp" ]; then
+  python3 "$(dirname "$0")/../vulkan_stack/fetch.py" "$HEADERS_STACK" libvulkan-dev >&2
+fi
+[ -n "$STACK" ] && [ -x "$STACK/glslc" ] || STACK=$HEADERS_STACK
+cmake_args=(-DVulkan_GLSLC_EXECUTABLE="$STACK/glslc" -DVulkan_INCLUDE_DIR="$HEADERS_STACK/root/usr/include")
 log "configuring llama.cpp ($(git -C "$SRC" log --oneline -1 | cut -c1-20)) in $OUT"
 cmake -S "$SRC" -B "$OUT" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_VULKAN=ON -DGGML_NATIVE=OFF \
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TESTS=OFF \
-  "${glslc_args[@]}" >&2
+  "${cmake_args[@]}" >&2
 log "building llama-bench and llama-quantize (the Vulkan shaders take most of it)"
 cmake --build "$OUT" --target llama-bench llama-quantize >&2
 echo "$OUT"

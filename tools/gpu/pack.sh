@@ -9,6 +9,7 @@
 # --no-llama  leave llama.cpp's llama-bench and llama-quantize out (the dry run: CI has no
 #           time to build them)
 # --lavapipe  the test suite's dry run: a build without cooperative-matrix kernels is accepted
+# --prebuilt  take the binaries as BUILD holds them (the suite's dry run, while other tests run)
 # The pack holds: stripped eaglevk binaries (the CLI, the kernel table, the checkpoint writer,
 # the GPU tests), the shared libraries they need beyond glibc, Debian's Vulkan loader and glvnd
 # packages (unpacked into / on the device: it has none), Debian's validation layer (unpacked
@@ -22,12 +23,14 @@ BUILD=build
 OUT_FILE=.gpu/pack.tar.xz
 LLAMA=1
 LAVAPIPE=0
+PREBUILT=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD=$2; shift ;;
     --out) OUT_FILE=$2; shift ;;
     --no-llama) LLAMA=0 ;;
     --lavapipe) LAVAPIPE=1 ;;
+    --prebuilt) PREBUILT=1 ;;
     *) echo "pack.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -60,8 +63,10 @@ if [ -z "$stack" ] && [ $LAVAPIPE = 0 ]; then
   say "cooperative-matrix kernels a GPU's prefill uses. Run tests/run_all.sh first, or pass --lavapipe."
   exit 1
 fi
-say "building $BINARIES in $BUILD"
-cmake --build "$BUILD" --target $BINARIES >/dev/null
+if [ $PREBUILT = 0 ]; then
+  say "building $BINARIES in $BUILD"
+  cmake --build "$BUILD" --target $BINARIES >/dev/null
+fi
 mkdir -p "$STAGE/bin" "$STAGE/lib"
 for b in $BINARIES; do
   f=$(find "$BUILD" -maxdepth 2 -type f -name "$b" -perm -u+x | head -1)

@@ -19,9 +19,10 @@ a private sources list, state and cache under DIR/apt: `apt-get update` reads tr
 trixie-backports' package lists there and `apt-get download` fetches the .debs (about 80 MB),
 checked against Debian's archive keys as every apt download is. The system's package state is
 neither read nor changed, so this runs as any user. third_party/vulkan-stack.txt lists what it
-unpacks.
+unpacks; packages named after DIR are unpacked too (the GPU check's llama.cpp build takes
+trixie's Vulkan headers, libvulkan-dev, so: tools/gpu/build_llama.sh).
 
-Usage: fetch.py DIR
+Usage: fetch.py DIR [PACKAGE...]
 """
 import glob
 import os
@@ -48,7 +49,7 @@ def read_list():
                 prefer_backports.add(words[0])
             elif words[1:]:
                 sys.exit(f"fetch.py: {LIST}: only {BACKPORTS} may follow a package name: {line.strip()}")
-    return wanted, prefer_backports
+    return wanted + sys.argv[2:], prefer_backports
 
 
 def source_entries():
@@ -179,7 +180,7 @@ def closure(main, backports):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
     root = os.path.abspath(sys.argv[1])
     unpacked = os.path.join(root, "root")
