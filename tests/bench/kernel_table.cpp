@@ -34,7 +34,8 @@ using namespace eaglevk;
 struct Options {
   uint64_t l2_bytes = 64ull << 20;
   uint32_t scale = 1;
-  std::vector<std::string> types = {"f16", "bf16", "q8_0", "q4_k", "q5_k", "q6_k", "q4_0", "fp8_b32", "int4_b32"};
+  // The decisive types first (Q4_K_M's Q4_K and Q6_K, F16), so a run cut short still has them.
+  std::vector<std::string> types = {"q4_k", "f16", "q6_k", "q8_0", "q5_k", "bf16", "q4_0", "fp8_b32", "int4_b32"};
   std::vector<uint32_t> rows = {1, 2, 4, 8};
   uint32_t gemm_rows = 512;
   uint32_t reps = 24;
@@ -194,16 +195,24 @@ struct Timed {
   uint32_t dispatches = 0, buffers = 0;
 };
 
-// One product: `reps` dispatches over rotating copies of the weights, the same x and y.
-Timed time_product(ops::Gpu& gpu, const Options& o, ops::WeightType type, uint32_t n, uint32_t k, uint32_t rows) {
-  const uint64_t bytes = uint64_t(n) * ops::weight_row_bytes(type, k);
-  // Copies enough to exceed 4x the L2 together, and never one copy only.
-  const uint32_t copies = uint32_t(std::max<uint64_t>(2, (4 * o.l2_bytes + bytes - 1) / bytes + 1));
-  std::vector<std::unique_ptr<vk::Buffer>> w;
-  for (uint32_t i = 0; i < copies; ++i) {
-    w.push_back(std::make_unique<vk::Buffer>(gpu.ctx, bytes, vk::MemoryKind::Device, "weights"));
-    fill_weights(gpu, vk::BufferRange(*w.back()));
+// Copies of one matrix's weights, enough to exceed 4x the L2 together and never one only, so
+// that rotating through them every dispatch reads its weights from memory. Made once per type
+// and shape, for every row count and workgroup shape timed on them.
+struct RotatingWeights {
+  std::vector<std::unique_ptr<vk::Buffer>> copies;
+  RotatingWeights(ops::Gpu& gpu, const Options& o, uint64_t bytes) {
+    const uint64_t count = std::max<uint64_t>(2, (4 * o.l2_bytes + bytes - 1) / bytes + 1);
+    for (uint64_t i = 0; i < count; ++i) {
+      copies.push_back(std::make_unique<vk::Buffer>(gpu.ctx, bytes, vk::MemoryKind::Device, "weights"));
+      fill_weights(gpu, vk::BufferRange(*copies.back()));
+    }
   }
+};
+
+// One product: `reps` dispatches over the rotating copies, the same x and y.
+Timed time_product(ops::Gpu& gpu, const Options& o, const RotatingWeights& w, ops::WeightType type, uint32_t n,
+                   uint32_t k, uint32_t rows) {
+  const size_t copies = w.copies.size();
   std::vector<float> x(size_t(rows) * k, 0.5f);
   vk::Buffer xb(gpu.ctx, x.size() * 4, vk::MemoryKind::Device, "x"),
       yb(gpu.ctx, uint64_t(rows) * n * 4, vk::MemoryKind::Device, "y");
@@ -212,14 +221,14 @@ Timed time_product(ops::Gpu& gpu, const Options& o, ops::WeightType type, uint32
   const auto ms = time_commands(gpu, o.reps, gemm ? "gemm" : "matvec", [&](vk::Recorder& rec, uint32_t i) {
     ops::OpContext oc{gpu, rec};
     // The same y each time: a write-after-write barrier between dispatches, so each is timed alone.
-    ops::matmul(oc, ops::Act(xb, k), ops::WeightMatrix{vk::BufferRange(*w[i % copies]), type, n, k}, ops::Act(yb, n),
-                rows, false, ops::MatmulPath::Auto, "product");
+    ops::matmul(oc, ops::Act(xb, k), ops::WeightMatrix{vk::BufferRange(*w.copies[i % copies]), type, n, k},
+                ops::Act(yb, n), rows, false, ops::MatmulPath::Auto, "product");
   });
   Timed t;
   t.median_us = median(ms) * 1e3;
   for (double m : ms) t.mean_us += m * 1e3 / double(ms.size());
   t.dispatches = uint32_t(ms.size());
-  t.buffers = copies;
+  t.buffers = uint32_t(copies);
   return t;
 }
 
@@ -262,18 +271,24 @@ int run(const Options& o) {
     for (const Shape& shape : kShapes) {
       const uint32_t block = ops::weight_type_block_elements(type);
       const uint32_t n = std::max(1u, shape.n / o.scale), k = std::max(block, shape.k / o.scale / block * block);
+      if (elapsed() > o.deadline_s) {
+        truncated = true;
+        break;
+      }
+      const RotatingWeights weights(gpu, o, uint64_t(n) * ops::weight_row_bytes(type, k));
       for (uint32_t rows : all_rows) {
         const bool gemm = rows > MATVEC_MAX_ROWS;
         // The GEMM for the two shapes a prefill spends most on, not every one.
         if (gemm && std::strcmp(shape.name, "gate_up") != 0 && std::strcmp(shape.name, "o_proj") != 0) continue;
-        for (size_t si = 0; si < (gemm ? 1 : shapes.size()); ++si) {
+        // The alternative workgroup shapes at one row, the decode step's case.
+        for (size_t si = 0; si < (gemm || rows != 1 ? 1 : shapes.size()); ++si) {
           if (elapsed() > o.deadline_s) {
             truncated = true;
             break;
           }
           gpu.matvec_shape_override = shapes[si];
           const ops::MatvecShape used = ops::matvec_shape(gpu, ops::WeightMatrix{{}, type, n, k});
-          const Timed t = time_product(gpu, o, type, n, k, rows);
+          const Timed t = time_product(gpu, o, weights, type, n, k, rows);
           const double bytes = double(n) * double(ops::weight_row_bytes(type, k));
           const double gbps = bytes / (t.median_us * 1e3);
           nlohmann::json row = {{"type", type_name}, {"matrix", shape.name}, {"n", n}, {"k", k}, {"rows", rows},
