@@ -84,7 +84,7 @@ copy_libs() {
   ldd "$@" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libvulkan.so*|libstdc++.so*|libgcc_s.so*) ;;
-      *) cp -Ln "$lib" "$STAGE/lib/" ;;
+      *) [ -e "$STAGE/llama/$(basename "$lib")" ] || cp -Ln "$lib" "$STAGE/lib/" ;;
     esac
   done
 }
@@ -113,7 +113,13 @@ if [ $LLAMA = 1 ]; then
   LLAMA_DIR=$(bash "$ROOT/tools/gpu/build_llama.sh" "$CACHE" "${stack}")
   mkdir -p "$STAGE/llama"
   for b in llama-bench llama-quantize; do strip -o "$STAGE/llama/$b" "$LLAMA_DIR/bin/$b"; done
-  for l in "$LLAMA_DIR"/bin/*.so*; do [ -e "$l" ] && strip -o "$STAGE/llama/$(basename "$l")" "$l"; done
+  # Each library once, under the name the binaries ask for: unversioned real files and the
+  # .so.0 sonames (links, taken as their targets); not the links' other names.
+  for l in "$LLAMA_DIR"/bin/*.so "$LLAMA_DIR"/bin/*.so.0; do
+    [ -e "$l" ] || continue
+    case "$l" in *.so) [ -L "$l" ] && continue ;; esac
+    strip -o "$STAGE/llama/$(basename "$l")" "$l"
+  done
   copy_libs "$STAGE"/llama/llama-bench
 fi
 
