@@ -330,8 +330,9 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
     const bool use_default = boolean ? !truthy(input) : input.is_undefined();
     return use_default ? arg(args, 0, "default_value", Value::from_string("")) : input;
   }
-  if (input.is_undefined() && name != "length" && name != "count" && name != "trim" && name != "string" &&
-      name != "join" && name != "items" && name != "list" && name != "first" && name != "last" && name != "safe")
+  // Jinja's filters read an undefined value as "" (string filters), as empty (list filters) or
+  // as 0 (int, float); these two have no such reading.
+  if (input.is_undefined() && (name == "abs" || name == "reverse"))
     fail("chat template line {}: `{}` is undefined (in the filter `{}`)", line, input.text, name);
   if (name == "trim") {
     check_arity("trim", args, 1, {"chars"}, line);
@@ -371,12 +372,14 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
   if (name == "list") return Value::from_list(iterate(input, name, line));
   if (name == "string" || name == "safe") return name == "safe" ? input : Value::from_string(to_str(input));
   if (name == "int") {
+    if (input.is_undefined()) return Value::from_int(0);
     if (input.kind == Kind::Int || input.kind == Kind::Bool) return Value::from_int(need_int(input, "int", line));
     if (input.kind == Kind::Float && std::isfinite(input.real) && std::abs(input.real) < 9.2e18)
       return Value::from_int(static_cast<int64_t>(input.real));
     fail("chat template line {}: the `int` filter of a {} is not rendered by eaglevk", line, type_name(input));
   }
   if (name == "float") {
+    if (input.is_undefined()) return Value::from_float(0);
     if (input.kind == Kind::Float) return input;
     if (input.kind == Kind::Int || input.kind == Kind::Bool)
       return Value::from_float(static_cast<double>(need_int(input, "float", line)));
@@ -439,6 +442,13 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
 }
 
 bool apply_test(std::string_view name, const Value& v, const Args& args, const CallContext& ctx) {
+  // Every test takes the value and at most one argument (equalto, in, divisibleby, ...).
+  static constexpr std::string_view kOneArgument[] = {"equalto", "eq", "==", "ne", "!=", "lt", "<", "le", "<=", "gt",
+                                                      ">", "ge", ">=", "in", "divisibleby", "sameas"};
+  const size_t wanted = listed(kOneArgument, name) ? 1 : 0;
+  if (args.positional.size() + args.named.size() != wanted)
+    fail("chat template line {}: the test `{}` takes {} argument(s), got {}", ctx.line, name, wanted,
+         args.positional.size() + args.named.size());
   const Value other = arg(args, 0, "");
   if (name == "defined") return !v.is_undefined();
   if (name == "undefined") return v.is_undefined();

@@ -123,6 +123,7 @@ struct Renderer {
   }
 
   Value arithmetic(const std::string& op, const Value& a, const Value& b, int line) {
+    if (op == "%" && a.is_string()) fail("chat template line {}: string formatting with '%' is not rendered by eaglevk", line);
     if (a.is_undefined() || b.is_undefined())
       undefined_error(a.is_undefined() ? a : b, line, fmt::format("an operand of '{}'", op));
     if (op == "+") {
@@ -155,7 +156,6 @@ struct Renderer {
       for (int64_t i = 0; i < n && unit; ++i) items.insert(items.end(), seq.list->begin(), seq.list->end());
       return Value::from_list(std::move(items));
     }
-    if (op == "%" && a.is_string()) fail("chat template line {}: string formatting with '%' is not rendered by eaglevk", line);
     if (!a.is_number() || !b.is_number())
       fail("chat template line {}: unsupported operand types for {}: {} and {}", line, op, type_name(a), type_name(b));
     const bool ints = a.kind != Kind::Float && b.kind != Kind::Float;

@@ -14,6 +14,24 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 
+// Jinja takes Python identifiers, which may hold any Unicode letter. The letters of the Latin,
+// Greek, Cyrillic and CJK blocks are read as such; any other non-ASCII character in a tag is
+// refused, as one that eaglevk does not read (Jinja may or may not take it).
+bool is_name_code_point(char32_t c) {
+  return c == 0xAA || c == 0xB5 || c == 0xBA || (c >= 0xC0 && c <= 0x2FF && c != 0xD7 && c != 0xF7) ||
+         (c >= 0x388 && c <= 0x3FF && c != 0x3F6) || (c >= 0x400 && c <= 0x481) || (c >= 0x48A && c <= 0x4FF) ||
+         (c >= 0x4E00 && c <= 0x9FFF);
+}
+
+// Bytes of the name character at text[pos], or 0 when there is none there.
+size_t name_char_length(std::string_view text, size_t pos, bool first) {
+  const char c = text[pos];
+  if (is_name_start(c) || (!first && c >= '0' && c <= '9')) return 1;
+  if (static_cast<unsigned char>(c) < 0x80) return 0;
+  size_t n;
+  return is_name_code_point(decode_code_point(text, pos, &n)) ? n : 0;
+}
+
 // True when `text` is one or more Python whitespace characters (Jinja's `\s+` full match).
 bool all_space(std::string_view text) { return !text.empty() && python_lstrip(text).empty(); }
 
@@ -90,6 +108,14 @@ std::string unescape(std::string_view body, int line) {
           for (; k < 3 && i + k < body.size() && body[i + k] >= '0' && body[i + k] <= '7'; ++k) code = code * 8 + (body[i + k] - '0');
           append_utf8(out, code);
           i += k - 1;
+        } else if (static_cast<unsigned char>(c) >= 0x80) {
+          // Jinja turns non-ASCII into \xe9 / \u2014 / \U0001f44b before unescaping, so a
+          // backslash in front of one escapes that backslash: the text "\u2014" comes out.
+          size_t n;
+          const auto code = static_cast<uint32_t>(decode_code_point(body, i, &n));
+          out += code <= 0xFF ? fmt::format("\\x{:02x}", code)
+                              : code <= 0xFFFF ? fmt::format("\\u{:04x}", code) : fmt::format("\\U{:08x}", code);
+          i += n - 1;
         } else {
           out += '\\';  // Python keeps an unknown escape as written
           out += c;
@@ -244,9 +270,11 @@ struct Lexer {
       advance(end - pos);
       return;
     }
-    if (is_name_start(c)) {
+    if (name_char_length(source, pos, true)) {
       size_t end = pos;
-      while (end < source.size() && (is_name_start(source[end]) || is_digit(source[end]))) ++end;
+      while (end < source.size())
+        if (const size_t n = name_char_length(source, end, end == pos)) end += n;
+        else break;
       push(Token::Type::Name, source.substr(pos, end - pos), line);
       advance(end - pos);
       return;
@@ -266,10 +294,15 @@ struct Lexer {
         advance(2);
         return;
       }
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      size_t n;
+      const char32_t cp = decode_code_point(source, pos, &n);
+      fail("chat template line {}: the character U+{:04X} inside a tag (opened on line {}) is one eaglevk does not read",
+           line, static_cast<uint32_t>(cp), tag_line);
+    }
     if (std::string_view("+-*/%~[](){}<>=.:|,;").find(c) == std::string_view::npos)
       fail("chat template line {}: unexpected character '{}' inside a tag (opened on line {})", line,
-           static_cast<unsigned char>(c) < 0x80 && c >= 0x20 ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c)),
-           tag_line);
+           c >= 0x20 ? std::string(1, c) : fmt::format("\\x{:02x}", static_cast<unsigned char>(c)), tag_line);
     if (c == '(' || c == '[' || c == '{') brackets.push_back(c);
     if (c == ')' || c == ']' || c == '}') {
       const char open = c == ')' ? '(' : c == ']' ? '[' : '{';

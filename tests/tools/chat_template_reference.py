@@ -29,7 +29,7 @@ NOW = [2025, 3, 7, 14, 5, 9]
 BOS = "<|begin_of_text|>"
 EOS = "<|eot_id|>"
 REFUSAL_MARKERS = ("eaglevk does not render", "not rendered by eaglevk", "not one eaglevk renders",
-                   "not a statement eaglevk renders")
+                   "not a statement eaglevk renders", "eaglevk does not read")
 
 
 def hf_environment(now):
@@ -207,7 +207,7 @@ def main():
     print(f"{len(published)} templates × {len(conversations)} conversations × 2: {published_count} cases "
           f"({rendered} rendered by jinja2, the rest fail in both); {len(cases) - published_count} mutated-template "
           f"cases; {both_failed} fail in both, {refusals} mutations refused by name; {len(failures)} disagree")
-    for f in failures[:20]:
+    for f in failures[:40]:
         print(f)
     return 1 if failures else 0
 
