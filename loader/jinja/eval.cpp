@@ -23,7 +23,7 @@ int64_t as_int(const Value& v) { return v.kind == Kind::Bool ? v.boolean : v.int
 
 // Python's slice indices for a sequence of `len` items.
 std::vector<size_t> slice_indices(size_t len, const Value& start_v, const Value& stop_v, const Value& step_v, int line) {
-  const auto given = [](const Value& v) { return !v.is_undefined() && v.kind != Kind::None; };
+  const auto given = [](const Value& v) { return v.kind != Kind::None; };  // Undefined is an error, as in Python
   const auto integer = [&](const Value& v) {
     if (v.kind != Kind::Int && v.kind != Kind::Bool) fail("chat template line {}: slice indices must be integers", line);
     return as_int(v);

@@ -428,7 +428,7 @@ struct Parser {
       const Token& t = cur();
       if (t.type == T::End) {
         if (ends.size() == 0) return out;
-        fail("chat template: the end of the template comes before {{% {} %}}", *ends.begin());
+        fail("chat template: the template ends before its {{% {} %}}", *(ends.end() - 1));
       }
       if (t.type == T::Data) {
         StmtPtr s = stmt(Stmt::Kind::Text, t.line);
