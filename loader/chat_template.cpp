@@ -170,7 +170,9 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, const Ch
   if (input.variables.is_object())
     for (const auto& [key, value] : input.variables.items()) vars.emplace_back(key, jinja::Value::from_json(value));
   const std::tm now = input.now ? *input.now : local_now();
-  return jinja::render(*program, vars, now);
+  jinja::Limits limits;
+  if (input.max_steps) limits.max_steps = input.max_steps;
+  return jinja::render(*program, vars, now, limits);
 }
 
 }  // namespace eaglevk::loader

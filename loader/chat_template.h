@@ -60,6 +60,7 @@ struct ChatRenderInput {
   nlohmann::ordered_json tools = nullptr;      // a list of tool definitions, or null (None)
   nlohmann::ordered_json variables = nullptr;  // an object of extra template variables, or null
   std::optional<std::tm> now;                  // strftime_now's time; the local time when absent
+  size_t max_steps = 0;                        // the renderer's step bound; 0 keeps its default
 };
 
 struct ChatTemplate {

@@ -26,7 +26,7 @@
 namespace eaglevk::cli {
 
 struct EvalArgs {
-  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume;
+  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume, chat_template;
   std::vector<std::string> stop;
   SpecFlags spec;
   uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;

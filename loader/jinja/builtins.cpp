@@ -545,10 +545,10 @@ Value call_global(std::string_view name, const Args& args, const CallContext& ct
         fail("chat template line {}: {}() takes one mapping and keyword arguments", line, name);
       entries = args.positional[0].entries();
     }
-    for (const auto& [key, value] : args.named) {
-      auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; });
-      if (it != entries.end()) it->second = value;
-      else entries.emplace_back(key, value);
+    for (const auto& kv : args.named) {
+      auto it = std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == kv.first; });
+      if (it != entries.end()) it->second = kv.second;
+      else entries.emplace_back(kv.first, kv.second);
     }
     if (name == "dict") return Value::from_dict(std::move(entries));
     Value v;
