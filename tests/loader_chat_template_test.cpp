@@ -207,6 +207,8 @@ TEST(ChatTemplate, HostileTemplatesEndInErrors) {
       {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macro calls nest deeper"},
       {"{{ 'x' * 10**12 }}", "grows past"},
       {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "grows past"},
+      {"{% set ns = namespace(l=[], s='x' * 1000000) %}{% for i in range(100) %}{% set ns.l = ns.l + [ns.s] %}{% endfor %}",
+       "grows past"},
       {"{{ 2 ** 64 }}", "integer overflow"},
       {"{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", "nests deeper"},
       {"{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}", "nests deeper"},

@@ -68,6 +68,14 @@ struct Renderer {
       fail("chat template line {}: a string or list grows past {} bytes", line, limits.max_value_bytes);
   }
 
+  // Strings are copied into lists, not shared: a list grown by `+` in a loop would otherwise
+  // hold copy upon copy of a long string.
+  void check_list_bytes(const List& items, int line) const {
+    size_t bytes = 0;
+    for (const Value& v : items) bytes += sizeof(Value) + v.text.size();
+    check_size(bytes, line);
+  }
+
   Value lookup(const std::string& name) const {
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it)
       if (auto found = it->find(name); found != it->end()) return found->second;
@@ -135,6 +143,7 @@ struct Renderer {
         if (a.list->size() + b.list->size() > kMaxListItems) check_size(SIZE_MAX, line);
         List items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
+        check_list_bytes(items, line);
         return Value::from_list(std::move(items));
       }
     }
@@ -154,6 +163,7 @@ struct Renderer {
       }
       List items;
       for (int64_t i = 0; i < n && unit; ++i) items.insert(items.end(), seq.list->begin(), seq.list->end());
+      check_list_bytes(items, line);
       return Value::from_list(std::move(items));
     }
     if (!a.is_number() || !b.is_number())

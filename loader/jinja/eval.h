@@ -14,11 +14,13 @@
 
 namespace eaglevk::loader::jinja {
 
+// The defaults hold any real chat (a 16 MiB message is millions of tokens) and bound what a
+// template can hold at once: a value of max_value_bytes per macro call level at most.
 struct Limits {
   size_t max_steps = 2'000'000;
   size_t max_output_bytes = size_t{64} << 20;
-  size_t max_value_bytes = size_t{64} << 20;
-  int max_call_depth = 64;
+  size_t max_value_bytes = size_t{16} << 20;
+  int max_call_depth = 32;
 };
 
 // `variables` are the template's globals (messages, bos_token, add_generation_prompt, ...);
