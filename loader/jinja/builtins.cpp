@@ -323,6 +323,84 @@ bool contains(const Value& container, const Value& item, int line) {
 bool is_known_filter(std::string_view name) { return listed(kFilters, name); }
 bool is_known_test(std::string_view name) { return listed(kTests, name); }
 
+namespace {
+
+// int, float and abs.
+Value number_filter(std::string_view name, const Value& input, int line) {
+  if (name == "int") {
+    if (input.is_undefined()) return Value::from_int(0);
+    if (input.kind == Kind::Int || input.kind == Kind::Bool) return Value::from_int(need_int(input, "int", line));
+    if (input.kind == Kind::Float && std::isfinite(input.real) && std::abs(input.real) < 9.2e18)
+      return Value::from_int(static_cast<int64_t>(input.real));
+    fail("chat template line {}: the `int` filter of a {} is not rendered by eaglevk", line, type_name(input));
+  }
+  if (name == "float") {
+    if (input.is_undefined()) return Value::from_float(0);
+    if (input.kind == Kind::Float) return input;
+    if (input.kind == Kind::Int || input.kind == Kind::Bool)
+      return Value::from_float(static_cast<double>(need_int(input, "float", line)));
+    fail("chat template line {}: the `float` filter of a {} is not rendered by eaglevk", line, type_name(input));
+  }
+  if (name == "abs") {
+    if (input.kind == Kind::Float) return Value::from_float(std::abs(input.real));
+    const int64_t i = need_int(input, "abs", line);
+    if (i == INT64_MIN) fail("chat template line {}: integer overflow in abs", line);
+    return Value::from_int(i < 0 ? -i : i);
+  }
+  fail("chat template line {}: the filter `{}` is not one eaglevk renders", line, name);
+}
+
+// reverse, unique, min, max and sum.
+Value sequence_filter(std::string_view name, const Value& input, int line) {
+  if (name == "reverse") {
+    if (input.is_string()) {
+      std::vector<std::string_view> cps = code_points(input.text);
+      std::string out;
+      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+      return Value::from_string(std::move(out));
+    }
+    List items = iterate(input, name, line);
+    std::reverse(items.begin(), items.end());
+    return Value::from_list(std::move(items));
+  }
+  if (name == "unique") {
+    List out;
+    for (const Value& item : iterate(input, name, line)) {
+      if (item.is_string() && item.text != ascii_lower(item.text))
+        fail("chat template line {}: `unique` compares without case; only lower-case text is rendered", line);
+      if (std::none_of(out.begin(), out.end(), [&](const Value& seen) { return equal(seen, item); })) out.push_back(item);
+    }
+    return Value::from_list(std::move(out));
+  }
+  if (name == "min" || name == "max" || name == "sum") {
+    const List items = iterate(input, name, line);
+    if (name == "sum") {
+      Value total = Value::from_int(0);
+      for (const Value& item : items) {
+        if (item.kind == Kind::Float || total.kind == Kind::Float) {
+          const auto as_double = [&](const Value& v) { return v.kind == Kind::Float ? v.real : static_cast<double>(need_int(v, "sum", line)); };
+          total = Value::from_float(as_double(total) + as_double(item));
+        } else {
+          int64_t r;
+          if (__builtin_add_overflow(total.integer, need_int(item, "sum", line), &r)) fail("chat template line {}: integer overflow in sum", line);
+          total = Value::from_int(r);
+        }
+      }
+      return total;
+    }
+    if (items.empty()) return Value::undefined(std::string(name));
+    Value best = items[0];
+    for (const Value& item : items) {
+      if (item.is_string()) fail("chat template line {}: `{}` of strings compares without case, which eaglevk does not render", line, name);
+      if (name == "min" ? less(item, best) : less(best, item)) best = item;
+    }
+    return best;
+  }
+  fail("chat template line {}: the filter `{}` is not one eaglevk renders", line, name);
+}
+
+}  // namespace
+
 Value apply_filter(std::string_view name, const Value& input, const Args& args, const CallContext& ctx) {
   const int line = ctx.line;
   if (name == "default" || name == "d") {
@@ -371,74 +449,11 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
   }
   if (name == "list") return Value::from_list(iterate(input, name, line));
   if (name == "string" || name == "safe") return name == "safe" ? input : Value::from_string(to_str(input));
-  if (name == "int") {
-    if (input.is_undefined()) return Value::from_int(0);
-    if (input.kind == Kind::Int || input.kind == Kind::Bool) return Value::from_int(need_int(input, "int", line));
-    if (input.kind == Kind::Float && std::isfinite(input.real) && std::abs(input.real) < 9.2e18)
-      return Value::from_int(static_cast<int64_t>(input.real));
-    fail("chat template line {}: the `int` filter of a {} is not rendered by eaglevk", line, type_name(input));
-  }
-  if (name == "float") {
-    if (input.is_undefined()) return Value::from_float(0);
-    if (input.kind == Kind::Float) return input;
-    if (input.kind == Kind::Int || input.kind == Kind::Bool)
-      return Value::from_float(static_cast<double>(need_int(input, "float", line)));
-    fail("chat template line {}: the `float` filter of a {} is not rendered by eaglevk", line, type_name(input));
-  }
-  if (name == "abs") {
-    if (input.kind == Kind::Float) return Value::from_float(std::abs(input.real));
-    const int64_t i = need_int(input, "abs", line);
-    if (i == INT64_MIN) fail("chat template line {}: integer overflow in abs", line);
-    return Value::from_int(i < 0 ? -i : i);
-  }
   if (name == "selectattr" || name == "rejectattr" || name == "select" || name == "reject")
     return select_filter(name, input, args, ctx);
   if (name == "map") return map_filter(input, args, ctx);
-  if (name == "reverse") {
-    if (input.is_string()) {
-      std::vector<std::string_view> cps = code_points(input.text);
-      std::string out;
-      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
-      return Value::from_string(std::move(out));
-    }
-    List items = iterate(input, name, line);
-    std::reverse(items.begin(), items.end());
-    return Value::from_list(std::move(items));
-  }
-  if (name == "unique") {
-    List out;
-    for (const Value& item : iterate(input, name, line)) {
-      if (item.is_string() && item.text != ascii_lower(item.text))
-        fail("chat template line {}: `unique` compares without case; only lower-case text is rendered", line);
-      if (std::none_of(out.begin(), out.end(), [&](const Value& seen) { return equal(seen, item); })) out.push_back(item);
-    }
-    return Value::from_list(std::move(out));
-  }
-  if (name == "min" || name == "max" || name == "sum") {
-    const List items = iterate(input, name, line);
-    if (name == "sum") {
-      Value total = Value::from_int(0);
-      for (const Value& item : items) {
-        if (item.kind == Kind::Float || total.kind == Kind::Float) {
-          const auto as_double = [&](const Value& v) { return v.kind == Kind::Float ? v.real : static_cast<double>(need_int(v, "sum", line)); };
-          total = Value::from_float(as_double(total) + as_double(item));
-        } else {
-          int64_t r;
-          if (__builtin_add_overflow(total.integer, need_int(item, "sum", line), &r)) fail("chat template line {}: integer overflow in sum", line);
-          total = Value::from_int(r);
-        }
-      }
-      return total;
-    }
-    if (items.empty()) return Value::undefined(std::string(name));
-    Value best = items[0];
-    for (const Value& item : items) {
-      if (item.is_string()) fail("chat template line {}: `{}` of strings compares without case, which eaglevk does not render", line, name);
-      if (name == "min" ? less(item, best) : less(best, item)) best = item;
-    }
-    return best;
-  }
-  fail("chat template line {}: the filter `{}` is not one eaglevk renders", line, name);
+  if (name == "int" || name == "float" || name == "abs") return number_filter(name, input, line);
+  return sequence_filter(name, input, line);
 }
 
 bool apply_test(std::string_view name, const Value& v, const Args& args, const CallContext& ctx) {
