@@ -99,8 +99,8 @@ struct LoadOptions {
   // llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 model: its tower gives the model
   // images (loader/mmproj.h); empty: none.
   std::filesystem::path mmproj;
-  // A Jinja chat template that replaces the checkpoint's (the CLI's --chat-template); it gets
-  // the checkpoint's bos_token and eos_token. Empty: the checkpoint's own template.
+  // A Jinja chat template file that replaces the checkpoint's; it gets the checkpoint's
+  // bos_token and eos_token. Empty: the checkpoint's own template.
   std::filesystem::path chat_template;
 };
 
