@@ -444,7 +444,7 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
     if (input.is_undefined()) return Value::from_list({});
     if (!input.is_mapping()) fail("chat template line {}: `items` needs a mapping, got {}", line, type_name(input));
     List pairs;
-    for (const auto& [key, item] : input.entries()) pairs.push_back(Value::from_list({Value::from_string(key), item}));
+    for (const auto& [key, item] : input.entries()) pairs.push_back(Value::from_tuple({Value::from_string(key), item}));
     return Value::from_list(std::move(pairs));
   }
   if (name == "list") return Value::from_list(iterate(input, name, line));
@@ -599,7 +599,7 @@ Value call_method(const Callable& method, const Args& args, const CallContext& c
     }
     List out;
     for (const auto& [key, item] : *self.dict) {
-      if (name == "items") out.push_back(Value::from_list({Value::from_string(key), item}));
+      if (name == "items") out.push_back(Value::from_tuple({Value::from_string(key), item}));
       else if (name == "keys") out.push_back(Value::from_string(key));
       else out.push_back(item);
     }

@@ -119,7 +119,7 @@ struct Renderer {
     if (obj.kind == Kind::List) {
       List items;
       for (size_t i : slice_indices(obj.list->size(), start, stop, stride, line)) items.push_back((*obj.list)[i]);
-      return Value::from_list(std::move(items));
+      return obj.tuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
     }
     if (obj.is_string()) {
       const std::vector<std::string_view> cps = code_points(obj.text);
@@ -140,11 +140,14 @@ struct Renderer {
         return Value::from_string(a.text + b.text);
       }
       if (a.kind == Kind::List && b.kind == Kind::List) {
+        if (a.tuple != b.tuple)
+          fail("chat template line {}: can only concatenate {} (not {}) to {}", line, a.tuple ? "tuple" : "list",
+               b.tuple ? "tuple" : "list", a.tuple ? "tuple" : "list");
         if (a.list->size() + b.list->size() > kMaxListItems) check_size(SIZE_MAX, line);
         List items = *a.list;
         items.insert(items.end(), b.list->begin(), b.list->end());
         check_list_bytes(items, line);
-        return Value::from_list(std::move(items));
+        return a.tuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
       }
     }
     if (op == "*" && ((a.is_string() || a.kind == Kind::List) != (b.is_string() || b.kind == Kind::List))) {
@@ -164,7 +167,7 @@ struct Renderer {
       List items;
       for (int64_t i = 0; i < n && unit; ++i) items.insert(items.end(), seq.list->begin(), seq.list->end());
       check_list_bytes(items, line);
-      return Value::from_list(std::move(items));
+      return seq.tuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
     }
     if (!a.is_number() || !b.is_number())
       fail("chat template line {}: unsupported operand types for {}: {} and {}", line, op, type_name(a), type_name(b));
@@ -313,7 +316,7 @@ struct Renderer {
       case Expr::Kind::Tuple: {
         List items;
         for (const ExprPtr& a : e.args) items.push_back(eval(*a));
-        return Value::from_list(std::move(items));
+        return e.kind == Expr::Kind::Tuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
       }
       case Expr::Kind::Dict: {
         Dict entries;

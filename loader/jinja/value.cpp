@@ -49,6 +49,11 @@ Value Value::from_list(List items) {
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
+Value Value::from_tuple(List items) {
+  Value v = from_list(std::move(items));
+  v.tuple = true;
+  return v;
+}
 Value Value::from_dict(Dict items) {
   Value v;
   v.kind = Kind::Dict;
@@ -175,8 +180,9 @@ std::string repr(const Value& v) {
   switch (v.kind) {
     case Kind::String: return string_repr(v.text);
     case Kind::List: {
-      std::string out = "[";
+      std::string out = v.tuple ? "(" : "[";
       for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + repr((*v.list)[i]);
+      if (v.tuple) return out + (v.list->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::Dict: {
@@ -238,7 +244,7 @@ bool equal(const Value& a, const Value& b) {
     case Kind::None: return true;
     case Kind::String: return a.text == b.text;
     case Kind::List: {
-      if (a.list->size() != b.list->size()) return false;
+      if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
         if (!equal((*a.list)[i], (*b.list)[i])) return false;
       return true;

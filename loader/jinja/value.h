@@ -35,6 +35,7 @@ struct Value {
   std::shared_ptr<const Dict> dict;
   std::shared_ptr<Dict> ns;  // Namespace: `set ns.x = ...` writes into it
   std::shared_ptr<const Callable> fn;
+  bool tuple = false;  // a List that Python holds as a tuple: written (a, b), never equal to a list
 
   static Value undefined(std::string name = {});
   static Value none();
@@ -43,6 +44,7 @@ struct Value {
   static Value from_float(double f);
   static Value from_string(std::string s);
   static Value from_list(List items);
+  static Value from_tuple(List items);
   static Value from_dict(Dict items);
   static Value from_json(const nlohmann::ordered_json& j);
 
