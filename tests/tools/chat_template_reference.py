@@ -2,7 +2,8 @@
 """Chat templates rendered by eaglevk's Jinja engine against Jinja itself.
 
 Every template under --data (*.jinja) and the tiny models' tokenizer_config.json templates
-(--assets) is rendered over every conversation in conversations.json, with and without the
+(--assets) is rendered over every conversation in conversations.json, and the small templates of
+snippets.json (the rest of the supported subset) over two of them, with and without the
 generation prompt, by jinja2 under the settings transformers' apply_chat_template uses
 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loop controls, its tojson,
 raise_exception and strftime_now) and by eaglevk_render_template (--renderer). The two must be
@@ -187,6 +188,11 @@ def main():
     conversations = json.loads((args.data / "conversations.json").read_text(encoding="utf-8"))
     published = templates(args.data, args.assets)
     cases = [c for t in published for c in cases_for(*t, conversations)]
+    # Small templates that exercise the rest of the subset (loops, filters, tests, methods,
+    # macros, namespaces, whitespace control, literals), each over two conversations.
+    snippets = json.loads((args.data / "snippets.json").read_text(encoding="utf-8"))
+    for k, snippet in enumerate(snippets):
+        cases += cases_for(f"snippet {k}", snippet, BOS, EOS, conversations[2:4])
 
     rng = random.Random(args.seed)
     for k in range(args.mutations):
@@ -202,10 +208,14 @@ def main():
     results = engine(args.renderer, cases)
     refs = [reference(c) for c in cases]
     failures, refusals, both_failed = compare(cases, results, refs)
-    published_count = sum(1 for c in cases if not c.get("mutated"))
-    rendered = sum(1 for c, r in zip(cases, refs) if "text" in r and not c.get("mutated"))
+    snippet_cases = [(c, r) for c, r in zip(cases, refs) if c["name"].startswith("snippet ")]
+    published_count = sum(1 for c in cases if not c.get("mutated")) - len(snippet_cases)
+    rendered = sum(1 for c, r in zip(cases, refs) if "text" in r and not c.get("mutated")) - \
+        sum(1 for c, r in snippet_cases if "text" in r)
+    print(f"{len(snippets)} snippets: {len(snippet_cases)} cases, {sum(1 for _, r in snippet_cases if 'text' in r)} "
+          "rendered by jinja2")
     print(f"{len(published)} templates × {len(conversations)} conversations × 2: {published_count} cases "
-          f"({rendered} rendered by jinja2, the rest fail in both); {len(cases) - published_count} mutated-template "
+          f"({rendered} rendered by jinja2, the rest fail in both); {sum(1 for c in cases if c.get('mutated'))} mutated-template "
           f"cases; {both_failed} fail in both, {refusals} mutations refused by name; {len(failures)} disagree")
     for f in failures[:40]:
         print(f)
