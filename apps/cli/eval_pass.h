@@ -65,9 +65,10 @@ struct EvalSetup {
 };
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
-// and answers so far.
+// and answers so far. `text`, when given, receives what was encoded.
 std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
-                                     size_t g, std::vector<loader::ChatMessage>& conversation);
+                                     size_t g, std::vector<loader::ChatMessage>& conversation,
+                                     std::string* text = nullptr);
 
 // Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending
 // each to it as it finishes; records come back in dataset order, the resumed ones included.
