@@ -8,7 +8,7 @@
 namespace eaglevk::loader {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 const std::string& string_field(const json& object, const char* key, const std::string& where) {
   auto it = object.find(key);
@@ -50,8 +50,12 @@ ParsedChat parse_chat_messages(const json& messages, const std::filesystem::path
     message.role = string_field(m, "role", where);
     if (message.role.empty()) fail("{}: empty \"role\"", where);
     auto content = m.find("content");
-    if (content == m.end()) fail("{}: missing \"content\"", where);
-    if (content->is_string()) {
+    if (content == m.end() || content->is_null()) {
+      // Tool calls come without content; the template sees the key missing (or None).
+      message.content_missing = content == m.end();
+      if (!m.contains("tool_calls")) fail("{}: missing \"content\" (only a message with tool_calls may omit it)", where);
+      if (content != m.end()) message.extra["content"] = nullptr;
+    } else if (content->is_string()) {
       message.content = content->get<std::string>();
     } else if (content->is_array()) {
       for (size_t k = 0; k < content->size(); ++k) {
@@ -62,9 +66,15 @@ ParsedChat parse_chat_messages(const json& messages, const std::filesystem::path
     } else {
       fail("{}: \"content\" must be a string or a list of parts, got {}", where, content->type_name());
     }
+    for (const auto& [key, value] : m.items())
+      if (key != "role" && key != "content") message.extra[key] = value;
     chat.messages.push_back(std::move(message));
   }
   return chat;
+}
+
+ParsedChat parse_chat_messages(const nlohmann::json& messages, const std::filesystem::path& image_dir) {
+  return parse_chat_messages(json::parse(messages.dump()), image_dir);
 }
 
 ParsedChat parse_chat_messages_json(std::string_view json_text, const std::filesystem::path& image_dir,

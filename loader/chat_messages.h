@@ -4,8 +4,10 @@
 //    {"role": "user", "content": [{"type": "image", "image": "cat.png"},
 //                                 {"type": "text", "text": "What is this?"}]}]
 // Content is a string or a list of parts; a part is {"type": "text", "text": STRING} or
-// {"type": "image", "image": PATH}. Other keys are ignored; any other part type, a missing field
-// or a field of the wrong JSON type is an eaglevk::Error naming the message and part.
+// {"type": "image", "image": PATH}; an assistant message that calls tools may have no content,
+// or null. A message's other keys (tool_calls, tool_call_id, name, ...) are kept, in order, for
+// the template. Any other part type, a missing field or a field of the wrong JSON type is an
+// eaglevk::Error naming the message and part.
 #include <filesystem>
 #include <string_view>
 #include <vector>
@@ -23,6 +25,9 @@ struct ParsedChat {
 
 // Relative image paths are taken relative to `image_dir` (absolute ones are kept). The files are
 // not opened here.
+ParsedChat parse_chat_messages(const nlohmann::ordered_json& messages, const std::filesystem::path& image_dir);
+// The same from nlohmann::json, whose objects are sorted by key: the messages' extra keys reach
+// the template in that order.
 ParsedChat parse_chat_messages(const nlohmann::json& messages, const std::filesystem::path& image_dir);
 // The same from JSON text; `source` names it in errors.
 ParsedChat parse_chat_messages_json(std::string_view json_text, const std::filesystem::path& image_dir,

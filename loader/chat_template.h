@@ -1,32 +1,37 @@
 #pragma once
-// Chat prompts for the model families this runtime serves. tokenizer_config.json carries the
-// chat template as a Jinja program; rather than run Jinja, the template is recognised by its
-// distinctive markers and the conversation is rendered by C++ that writes exactly what that
-// template writes. Anything not recognised is refused with an eaglevk::Error.
+// Chat prompts as the checkpoint's own chat template writes them. tokenizer_config.json (or
+// GGUF's tokenizer.chat_template) carries the template as a Jinja program; it is parsed and run
+// by eaglevk's Jinja engine (loader/jinja/), with the variables and settings transformers'
+// apply_chat_template renders it under, so the prompt is the one the model was trained on,
+// byte for byte: edited role headers, a changed default system prompt or a fine-tune's own
+// markers come through as written. A template that uses what the engine does not render is
+// refused by name when it is read (never approximated).
 //
-// Llama3: '<|start_header_id|>' + role + '<|end_header_id|>\n\n' + content + '<|eot_id|>' per
-//   message, bos_token in front. Variants read from the template text:
-//   - `message['content'] | trim` trims each content (Python str.strip);
-//   - "Cutting Knowledge Date" (Llama-3.1/3.2/3.3): a leading system block is always written,
-//     holding the knowledge cutoff, "Today Date: " + date_string, then the system message;
-//   - no `add_generation_prompt` in the template (the first Llama-3 release): the assistant
-//     header is always appended.
-// Llama4: '<|header_start|>' + role + '<|header_end|>\n\n' + content + '<|eot|>', bos_token in
-//   front; a system message is trimmed, other contents are written as they are.
-// The rendered text contains BOS already: encode it with add_special = false.
+// Variables the template sees: messages (role, content as a string or a list of parts, and any
+// other keys a message had, such as tool_calls), add_generation_prompt, bos_token, eos_token,
+// tools (None unless given), documents (None), and whatever extra variables the caller passes
+// (date_string, builtin_tools, ...); globals raise_exception and strftime_now as transformers
+// defines them, and Jinja's range, namespace and dict.
 //
-// Content may also be a list of parts (Hugging Face's multimodal messages), for templates that
-// render images (their text contains '<|image|>'): an image part is written as "<|image|>" and a
-// text part as its text, never trimmed, even where string content is; for Llama-4 a system
-// message's first part (text) is trimmed, as Meta's template does. The processor later expands
-// each "<|image|>" into the image's tokens (llama4_image_prompt.h).
+// The rendered text contains BOS already when the template writes it: encode it with
+// add_special = false. An image part renders as the template says (Llama-4: '<|image|>'); the
+// processor later expands each "<|image|>" into the image's tokens (llama4_image_prompt.h).
+#include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace eaglevk::loader {
+
+namespace jinja {
+struct Program;
+}
 
 struct ChatContentPart {
   enum class Type { Text, Image };
@@ -36,36 +41,48 @@ struct ChatContentPart {
 };
 
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant", "tool", "ipython", ...
   std::string content;
   // When not empty, the content is this list of parts and `content` is ignored (an empty list
   // renders as an empty string would).
   std::vector<ChatContentPart> parts = {};
+  // The message's other keys as given (tool_calls, tool_call_id, name, ...): a JSON object, or
+  // null for none. They reach the template as they are, in this order.
+  nlohmann::ordered_json extra = nullptr;
+  // No "content" key at all (an assistant message that only calls tools): the template's
+  // message.content is undefined rather than "".
+  bool content_missing = false;
 };
 
-enum class ChatFormat { Llama3, Llama4 };
-std::string_view chat_format_name(ChatFormat format);
+// What apply_chat_template takes besides the messages.
+struct ChatRenderInput {
+  bool add_generation_prompt = true;
+  nlohmann::ordered_json tools = nullptr;      // a list of tool definitions, or null (None)
+  nlohmann::ordered_json variables = nullptr;  // an object of extra template variables, or null
+  std::optional<std::tm> now;                  // strftime_now's time; the local time when absent
+  size_t max_steps = 0;                        // the renderer's step bound; 0 keeps its default
+};
 
 struct ChatTemplate {
-  ChatFormat format = ChatFormat::Llama3;
-  std::string bos_token;             // written in front; empty when the template has no bos_token
-  bool bos_before_first_message_only = false;  // tiny/Llama-3.0: BOS is part of message 0
-  bool trim_content = false;         // Llama3: content | trim
-  bool always_generation_prompt = false;  // template ignores add_generation_prompt
-  bool knowledge_date_preamble = false;   // Llama-3.1 style system block
-  bool image_parts = false;          // list content accepted: image parts render as '<|image|>'
-  std::string knowledge_cutoff;      // "December 2023"
-  std::string date_string;           // "26 Jul 2024"; today's date when the template asks for strftime_now
-  std::string source;                // the Jinja text it was recognised from
+  std::string source;     // the Jinja text
+  std::string bos_token;  // tokenizer_config.json's bos_token text; empty when there is none
+  std::string eos_token;
+  std::shared_ptr<const jinja::Program> program;  // parsed once; shared by copies
 
   // Reads the template from dir/tokenizer_config.json ("chat_template": a string, or a list of
   // {name, template} where "default" is used), else from dir/chat_template.jinja.
   static ChatTemplate load(const std::filesystem::path& dir);
-  // Recognises `jinja`. `bos_token` is the text of tokenizer_config.json's bos_token.
-  static ChatTemplate from_string(std::string_view jinja, std::string_view bos_token);
+  // Parses `jinja`; an eaglevk::Error names what the engine does not render.
+  static ChatTemplate from_string(std::string_view jinja, std::string_view bos_token, std::string_view eos_token = {});
 
   // The prompt text. add_generation_prompt appends the assistant header the model continues from.
   std::string render(std::span<const ChatMessage> messages, bool add_generation_prompt) const;
+  std::string render(std::span<const ChatMessage> messages, const ChatRenderInput& input) const;
 };
+
+// A template read from a Jinja file, rendered with the given special tokens (those of the
+// checkpoint whose template it replaces).
+ChatTemplate chat_template_from_file(const std::filesystem::path& file, std::string_view bos_token,
+                                     std::string_view eos_token);
 
 }  // namespace eaglevk::loader

@@ -232,8 +232,11 @@ std::optional<ChatTemplate> chat_template_from_gguf(const GgufHeader& h, const T
   // Checked here so that the message names the GGUF key rather than tokenizer_config.json.
   if (bos.empty() && jinja->find("bos_token") != std::string::npos)
     fail("{}: tokenizer.chat_template writes bos_token, but there is no tokenizer.ggml.bos_token_id", h.label);
+  // eos_token as transformers would pass it: the tokenizer's first end-of-sequence token.
+  const std::vector<int32_t> eos_ids = tokenizer.eos_ids();
+  const std::string eos = eos_ids.empty() ? std::string() : tokenizer.token(eos_ids[0]);
   try {
-    return ChatTemplate::from_string(*jinja, bos);
+    return ChatTemplate::from_string(*jinja, bos, eos);
   } catch (const Error& e) {
     fail("{}: tokenizer.chat_template: {}", h.label, e.what());
   }

@@ -37,7 +37,7 @@ GgufTokenizerJson gguf_tokenizer_json(const GgufHeader& h);
 
 Tokenizer tokenizer_from_gguf(const GgufHeader& h);
 
-// tokenizer.chat_template recognised as ChatTemplate::from_string does, with the BOS text taken
+// tokenizer.chat_template parsed as ChatTemplate::from_string does, with the BOS text taken
 // from `tokenizer` (the one tokenizer_from_gguf made from the same header). nullopt when the
 // file has no template.
 std::optional<ChatTemplate> chat_template_from_gguf(const GgufHeader& h, const Tokenizer& tokenizer);

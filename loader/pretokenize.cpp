@@ -101,7 +101,7 @@ bool is_unicode_whitespace(char32_t c) {
          c == 0x3000;
 }
 
-static bool is_python_space(char32_t c) {
+bool is_python_space(char32_t c) {
   return is_unicode_whitespace(c) || (c >= 0x1C && c <= 0x1F);
 }
 
@@ -120,6 +120,23 @@ std::string_view python_strip(std::string_view text) {
     if (!space) end = pos;
   }
   return text.substr(begin, end - begin);
+}
+
+std::string_view python_lstrip(std::string_view text) {
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t n;
+    if (!is_python_space(decode_code_point(text, begin, &n))) break;
+    begin += n;
+  }
+  return text.substr(begin);
+}
+
+std::string_view python_rstrip(std::string_view text) {
+  const std::string_view left = python_lstrip(text);
+  if (left.empty()) return text.substr(0, 0);
+  const size_t offset = text.size() - left.size();
+  return text.substr(0, offset + python_strip(left).size());
 }
 
 // ---- regex ----------------------------------------------------------------------------------

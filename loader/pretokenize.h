@@ -45,6 +45,10 @@ char32_t decode_code_point(std::string_view text, size_t pos, size_t* length);
 bool is_unicode_whitespace(char32_t c);
 // Python's str.isspace set, which Jinja's `trim` filter uses: White_Space plus U+001C..U+001F.
 std::string_view python_strip(std::string_view text);
+// The same set, one side only (str.lstrip() and str.rstrip()), and one code point.
+std::string_view python_lstrip(std::string_view text);
+std::string_view python_rstrip(std::string_view text);
+bool is_python_space(char32_t c);
 
 // ---- regex splitting (HF `Split` pre-tokenizer semantics) --------------------------------------
 

@@ -346,9 +346,36 @@ TEST(Cli, ChatPromptMatchesGoldenIds) {
     ASSERT_EQ(r.code, 0) << r.out;
     nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
     EXPECT_EQ(j["prompt_tokens"].get<std::vector<int32_t>>(), g.prompts[p["id"].get<int>()].prompt_ids);
+    // The rendered text as transformers wrote it when the golden file was made.
+    EXPECT_EQ(j["prompt_text"].get<std::string>(), g.raw["prompts"][p["id"].get<int>()]["prompt_text"].get<std::string>());
     return;
   }
   FAIL() << "no single-turn chat prompt in prompts.jsonl";
+}
+
+// --chat-template replaces the checkpoint's template: a fine-tune's edited role header reaches
+// the prompt (the recogniser it replaced rendered the stock header whatever the template said).
+TEST(Cli, ChatTemplateFileReplacesTheModels) {
+  const nlohmann::json config = nlohmann::json::parse(std::ifstream(asset("tiny-llama3/tokenizer_config.json")));
+  std::string jinja = config["chat_template"].get<std::string>();
+  const std::string stock = "'<|start_header_id|>' + message['role']";
+  ASSERT_NE(jinja.find(stock), std::string::npos);
+  jinja.replace(jinja.find(stock), stock.size(), "'<|start_header_id|>' + message['role'] | upper");
+  const fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-template-{}.jinja", ::getpid());
+  std::ofstream(file) << jinja;
+  Result r = run_cli(fmt::format("run --chat -p hi --chat-template {} -n 2 --json", file.string()), false);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(0, r.out.find('\n')));
+  const std::string text = j["prompt_text"].get<std::string>();
+  EXPECT_NE(text.find("<|start_header_id|>USER<|end_header_id|>"), std::string::npos) << text;
+  EXPECT_EQ(text.find("<|start_header_id|>user"), std::string::npos) << text;
+
+  // A template the engine does not render fails the load, naming the file and the construct.
+  std::ofstream(file) << "{% include 'other.jinja' %}";
+  const Result bad = run_cli(fmt::format("run --chat -p hi --chat-template {} -n 2", file.string()));
+  expect_clean_failure(bad, "`include` statement");
+  EXPECT_NE(bad.out.find(file.string()), std::string::npos) << bad.out;
+  fs::remove(file);
 }
 
 TEST(Cli, DevicesListsLavapipeFeatures) {

@@ -56,8 +56,10 @@ TEST(Eval, TotalsBaselineAndAcceptanceAgreeWithRun) {
   EXPECT_EQ(j["totals"]["num_draft_tokens"].get<uint64_t>(), proposed);
   EXPECT_EQ(j["totals"]["output_tokens"].get<uint64_t>(), tokens);
   EXPECT_TRUE(j["baseline"]["all_outputs_match"].get<bool>());
-  // Turns lines generate once per turn.
+  // Turns lines generate once per turn, each from its own prompt text.
   EXPECT_GT(j["per_prompt"][15]["output_tokens"].get<uint64_t>(), 16u);
+  ASSERT_TRUE(j["per_prompt"][15]["prompt_text"].is_array());
+  EXPECT_EQ(j["per_prompt"][15]["prompt_text"].size(), j["per_prompt"][15]["tokens"].size());
 
   // The same prompt through `run` gives the same acceptance: line 1 (a prompt) and line 11
   // (one user message, which --chat renders the same way).
@@ -73,8 +75,11 @@ TEST(Eval, TotalsBaselineAndAcceptanceAgreeWithRun) {
                                      prompt.string(), chat ? "--chat" : ""));
     fs::remove(prompt);
     ASSERT_EQ(run.code, 0) << run.err;
-    nlohmann::json stats = nlohmann::json::parse(run.out.substr(0, run.out.find('\n')))["stats"];
+    const nlohmann::json run_json = nlohmann::json::parse(run.out.substr(0, run.out.find('\n')));
+    const nlohmann::json& stats = run_json["stats"];
     const auto& per = j["per_prompt"][index];
+    // Both front doors encode the same text (a raw prompt, or the template's rendering).
+    EXPECT_EQ(run_json["prompt_text"], per["prompt_text"]) << "line " << index + 1;
     EXPECT_EQ(stats["num_drafts"], per["num_drafts"]) << "line " << index + 1;
     EXPECT_EQ(stats["num_accepted_tokens"], per["num_accepted_tokens"]) << "line " << index + 1;
   }

@@ -1,10 +1,12 @@
-// Chat templates: the tiny Llama-3 template must reproduce the golden chat prompts exactly; the
-// official Llama-3.1 and Llama-4 template styles render their header formats; anything else is
-// refused.
+// Chat templates through eaglevk's Jinja engine: the tiny Llama-3 template reproduces the golden
+// chat prompts (made by transformers) exactly; what the engine does not render is refused by name;
+// hostile templates end in errors, not hangs. Byte-for-byte agreement with jinja2 over the
+// published templates is chat_template_jinja_test (tests/tools/chat_template_reference.py).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -16,7 +18,6 @@
 #include "loader/tokenizer.h"
 
 namespace fs = std::filesystem;
-using eaglevk::loader::ChatFormat;
 using eaglevk::loader::ChatMessage;
 using eaglevk::loader::ChatTemplate;
 using eaglevk::loader::Tokenizer;
@@ -88,40 +89,12 @@ const char* kLlama4Template = R"JINJA({{- bos_token }}
 {%- endif %}
 )JINJA";
 
-// In the style of Meta's Llama-3.1 instruct template (tool branches elided).
-const char* kLlama31Template = R"JINJA({{- bos_token }}
-{%- if not date_string is defined %}
-    {%- set date_string = "26 Jul 2024" %}
-{%- endif %}
-{%- if messages[0]['role'] == 'system' %}
-    {%- set system_message = messages[0]['content']|trim %}
-    {%- set messages = messages[1:] %}
-{%- else %}
-    {%- set system_message = "" %}
-{%- endif %}
-{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
-{{- "Cutting Knowledge Date: December 2023\n" }}
-{{- "Today Date: " + date_string + "\n\n" }}
-{{- system_message }}
-{{- "<|eot_id|>" }}
-{%- for message in messages %}
-    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
-{%- endif %}
-)JINJA";
 
 }  // namespace
 
-TEST(ChatTemplate, TinyTemplateIsLlama3WithTrimAndBosOnFirstMessage) {
+TEST(ChatTemplate, TinyTemplateTrimsAndPutsBosOnTheFirstMessage) {
   const ChatTemplate t = ChatTemplate::load(kTinyDir);
-  EXPECT_EQ(t.format, ChatFormat::Llama3);
   EXPECT_EQ(t.bos_token, "<|begin_of_text|>");
-  EXPECT_TRUE(t.trim_content);
-  EXPECT_TRUE(t.bos_before_first_message_only);
-  EXPECT_FALSE(t.knowledge_date_preamble);  // the tiny template injects no dates
-  EXPECT_FALSE(t.always_generation_prompt);
 
   const std::vector<ChatMessage> messages = {{"system", "  Be brief.\n"}, {"user", "Hi there! "}};
   EXPECT_EQ(t.render(messages, true),
@@ -155,80 +128,6 @@ TEST(ChatTemplate, GoldenChatPromptsRenderAndEncode) {
   EXPECT_EQ(checked, 5);
 }
 
-TEST(ChatTemplate, Llama4TemplateRendersHeaderFormat) {
-  const ChatTemplate t = ChatTemplate::from_string(kLlama4Template, "<|begin_of_text|>");
-  EXPECT_EQ(t.format, ChatFormat::Llama4);
-  const std::vector<ChatMessage> messages = {
-      {"system", " You are terse. "}, {"user", "What is 2+2? "}, {"assistant", "4"}, {"user", "\nAnd 3+3?"}};
-  EXPECT_EQ(t.render(messages, true),
-            "<|begin_of_text|><|header_start|>system<|header_end|>\n\nYou are terse.<|eot|>"
-            "<|header_start|>user<|header_end|>\n\nWhat is 2+2? <|eot|>"
-            "<|header_start|>assistant<|header_end|>\n\n4<|eot|>"
-            "<|header_start|>user<|header_end|>\n\n\nAnd 3+3?<|eot|>"
-            "<|header_start|>assistant<|header_end|>\n\n");
-  // No system message: no system block.
-  EXPECT_EQ(t.render(std::span(messages).subspan(1, 1), false),
-            "<|begin_of_text|><|header_start|>user<|header_end|>\n\nWhat is 2+2? <|eot|>");
-  EXPECT_THROW(t.render({}, true), eaglevk::Error);
-  const std::vector<ChatMessage> tool = {{"tool", "{}"}};
-  EXPECT_THROW(t.render(tool, true), eaglevk::Error);
-}
-
-TEST(ChatTemplate, Llama31TemplateAddsKnowledgeDateSystemBlock) {
-  ChatTemplate t = ChatTemplate::from_string(kLlama31Template, "<|begin_of_text|>");
-  EXPECT_EQ(t.format, ChatFormat::Llama3);
-  EXPECT_TRUE(t.knowledge_date_preamble);
-  EXPECT_EQ(t.knowledge_cutoff, "December 2023");
-  EXPECT_EQ(t.date_string, "26 Jul 2024");
-  const std::vector<ChatMessage> user_only = {{"user", " Hello "}};
-  EXPECT_EQ(t.render(user_only, true),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-  const std::vector<ChatMessage> with_system = {{"system", "Be kind."}, {"user", "Hi"}};
-  t.date_string = "01 Jan 2030";
-  EXPECT_EQ(t.render(with_system, false),
-            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
-            "Cutting Knowledge Date: December 2023\nToday Date: 01 Jan 2030\n\nBe kind.<|eot_id|>"
-            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
-}
-
-TEST(ChatTemplate, FirstLlama3ReleaseAlwaysAddsTheAssistantHeader) {
-  // The first Llama-3 release's template had no add_generation_prompt condition.
-  const ChatTemplate t = ChatTemplate::from_string(
-      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
-      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
-      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{{ "
-      "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}",
-      "<|begin_of_text|>");
-  EXPECT_TRUE(t.always_generation_prompt);
-  const std::vector<ChatMessage> m = {{"user", "x"}};
-  EXPECT_EQ(t.render(m, false),
-            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nx<|eot_id|>"
-            "<|start_header_id|>assistant<|end_header_id|>\n\n");
-}
-
-TEST(ChatTemplate, UnknownTemplatesAreRefused) {
-  const char* chatml =
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-      "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
-  try {
-    ChatTemplate::from_string(chatml, "");
-    ADD_FAILURE() << "ChatML accepted";
-  } catch (const eaglevk::Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("unsupported chat template"), std::string::npos) << what;
-    EXPECT_NE(what.find("<|im_start|>"), std::string::npos) << "the message should quote the template: " << what;
-  }
-  EXPECT_THROW(ChatTemplate::from_string("", ""), eaglevk::Error);
-  // Both families' markers at once is ambiguous, not a guess.
-  EXPECT_THROW(ChatTemplate::from_string("<|start_header_id|><|end_header_id|><|eot_id|><|header_start|><|header_end|><|eot|>", ""),
-               eaglevk::Error);
-  // bos_token used but not defined.
-  EXPECT_THROW(ChatTemplate::from_string(kLlama4Template, ""), eaglevk::Error);
-}
-
 TEST(ChatTemplate, LoadErrorsAreClear) {
   const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk_chat_{}", ::getpid());
   fs::create_directories(dir);
@@ -245,23 +144,111 @@ TEST(ChatTemplate, LoadErrorsAreClear) {
   EXPECT_NE(load_message("{}").find("no chat_template"), std::string::npos);
   EXPECT_NE(load_message(R"({"chat_template": 5})").find("must be a string"), std::string::npos);
   EXPECT_NE(load_message(R"({"chat_template": [{"name": "tool_use", "template": "x"}]})").find("default"), std::string::npos);
-  EXPECT_NE(load_message(R"({"chat_template": "{{ messages }}"})").find("unsupported chat template"), std::string::npos);
+  EXPECT_NE(load_message(R"({"chat_template": "{% include 'x' %}"})").find("`include` statement"), std::string::npos);
+  EXPECT_NE(load_message(R"({"chat_template": "{{ bos_token }}"})").find("bos_token"), std::string::npos);
   // The list form with a default template works.
   json config = {{"bos_token", "<|begin_of_text|>"},
                  {"chat_template", json::array({{{"name", "default"}, {"template", kLlama4Template}}})}};
   std::ofstream(dir / "tokenizer_config.json", std::ios::binary) << config.dump();
-  EXPECT_EQ(ChatTemplate::load(dir).format, ChatFormat::Llama4);
+  const std::vector<ChatMessage> user = {{"user", "x"}};
+  EXPECT_NE(ChatTemplate::load(dir).render(user, true).find("<|header_start|>user<|header_end|>"), std::string::npos);
   fs::remove_all(dir);
 }
 
-// The Llama-3.0 and tiny templates trim each content (`| trim`) but route no roles, so they
-// used to skip the UTF-8 check that the official templates make: a message ending in a
-// truncated sequence was walked by code point past its end. Every template now refuses it,
-// naming the message, and the content is never read beyond its bytes.
+
+namespace {
+
+std::string render_error(std::string_view jinja, const std::vector<ChatMessage>& messages = {{"user", "x"}}) {
+  try {
+    ChatTemplate::from_string(jinja, "<s>").render(messages, true);
+  } catch (const eaglevk::Error& e) {
+    return e.what();
+  }
+  return "(rendered)";
+}
+
+}  // namespace
+
+// What the engine does not render is refused by name when the template is read.
+TEST(ChatTemplate, UnsupportedConstructsAreRefusedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{% include 'other.jinja' %}", "`include` statement"},
+      {"{% import 'm.jinja' as m %}", "`import` statement"},
+      {"{% extends 'base' %}", "`extends` statement"},
+      {"{% block body %}x{% endblock %}", "`block` statement"},
+      {"{% filter upper %}x{% endfilter %}", "`filter` statement"},
+      {"{% generation %}x{% endgeneration %}", "`generation` statement"},
+      {"{{ messages | wordcount }}", "filter `wordcount`"},
+      {"{{ 'x' if messages is divisibleby3 }}", "test `divisibleby3`"},
+      {"{% for m in messages recursive %}{% endfor %}", "recursive for loops"},
+      {"{{ 'a' % 1 }}", "'%'"},
+      {"{{ 'é' | upper }}", "non-ASCII"},
+      {"{{ messages | tojson(ensure_ascii=true) }}", "ensure_ascii"},
+      {"{% frobnicate %}", "`frobnicate` is not a statement"},
+  };
+  for (const auto& [jinja, name] : cases) {
+    const std::string what = render_error(jinja);
+    EXPECT_NE(what.find(name), std::string::npos) << jinja << " -> " << what;
+  }
+  // Syntax errors name the line.
+  EXPECT_NE(render_error("line one\n{{ messages[0 }}").find("line 2"), std::string::npos);
+  EXPECT_NE(render_error("{% if true %}never closed").find("endif"), std::string::npos);
+  EXPECT_NE(render_error("{{ 'open string }}").find("never closed"), std::string::npos);
+  // raise_exception's message is passed on.
+  EXPECT_NE(render_error("{{ raise_exception('no tools here') }}").find("no tools here"), std::string::npos);
+}
+
+// A template is data from a checkpoint: one that loops for ever, recurses or doubles a string
+// must end in an error naming the bound, quickly.
+TEST(ChatTemplate, HostileTemplatesEndInErrors) {
+  const std::pair<std::string, const char*> cases[] = {
+      {"{% for i in range(10**9) %}x{% endfor %}", "range() of more than"},
+      {"{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "steps"},
+      {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "macro calls nest deeper"},
+      {"{{ 'x' * 10**12 }}", "grows past"},
+      {"{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "grows past"},
+      {"{% set ns = namespace(l=[], s='x' * 1000000) %}{% for i in range(100) %}{% set ns.l = ns.l + [ns.s] %}{% endfor %}",
+       "grows past"},
+      {"{{ 2 ** 64 }}", "integer overflow"},
+      {"{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", "nests deeper"},
+      {"{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}", "nests deeper"},
+      {"{% if true %}" + std::string(3000, '{') + "% if true %}", "chat template"},
+  };
+  for (const auto& [jinja, name] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::string what = render_error(jinja);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(what.find(name), std::string::npos) << jinja.substr(0, 80) << " -> " << what;
+    EXPECT_LT(seconds, 10.0) << jinja.substr(0, 80);
+  }
+}
+
+// The issue this engine closes: a template recognised by its shape rendered as the stock one.
+// Edited markers, a changed default system prompt and a changed date now come through. (The
+// exact bytes are compared with jinja2 in chat_template_jinja_test; this checks the edits show.)
+TEST(ChatTemplate, EditedPublishedTemplateRendersItsEdits) {
+  std::string jinja = read_file(fs::path(EAGLEVK_ASSETS).parent_path() / "tests/data/chat_templates/meta-llama-Llama-3.1-8B-Instruct.jinja");
+  ASSERT_FALSE(jinja.empty());
+  const auto replace = [&](std::string_view from, std::string_view to) {
+    for (size_t at = jinja.find(from); at != std::string::npos; at = jinja.find(from, at + to.size()))
+      jinja.replace(at, from.size(), to);
+  };
+  replace("<|start_header_id|>", "<|im_start|>");
+  replace("{%- set system_message = \"\" %}", "{%- set system_message = \"You are a pirate.\" %}");
+  replace("26 Jul 2024", "01 Jan 2030");
+  const ChatTemplate t = ChatTemplate::from_string(jinja, "<|begin_of_text|>");
+  const std::vector<ChatMessage> user = {{"user", "Hi"}};
+  const std::string text = t.render(user, true);
+  EXPECT_EQ(text.find("<|start_header_id|>"), std::string::npos) << text;
+  EXPECT_NE(text.find("<|im_start|>user<|end_header_id|>"), std::string::npos) << text;
+  EXPECT_NE(text.find("You are a pirate."), std::string::npos) << text;
+  EXPECT_NE(text.find("Today Date: 01 Jan 2030"), std::string::npos) << text;
+}
+
+// `| trim` walks content by code point: a message ending in a truncated sequence must not be
+// walked past its end. Every message is checked first and refused, naming the message.
 TEST(ChatTemplate, TrimTemplatesRefuseTruncatedUtf8) {
   const ChatTemplate tiny = ChatTemplate::load(kTinyDir);
-  ASSERT_TRUE(tiny.trim_content);
-  ASSERT_FALSE(tiny.knowledge_date_preamble);
   const ChatTemplate first = ChatTemplate::from_string(
       "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
       "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
@@ -287,8 +274,8 @@ TEST(ChatTemplate, TrimTemplatesRefuseTruncatedUtf8) {
 }
 
 // Found by chat_template_fuzz: a template whose text is not valid UTF-8 (possible in
-// chat_template.jinja or GGUF metadata; JSON strings are always valid) rendered its knowledge
-// cutoff, and so the prompt, as invalid UTF-8. Templates and bos tokens are now checked.
+// chat_template.jinja or GGUF metadata; JSON strings are always valid) copied its literals, and
+// so the prompt, as invalid UTF-8. Templates and bos tokens are checked.
 TEST(ChatTemplate, TemplatesThatAreNotUtf8AreRefused) {
   const std::string cutoff_cut =
       "{{- bos_token }}{%- set date_string = \"26 Jul 2024\" %}<|start_header_id|><|end_header_id|><|eot_id|>"

@@ -16,6 +16,7 @@
 #include "loader/chat_template.h"
 #include "loader/llama4_image.h"
 #include "loader/llama4_image_prompt.h"
+#include "loader/text_file.h"
 #include "loader/tokenizer.h"
 #include "support/loader_test_util.h"
 
@@ -179,24 +180,21 @@ TEST(ChatContentParts, TextPartsAreNotTrimmedWhereStringsAre) {
   EXPECT_EQ(chat.render(std::span(&as_parts, 1), false), header + "  padded  <|eot_id|>");
 }
 
-TEST(ChatContentParts, TemplatesWithoutImagesRefuseParts) {
+// A template that writes content as a string writes a list of parts as Python's str() of it, as
+// Jinja does: no image placeholder, so the image-prompt step refuses the image later.
+TEST(ChatContentParts, TemplatesWithoutImagesWriteThePartsAsPythonDoes) {
   const ChatTemplate text_only = ChatTemplate::load(fs::path(EAGLEVK_ASSETS) / "tiny-llama3");
-  EXPECT_FALSE(text_only.image_parts);
-  ChatMessage m{"user", "", {{ChatContentPart::Type::Image, "", "a.png"}}};
-  expect_error([&] { text_only.render(std::span(&m, 1), true); }, "takes string content only");
+  ChatMessage m{"user", "", {{ChatContentPart::Type::Image, "", "a.png"}, {ChatContentPart::Type::Text, "it's", {}}}};
+  EXPECT_EQ(text_only.render(std::span(&m, 1), false),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+            "[{'type': 'image'}, {'type': 'text', 'text': \"it's\"}]<|eot_id|>");
 }
 
-TEST(ChatContentParts, Llama4FormatRendersImagesAndTrimsTheSystemText) {
-  // The parts of Meta's Llama-4 template that matter here.
-  const ChatTemplate chat = ChatTemplate::from_string(
-      "{{- bos_token }}<|header_start|>{%- if messages[0]['content'] is string %}"
-      "{%- set system_message = messages[0]['content']|trim %}{%- else %}"
-      "{%- set system_message = messages[0]['content'][0]['text']|trim %}{%- endif %}"
-      "{%- if content['type'] == 'image' %}{{- '<|image|>' }}{%- endif %}<|header_end|><|eot|>"
-      "{%- if add_generation_prompt %}{%- endif %}",
-      "<|begin_of_text|>");
-  ASSERT_EQ(chat.format, ChatFormat::Llama4);
-  ASSERT_TRUE(chat.image_parts);
+TEST(ChatContentParts, Llama4TemplateRendersImagesAndTrimsTheSystemText) {
+  // Meta's Llama-4 instruct template, as transformers ships it.
+  const std::string jinja = read_text_file(fs::path(EAGLEVK_ASSETS).parent_path() /
+                                           "tests/data/chat_templates/transformers-Llama4Processor.jinja");
+  const ChatTemplate chat = ChatTemplate::from_string(jinja, "<|begin_of_text|>");
   const std::vector<ChatMessage> messages = {
       {"system", "", {{ChatContentPart::Type::Text, "  Be brief. ", {}}}},
       {"user", "", {{ChatContentPart::Type::Image, "", "x.png"}, {ChatContentPart::Type::Text, " Describe. ", {}}}}};

@@ -143,8 +143,8 @@ TEST(Llama3Reference, StreamDecodeMatchesDecode) {
 TEST(Llama3Reference, ChatTemplateMatchesReferenceRendering) {
   REQUIRE_REFERENCE();
   const ChatTemplate chat = ChatTemplate::load(ref->dir);
-  // The first Llama-3 release's template: it always ends with the assistant header.
-  EXPECT_TRUE(chat.always_generation_prompt);
+  // The first Llama-3 release's template always ends with the assistant header, whatever
+  // add_generation_prompt says: the reference chats alternate it.
   for (const json& c : ref->data["chats"]) {
     std::vector<ChatMessage> messages;
     for (const json& m : c["messages"]) messages.push_back({m["role"], m["content"]});

@@ -20,7 +20,7 @@ build_packages=(build-essential cmake ninja-build pkg-config ca-certificates lib
   libfmt-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libpng-dev libjpeg62-turbo-dev
   mesa-vulkan-drivers)
 test_packages=(libgtest-dev libgmock-dev libbenchmark-dev libglm-dev vulkan-validationlayers valgrind
-  clang libclang-rt-dev bsdutils python3 git)
+  clang libclang-rt-dev bsdutils python3 python3-jinja2 git)
 
 case "$mode" in
   build) wanted=("${build_packages[@]}") ;;

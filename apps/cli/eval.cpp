@@ -80,6 +80,7 @@ nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, 
   c["model"] = dir.string();
   c["draft"] = a.draft;
   if (!a.mmproj.empty()) c["mmproj"] = a.mmproj;
+  if (!a.chat_template.empty()) c["chat_template"] = a.chat_template;
   if (tree.enabled())
     c["tree"] = {{"spec_steps", tree.steps}, {"spec_topk", tree.topk}, {"spec_draft_tokens", tree.draft_tokens}};
   else
@@ -211,7 +212,7 @@ int eval_command(const EvalArgs& a) {
 
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template});
   const uint32_t context = plan.context;
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
@@ -299,6 +300,8 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
+  sub->add_option("--chat-template", args->chat_template,
+                  "a Jinja chat template file to render chats with instead of the target's own");
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
   args->seed_option =
       sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one; shards need one)");

@@ -63,13 +63,17 @@ engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetI
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
 // and answers so far.
 std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
-                                     size_t g, std::vector<loader::ChatMessage>& conversation) {
+                                     size_t g, std::vector<loader::ChatMessage>& conversation, std::string* text) {
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
     if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
-    return m.tokenizer.encode(m.chat->render(messages, true), false);
+    std::string rendered = m.chat->render(messages, true);
+    std::vector<int32_t> ids = m.tokenizer.encode(rendered, false);
+    if (text) *text = std::move(rendered);
+    return ids;
   };
   switch (item.kind) {
     case loader::DatasetItem::Kind::Prompt:
+      if (!a.chat && text) *text = item.prompt;
       return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
     case loader::DatasetItem::Kind::Messages: return chat_ids(item.messages);
     case loader::DatasetItem::Kind::Turns:
@@ -141,7 +145,9 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
   std::vector<loader::ChatMessage> conversation;
   const size_t generations = r.turns ? item.turns.size() : 1;
   for (size_t g = 0; g < generations; ++g) {
-    std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation);
+    std::string prompt_text;
+    std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation, &prompt_text);
+    r.prompt_texts.push_back(std::move(prompt_text));
     engine::GenerationOptions options = e.options;
     // A line's first generation starts a new sequence, so its result does not depend on the
     // line before it (nor on the shard it runs in).
@@ -194,7 +200,9 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
   auto start_generation = [&](uint32_t slot) {
     LineInFlight& line = *lines[slot];
     const loader::DatasetItem& item = e.data.items[line.index];
-    std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation);
+    std::string prompt_text;
+    std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation, &prompt_text);
+    line.record.prompt_texts.push_back(std::move(prompt_text));
     if (ids.size() >= e.context)
       fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
            e.context);

@@ -26,7 +26,7 @@
 namespace eaglevk::cli {
 
 struct EvalArgs {
-  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume;
+  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume, chat_template;
   std::vector<std::string> stop;
   SpecFlags spec;
   uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
@@ -65,9 +65,10 @@ struct EvalSetup {
 };
 
 // The prompt of generation `g` of an item; `conversation` carries a multi-turn item's turns
-// and answers so far.
+// and answers so far. `text`, when given, receives what was encoded.
 std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
-                                     size_t g, std::vector<loader::ChatMessage>& conversation);
+                                     size_t g, std::vector<loader::ChatMessage>& conversation,
+                                     std::string* text = nullptr);
 
 // Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending
 // each to it as it finishes; records come back in dataset order, the resumed ones included.

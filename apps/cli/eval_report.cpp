@@ -65,9 +65,11 @@ nlohmann::json record_to_json(const EvalRecord& r) {
   if (r.turns) {
     j["tokens"] = r.tokens;
     j["stop_reason"] = r.stop_reasons;
+    if (!r.prompt_texts.empty()) j["prompt_text"] = r.prompt_texts;
   } else {
     j["tokens"] = r.tokens.empty() ? std::vector<int32_t>{} : r.tokens[0];
     j["stop_reason"] = r.stop_reasons.empty() ? std::string() : r.stop_reasons[0];
+    if (!r.prompt_texts.empty()) j["prompt_text"] = r.prompt_texts[0];
   }
   if (!r.logprobs.is_null()) j["logprobs"] = r.turns ? r.logprobs : r.logprobs.at(0);
   if (r.has_baseline) {
@@ -102,6 +104,10 @@ EvalRecord record_from_json(const nlohmann::json& j) {
     r.tokens = {field<std::vector<int32_t>>(j, "tokens")};
     r.stop_reasons = {field<std::string>(j, "stop_reason")};
   }
+  // Records written before eval reported the prompt text have none.
+  if (j.contains("prompt_text"))
+    r.prompt_texts = r.turns ? field<std::vector<std::string>>(j, "prompt_text")
+                             : std::vector<std::string>{field<std::string>(j, "prompt_text")};
   if (j.contains("logprobs")) {
     if (!j["logprobs"].is_array()) fail("a record whose 'logprobs' is not what eval writes");
     r.logprobs = r.turns ? j["logprobs"] : nlohmann::json::array({j["logprobs"]});

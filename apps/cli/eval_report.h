@@ -21,6 +21,7 @@ struct EvalRecord {
   std::string category;        // empty: none
   bool turns = false;          // several generations: tokens and stop reasons are lists
   std::vector<std::vector<int32_t>> tokens;
+  std::vector<std::string> prompt_texts;  // per generation: what was encoded (the rendered chat or the raw prompt)
   std::vector<std::string> stop_reasons;  // "eos", "length", "stop" or "context", per generation
   engine::SpecStats stats;
   size_t output_tokens = 0, prompt_tokens = 0, reused_tokens = 0;

@@ -43,20 +43,27 @@ std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api:
   return api::load_model(runtime, std::move(plan));
 }
 
-std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source) {
+std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source, std::string* text) {
   if (!source.ids.empty()) return source.ids;
   if (source.chat) {
     std::vector<loader::ChatMessage> messages;
     if (!source.system.empty()) messages.push_back({"system", source.system});
     messages.push_back({"user", source.text});
     // The rendered template carries BOS itself.
-    return api::tokenize(m, api::apply_chat_template(m, messages, true), false);
+    const std::string rendered = api::apply_chat_template(m, messages, true);
+    if (text) *text = rendered;
+    return api::tokenize(m, rendered, false);
   }
+  if (text) *text = source.text;
   return api::tokenize(m, source.text, true);
 }
 
 PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
-  if (source.messages_file.empty() && source.images.empty()) return {prompt_ids(m, source), std::nullopt};
+  if (source.messages_file.empty() && source.images.empty()) {
+    PreparedPrompt out;
+    out.ids = prompt_ids(m, source, &out.text);
+    return out;
+  }
   std::vector<loader::ChatMessage> messages;
   std::vector<std::filesystem::path> image_paths;
   if (!source.messages_file.empty()) {
@@ -81,13 +88,19 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
   }
   // Whether the model takes images at all comes first: it is the reason a user needs to hear.
   if (!image_paths.empty() && !m.images) fail("{}", m.no_images_reason);
-  std::vector<int32_t> ids = api::tokenize(m, api::apply_chat_template(m, messages, true), false);
-  if (image_paths.empty()) return {std::move(ids), std::nullopt};
+  std::string rendered = api::apply_chat_template(m, messages, true);
+  std::vector<int32_t> ids = api::tokenize(m, rendered, false);
+  if (image_paths.empty()) {
+    PreparedPrompt out;
+    out.ids = std::move(ids);
+    out.text = std::move(rendered);
+    return out;
+  }
   const auto start = std::chrono::steady_clock::now();
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
   engine::ImagePrompt prompt = engine::build_image_prompt(*m.device->gpu, *m.images, ids, images);
-  PreparedPrompt out{std::move(prompt.ids), std::move(prompt.images)};
+  PreparedPrompt out{std::move(prompt.ids), std::move(rendered), std::move(prompt.images)};
   out.image_seconds = engine::seconds_since(start);
   out.image_tiles = uint32_t(out.images->patch_positions.size() / m.images->tokens.tokens_per_tile);
   fmt::print(stderr, "eaglevk: {} image(s), {} tiles, {} image tokens: {:.1f} ms ({:.1f} ms per tile)\n",

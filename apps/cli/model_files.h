@@ -26,7 +26,8 @@ api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::pat
 std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan);
 ops::Gpu& gpu_of(const api::Runtime& runtime);
 
-// Prompt ids: raw text with BOS, or a chat turn rendered with the template.
+// Prompt ids: raw text with BOS, or a chat turn rendered with the template. `text`, when given,
+// receives what was encoded (the rendered chat, or the raw text; empty for --prompt-ids).
 struct PromptSource {
   std::string text;        // -p, or the contents of -f
   bool chat = false;
@@ -35,12 +36,13 @@ struct PromptSource {
   std::vector<std::string> images;  // --image: in the user turn, before the text (needs chat)
   std::string messages_file;        // --messages: a whole conversation (Hugging Face chat format)
 };
-std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source);
+std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source, std::string* text = nullptr);
 
 // The prompt with its images: the rendered chat's image placeholders expanded into the
 // images' token layouts, and the images' features computed on the device.
 struct PreparedPrompt {
   std::vector<int32_t> ids;
+  std::string text;  // what was encoded: the rendered chat (with the BOS it writes) or the raw text
   std::optional<engine::PromptImages> images;
   uint32_t image_tiles = 0;
   double image_seconds = 0;  // decoding, preprocessing and the vision tower (one submission)

@@ -29,7 +29,8 @@ namespace {
 constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of the memory plan
 
 struct RunArgs {
-  std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages;
+  std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages,
+      chat_template;
   std::vector<std::string> images, stop;
   SpecFlags spec;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
@@ -111,7 +112,7 @@ int run_command(const RunArgs& a) {
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   const std::shared_ptr<const api::Model> loaded =
-      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj}));
+      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template}));
   const api::Model& m = *loaded;
   const models::TargetModel& target = *m.target;
   models::Eagle3Model* draft = m.draft.get();
@@ -155,6 +156,7 @@ int run_command(const RunArgs& a) {
   engine::GenerationResult r;
   engine::SpecStats stats;
   std::string text;
+  std::string prompt_text = prepared.text;
   // One generation: streams its text (up to a stop string) unless --json, then reports it.
   auto generate_turn = [&](const std::vector<int32_t>& ids, bool reuse) {
     engine::GeneratedText generated_text(m.tokenizer, a.stop);
@@ -180,6 +182,7 @@ int run_command(const RunArgs& a) {
     double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
     if (a.json) {
       nlohmann::json j;
+      if (a.prompt_ids.empty()) j["prompt_text"] = prompt_text;  // as encoded: the rendered chat, or -p/-f
       j["prompt_tokens"] = r.prompt;
       j["tokens"] = r.tokens;
       j["text"] = text;
@@ -231,7 +234,8 @@ int run_command(const RunArgs& a) {
       if (tty) fmt::print(stderr, "\n> ");
       if (!std::getline(std::cin, line) || line.empty()) break;
       conversation.push_back({"user", line});
-      const std::vector<int32_t> ids = api::tokenize(m, api::apply_chat_template(m, conversation, true), false);
+      prompt_text = api::apply_chat_template(m, conversation, true);
+      const std::vector<int32_t> ids = api::tokenize(m, prompt_text, false);
       if (ids.size() >= context) fail("the conversation has {} tokens but the context holds {} (raise --ctx)", ids.size(), context);
       generate_turn(ids, true);
       generated += r.tokens.size();
@@ -257,6 +261,8 @@ void add_run_command(CLI::App& app) {
                   "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model");
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
+  sub->add_option("--chat-template", args->chat_template,
+                  "a Jinja chat template file to render chats with instead of the model's own");
   sub->add_option("--image", args->images,
                   "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,

@@ -118,6 +118,15 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
       m->tokenizer = loader::load_tokenizer(files);
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
+      if (!plan.options.chat_template.empty()) {
+        // The replacement keeps the checkpoint's special tokens (its template's, else the
+        // tokenizer's BOS).
+        const int32_t bos_id = m->tokenizer.bos_id();
+        const std::string bos = m->chat ? m->chat->bos_token : bos_id >= 0 ? m->tokenizer.token(bos_id) : std::string();
+        const std::string eos = m->chat ? m->chat->eos_token : std::string();
+        m->chat = loader::chat_template_from_file(plan.options.chat_template, bos, eos);
+        m->chat_error.clear();
+      }
       if (!m->draft_dir.empty())
         m->draft = std::make_unique<models::Eagle3Model>(
             models::load_eagle3(ctx, m->draft_dir, m->target->config(), plan.options.aux_layers));

@@ -18,7 +18,7 @@
 #                  every assets/*/config.json and generation_config.json, seeds/config/.
 #   tokenizer      tokenizer.json, and encode/decode of text: the assets' tokenizer.json files and
 #                  prompts (with their mode byte), seeds/tokenizer/.
-#   chat_template  template recognition and rendering: the assets' chat templates, dataset
+#   chat_template  the Jinja engine and rendering: the assets' chat templates, dataset
 #                  messages and seeds/chat_template/.
 #   dataset        the JSONL datasets of `eaglevk eval`: assets/*/prompts.jsonl, tests/data/*.jsonl.
 set -euo pipefail

@@ -114,8 +114,8 @@ typedef struct eaglevk_chat_message {
   const char* content;
 } eaglevk_chat_message;
 
-/* Renders a conversation with the model's chat template (Llama-3 and Llama-4 formats).
- * add_generation_prompt nonzero appends the assistant header. The text holds BOS already:
+/* Renders a conversation with the model's own chat template (its Jinja program, as transformers renders it).
+ * add_generation_prompt nonzero appends the assistant header. The text holds BOS when the template writes it:
  * tokenize it with add_bos = 0. Same buffer protocol as eaglevk_detokenize. */
 EAGLEVK_API eaglevk_status eaglevk_apply_chat_template(const eaglevk_model* model, const eaglevk_chat_message* messages,
                                                        size_t count, int add_generation_prompt, char* text,

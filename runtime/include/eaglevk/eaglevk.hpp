@@ -99,6 +99,9 @@ struct LoadOptions {
   // llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 model: its tower gives the model
   // images (loader/mmproj.h); empty: none.
   std::filesystem::path mmproj;
+  // A Jinja chat template file that replaces the checkpoint's; it gets the checkpoint's
+  // bos_token and eos_token. Empty: the checkpoint's own template.
+  std::filesystem::path chat_template;
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI
