@@ -5,6 +5,9 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/hf_config.h"
+#include "loader/json_excerpt.h"
+
 namespace eaglevk::loader {
 namespace {
 
@@ -74,6 +77,10 @@ ParsedChat parse_chat_messages(const json& messages, const std::filesystem::path
 }
 
 ParsedChat parse_chat_messages(const nlohmann::json& messages, const std::filesystem::path& image_dir) {
+  // The copy into an ordered value goes through dump(), which recurses once per level: a
+  // hostile line nested 100,000 deep (which nlohmann parses without recursing) is refused first.
+  if (json_nested_deeper_than(messages, json_field::kMaxJsonFileDepth))
+    fail("\"messages\" nests arrays and objects more than {} levels deep", json_field::kMaxJsonFileDepth);
   return parse_chat_messages(json::parse(messages.dump()), image_dir);
 }
 

@@ -301,7 +301,7 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
   sub->add_option("--chat-template", args->chat_template,
-                  "a Jinja chat template file to render chats with instead of the target's own");
+                  "a Jinja chat template file to use instead of the target's")->type_name("FILE");
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
   args->seed_option =
       sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one; shards need one)");

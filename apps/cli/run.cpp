@@ -262,7 +262,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--chat-template", args->chat_template,
-                  "a Jinja chat template file to render chats with instead of the model's own");
+                  "a Jinja chat template file to use instead of the model's")->type_name("FILE");
   sub->add_option("--image", args->images,
                   "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,
