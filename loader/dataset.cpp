@@ -17,7 +17,8 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number past a double's range (4E9888882).
     return std::string("invalid JSON: ") + e.what();
   }
   if (!j.is_object()) return "not a JSON object";
@@ -95,7 +96,14 @@ Dataset parse_dataset(const std::string& text, const std::string& source, bool s
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     DatasetItem item;
     item.line = number;
-    std::string problem = parse_line(line, image_dir, item);
+    std::string problem;
+    try {
+      problem = parse_line(line, image_dir, item);
+    } catch (const nlohmann::json::exception& e) {
+      // Whatever the library throws on a value of an unexpected shape is this line's problem,
+      // named with its file and line like the others, never an escape without them.
+      problem = std::string("unexpected JSON: ") + e.what();
+    }
     if (problem.empty()) {
       d.items.push_back(std::move(item));
     } else if (strict) {

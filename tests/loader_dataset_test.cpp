@@ -39,6 +39,14 @@ TEST(Dataset, BadLinesAreSkippedOrRefusedByLine) {
   // A line nested 100,000 deep parses (nlohmann does not recurse) and is reported, not a crash.
   const std::string deep = "{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}\n{\"prompt\": \"a\"}\n";
   EXPECT_EQ(parse_dataset(deep, "mem", false).problems.size(), 1u);
+  // A number past a double's range is the line's problem too (nlohmann throws out_of_range, not
+  // parse_error), with the file and line when strict.
+  const std::string overflow = "{\"prompt\": \"a\"}\n{\"prompt\": \"hi\", \"x\": 4E9888882}\n";
+  const Dataset o = parse_dataset(overflow, "mem", false);
+  ASSERT_EQ(o.problems.size(), 1u);
+  EXPECT_EQ(o.problems[0].line, 2u);
+  EXPECT_NE(o.problems[0].message.find("number overflow"), std::string::npos) << o.problems[0].message;
+  expect_error([&] { parse_dataset(overflow, "mem", true); }, "mem:2: invalid JSON");
 }
 
 // ShareGPT conversations: the human turns in order, the system entry as the system prompt,
