@@ -146,7 +146,7 @@ step profile_tree 90 "$B/eaglevk" bench -m "$PT" -d "$PD" "${TREE[@]}" -p 0 -n 3
 
 # --- Scout-shaped mixture of experts (16 experts, top-1; two layers): decode and verify.
 if [ $LAVAPIPE = 0 ]; then
-  step scout_files 90 bash -c "'$B/eaglevk-synth' llama4-scout '$WORK/scout' --layers 2 && '$B/eaglevk-synth' eagle3-scout '$WORK/scout-eagle3' --aux 0,1,1" > "$RAW/scout_files.txt" 2>&1
+  step scout_files 90 bash -c "'$B/eaglevk-synth' llama4-scout '$WORK/scout' --layers 2 && '$B/eaglevk-synth' eagle3-scout '$WORK/scout-eagle3' --aux 0,1,2" > "$RAW/scout_files.txt" 2>&1
   step profile_scout 90 "$B/eaglevk" bench -m "$WORK/scout" -d "$WORK/scout-eagle3" -k 3 -p 0 -n 16 -r 1 --profile -o json > "$RAW/profile_scout.json"
 fi
 
