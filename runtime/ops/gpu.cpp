@@ -18,9 +18,8 @@ Gpu::Gpu(const vk::ContextOptions& options)
       lattice_grids(upload_lattice_grids(ctx)) {
   matvec_shape_override = matvec_shape_from_env(ctx);
   const auto& f = ctx.info.features;
-  // EAGLEVK_GPU_SHAPES=1 (matvec_shape_from_env) gives the norms a GPU's workgroup too.
-  const char* gpu_shapes = std::getenv("EAGLEVK_GPU_SHAPES");
-  const bool cpu_shapes = ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && !(gpu_shapes && std::strcmp(gpu_shapes, "1") == 0);
+  // EAGLEVK_GPU_SHAPES=1 gives the norms a GPU's workgroup too.
+  const bool cpu_shapes = ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && !gpu_shapes_from_env();
   norm_workgroup = norm_workgroup_for(cpu_shapes, f.max_workgroup_invocations, f.min_subgroup_size);
   const char* fold = std::getenv("EAGLEVK_FOLD_NORMS");
   fold_norms = fold && std::strcmp(fold, "1") == 0;

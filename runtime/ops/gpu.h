@@ -52,6 +52,8 @@ struct MatvecShape {
 // GPU configuration); nullopt when none is set. A value the device cannot run is an
 // error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
+// Whether EAGLEVK_GPU_SHAPES=1 asks for a GPU's shapes (an error for a value other than 0 or 1).
+bool gpu_shapes_from_env();
 
 // The workgroup size of norm.comp on a device: 8 on CPU devices (one llvmpipe subgroup, whose
 // lanes run as one vector, with no barrier to switch at); 512 on GPUs, where one workgroup of 64 walks a

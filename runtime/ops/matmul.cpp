@@ -63,23 +63,24 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
 
 namespace {
 
+// The largest workgroup the shared-memory reduction serves: one partial sum per subgroup, at
+// most 64 of them.
+uint32_t max_reduction_workgroup(const vk::DeviceFeatures& f) {
+  return std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
+}
+
 // The shape matvec_shape_for gives this device.
 MatvecShape device_matvec_shape(const vk::Context& ctx) {
   const auto& f = ctx.info.features;
   MatvecShape shape = matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
                                        ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers,
                                        ctx.info.vendor_id);
-  // The shared-memory reduction holds one partial sum per subgroup, at most 64 of them.
-  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
-  if (shape.split_workgroup > max_wg) shape.split_workgroup = 0;
+  if (shape.split_workgroup > max_reduction_workgroup(f)) shape.split_workgroup = 0;
   return shape;
 }
 
-}  // namespace
-
-namespace {
-
-std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx) {
+// EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS on top of `base`: one workgroup for every matrix.
+std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx, const MatvecShape& base) {
   const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
   if (!env || !*env) return std::nullopt;
   const auto& f = ctx.info.features;
@@ -87,12 +88,11 @@ std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx) {
   char end = 0;
   if (std::sscanf(env, "%u,%u%c", &wg, &outs, &end) != 2)
     fail("EAGLEVK_MATVEC_SHAPE='{}': expected WORKGROUP,OUTPUTS, e.g. 64,2", env);
-  // The shared-memory reduction holds one partial sum per subgroup, at most 64 of them.
-  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
+  const uint32_t max_wg = max_reduction_workgroup(f);
   if (wg == 0 || wg > max_wg || outs < 1 || outs > MATVEC_MAX_OUTS)
     fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device and outputs 1..{}", env, max_wg,
          MATVEC_MAX_OUTS);
-  MatvecShape shape = device_matvec_shape(ctx);
+  MatvecShape shape = base;
   shape.workgroup = wg;
   shape.outs = outs;
   shape.block_outs = outs;
@@ -101,17 +101,12 @@ std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx) {
   return shape;
 }
 
-}  // namespace
-
 // EAGLEVK_GPU_SHAPES=1: the shapes a GPU with this device's subgroup size gets (NVIDIA's
 // policy: storage buffers, 64-invocation attention workgroups, up to 8 rows of an expert a
 // workgroup, columns split over subgroups for matrices with few rows), made runnable here, with
 // the split from 64 columns so that tiny test models take it. The test suite runs the model
 // tests so on lavapipe, so that no kernel variant a GPU executes is first executed on one.
-std::optional<MatvecShape> gpu_shapes_env(const vk::Context& ctx) {
-  const char* env = std::getenv("EAGLEVK_GPU_SHAPES");
-  if (!env || !*env || std::strcmp(env, "0") == 0) return std::nullopt;
-  if (std::strcmp(env, "1") != 0) fail("EAGLEVK_GPU_SHAPES={}: expected 1 (a GPU's kernel shapes on this device) or 0", env);
+MatvecShape gpu_shapes(const vk::Context& ctx) {
   const auto& f = ctx.info.features;
   const uint32_t sg = std::max(f.subgroup_size, 1u);
   MatvecShape shape = matvec_shape_for(sg, sg, sg, /*cpu_device=*/false, /*vendor_id=*/0x10de);
@@ -120,14 +115,23 @@ std::optional<MatvecShape> gpu_shapes_env(const vk::Context& ctx) {
   shape.one_subgroup = fixed && shape.workgroup == f.subgroup_size ? 1u : 0u;
   shape.attention_workgroup = 64;
   shape.split_min_cols = 64;
-  const uint32_t max_wg = std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
-  if (shape.split_workgroup > max_wg) shape.split_workgroup = 0;
+  if (shape.split_workgroup > max_reduction_workgroup(f)) shape.split_workgroup = 0;
   return shape;
 }
 
+}  // namespace
+
+bool gpu_shapes_from_env() {
+  const char* env = std::getenv("EAGLEVK_GPU_SHAPES");
+  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+  if (std::strcmp(env, "1") != 0) fail("EAGLEVK_GPU_SHAPES={}: expected 1 (a GPU's kernel shapes on this device) or 0", env);
+  return true;
+}
+
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
-  std::optional<MatvecShape> shape = gpu_shapes_env(ctx);
-  if (std::optional<MatvecShape> given = matvec_shape_env(ctx)) shape = given;
+  std::optional<MatvecShape> shape;
+  if (gpu_shapes_from_env()) shape = gpu_shapes(ctx);
+  if (std::optional<MatvecShape> given = matvec_shape_env(ctx, shape ? *shape : device_matvec_shape(ctx))) shape = given;
   const char* env = std::getenv("EAGLEVK_EXPERT_ROWS");
   if (!env || !*env) return shape;
   char* end = nullptr;
