@@ -5,6 +5,7 @@
 #include "loader/jinja/builtins.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 
 #include <eaglevk/error.h>
@@ -206,8 +207,10 @@ Value attribute_path(const Value& item, const std::string& path) {
     const std::string key = path.substr(pos, dot - pos);
     if (v.is_mapping()) v = dict_get(v, key);
     else if (v.kind == Kind::List && !key.empty() && std::all_of(key.begin(), key.end(), ::isdigit)) {
-      const size_t index = std::stoul(key);
-      v = index < v.list->size() ? (*v.list)[index] : Value::undefined(key);
+      // Digits past size_t (stoul would throw) name no item either.
+      size_t index = 0;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), index);
+      v = ec == std::errc() && index < v.list->size() ? (*v.list)[index] : Value::undefined(key);
     } else v = Value::undefined(key);
     pos = dot + 1;
   }

@@ -1,6 +1,7 @@
 #include "runtime/vk/context.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -143,10 +144,13 @@ uint32_t choose_device(const std::vector<DeviceInfo>& infos, const std::string& 
     return best->index;
   }
   if (std::all_of(wanted.begin(), wanted.end(), ::isdigit)) {
-    uint32_t index = uint32_t(std::stoul(wanted));
-    if (index >= infos.size())
-      fail("device index {} out of range: {} device(s) found (see `eaglevk devices`)", index, infos.size());
-    return index;
+    // Digits past any device count (20 of them overflow stoul) are simply out of range.
+    uint64_t index = 0;
+    const auto [end, ec] = std::from_chars(wanted.data(), wanted.data() + wanted.size(), index);
+    if (ec != std::errc() || end != wanted.data() + wanted.size() || index >= infos.size())
+      fail("device index {} out of range: {} device(s) found (see `eaglevk devices`)",
+           wanted.size() > 24 ? wanted.substr(0, 24) + "..." : wanted, infos.size());
+    return uint32_t(index);
   }
   for (const DeviceInfo& info : infos)
     if (lower(info.name).find(lower(wanted)) != std::string::npos) return info.index;
@@ -217,7 +221,9 @@ uint64_t parse_size(const std::string& text) {
                  : unit == "M" || unit == "MiB" ? 1024.0 * 1024
                  : unit == "G" || unit == "GiB" ? 1024.0 * 1024 * 1024
                                                  : 0;
-  return value > 0 ? uint64_t(value * scale) : 0;
+  // Past 2^64 bytes (or inf) is not a size: the cast would be undefined.
+  const double bytes = value * scale;
+  return bytes > 0 && bytes < 18446744073709551616.0 ? uint64_t(bytes) : 0;
 }
 
 // MemAvailable (free plus reclaimable page cache), else all physical memory.
