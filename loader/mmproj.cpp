@@ -97,7 +97,8 @@ Llama4Mmproj open_llama4_mmproj(const fs::path& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) fail("mmproj file '{}' does not exist", path.string());
   if (!is_gguf_file(path))
-    fail("{}: not a GGUF file (--mmproj takes llama.cpp's vision file, mmproj-*.gguf)", path.string());
+    fail_setting(Setting::VisionProjector, "{}: not a GGUF file (the vision file is llama.cpp's mmproj-*.gguf)",
+                 path.string());
   GgufFile file = GgufFile::open(path);
   const GgufHeader& h = file.header;
   const std::string arch = h.get_string("general.architecture").value_or("");

@@ -132,8 +132,8 @@ Arch arch_table(const std::string& name, const std::string& label) {
              {"d2t", "d2t"}},
             true};
   if (name == "clip")
-    fail("{}: this is a vision (mmproj) file, not a model: give it with --mmproj next to its Llama-4 text model",
-         label);
+    fail("{}: this is a vision (mmproj) file, not a model: it goes beside its Llama-4 text model, as the vision "
+         "file", label);
   fail("{}: GGUF architecture '{}' is not supported (llama, llama4, eagle3)", label, name);
 }
 

@@ -57,18 +57,20 @@ Eagle3Model load_eagle3(const vk::Context& ctx, const std::filesystem::path& pat
   const uint32_t L = uint32_t(target.num_hidden_layers);
   m.aux_layers_default = aux_override.empty() && c.aux_layers.empty();
   m.aux_layers = !aux_override.empty() ? aux_override : !c.aux_layers.empty() ? c.aux_layers : default_aux_layers(L);
+  // Ids the caller gave are its setting's fault; the config's are the draft's.
+  const Setting asked = aux_override.empty() ? Setting::None : Setting::TapLayers;
   if (m.aux_layers.size() != 3)
-    fail("draft {}: {} aux layers given; EAGLE-3 heads take exactly 3", where, m.aux_layers.size());
+    fail_setting(asked, "draft {}: {} aux layers given; EAGLE-3 heads take exactly 3", where, m.aux_layers.size());
   std::sort(m.aux_layers.begin(), m.aux_layers.end());
   // Says where the ids came from: a configured id can differ from the tap by the format's rule.
-  const std::string rule = !aux_override.empty() ? std::string("--aux-layers")
+  const std::string rule = !aux_override.empty() ? std::string("the tap layers asked for")
                            : !c.aux_layers.empty() ? c.aux_layers_rule
                                                    : std::string("the family default");
   for (size_t i = 0; i < 3; ++i) {
     if (m.aux_layers[i] > L)
-      fail("aux layer {} is out of range: the target has {} layers (ids 0..{}); the ids come from {}", m.aux_layers[i],
-           L, L, rule);
-    if (i && m.aux_layers[i] == m.aux_layers[i - 1]) fail("aux layer {} is listed twice", m.aux_layers[i]);
+      fail_setting(asked, "aux layer {} is out of range: the target has {} layers (ids 0..{}); the ids come from {}",
+                   m.aux_layers[i], L, L, rule);
+    if (i && m.aux_layers[i] == m.aux_layers[i - 1]) fail_setting(asked, "aux layer {} is listed twice", m.aux_layers[i]);
   }
   if (m.aux_layers_default && m.aux_layers != default_aux_layers(L)) m.aux_layers_default = false;
 

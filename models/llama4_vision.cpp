@@ -70,7 +70,7 @@ std::optional<Llama4VisionConfig> usable_llama4_vision(const loader::ModelFiles&
   };
   if (files.format == "gguf" && files.mmproj.empty())
     return refuse("a GGUF file holds the text model only: llama.cpp keeps the vision tower in a separate file "
-                  "(mmproj-*.gguf); pass it with --mmproj");
+                  "(mmproj-*.gguf), which must be given with it");
   std::optional<Llama4VisionConfig> c = read_llama4_vision_config(files, text_hidden);
   if (!c) return refuse("the checkpoint has no vision_config");
   const int32_t ids[] = {c->image_start_id, c->image_end_id, c->patch_id};

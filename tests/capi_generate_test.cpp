@@ -379,18 +379,19 @@ TEST_F(CApi, TreeDraftingMatchesTheTreeGolden) {
   EXPECT_EQ(tree_sample.tokens.size(), 24u);
   EXPECT_EQ(tree_sample.tokens, plain_sample.tokens);
 
-  // Bad shapes are refused with a message naming the field.
+  // Bad shapes are refused with a message naming the field, never a CLI flag.
   auto refused = [&](eaglevk_session_params q, const char* word) {
     eaglevk_session* bad = nullptr;
     EXPECT_FAILS_WITH(eaglevk_session_create(s.pair, &q, &bad), EAGLEVK_ERROR_INVALID_ARGUMENT, word);
+    EXPECT_EQ(std::string(eaglevk_last_error()).find("--"), std::string::npos) << eaglevk_last_error();
     EXPECT_EQ(bad, nullptr);
   };
   eaglevk_session_params q = p;
   q.spec_draft_tokens = 3;
-  refused(q, "spec-draft-tokens");
+  refused(q, "eaglevk_session_params.spec_draft_tokens: tree draft tokens 3 cannot reach");
   q = p;
   q.spec_topk = 40;
-  refused(q, "spec-topk");
+  refused(q, "eaglevk_session_params.spec_topk: tree top-k 40 is out of range");
 }
 
 }  // namespace

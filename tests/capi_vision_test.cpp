@@ -242,7 +242,8 @@ TEST_F(CApi, GgufModelWithItsMmprojGivesTheGoldenTokens) {
   // Without its mmproj the GGUF model runs text only and says what to pass.
   EXPECT_STATUS(eaglevk_model_load(shared().runtime, text.c_str(), nullptr, &model), EAGLEVK_OK);
   ASSERT_NE(model, nullptr);
-  EXPECT_FAILS_WITH(eaglevk_model_supports_images(model, &supported), EAGLEVK_ERROR_MODEL, "--mmproj");
+  EXPECT_FAILS_WITH(eaglevk_model_supports_images(model, &supported), EAGLEVK_ERROR_MODEL,
+                    "eaglevk_model_load_with_mmproj's mmproj: this model cannot take images");
   eaglevk_model_free(model);
   EXPECT_FAILS_WITH(eaglevk_model_load_with_mmproj(shared().runtime, text.c_str(), nullptr,
                                                    (dir / "missing.gguf").c_str(), &model),

@@ -233,7 +233,8 @@ int eval_command(const EvalArgs& a) {
   }
   EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, nullptr, shard, draft_sampling};
   if (has_images) {
-    if (!m.images) fail("{} has lines with images, but {}", a.dataset, m.no_images_reason);
+    if (!m.images)
+      throw Error(fmt::format("{} has lines with images, but {}", a.dataset, m.no_images_reason), m.no_images_setting);
     setup.images = m.images.get();
   }
   setup.batch = batch;

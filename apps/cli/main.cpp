@@ -9,6 +9,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/setting_names.h"
 #include "apps/cli/usage.h"
 #include "runtime/vk/context.h"
 
@@ -56,10 +57,10 @@ int main(int argc, char** argv) {
     fmt::print("{}", app.help());
     return 0;
   } catch (const eaglevk::cli::UsageError& e) {
-    fmt::print(stderr, "eaglevk: error: {}\n", e.what());
+    fmt::print(stderr, "eaglevk: error: {}\n", eaglevk::cli::message_with_flag(e));
     return 2;
   } catch (const eaglevk::Error& e) {
-    fmt::print(stderr, "eaglevk: error: {}\n", e.what());
+    fmt::print(stderr, "eaglevk: error: {}\n", eaglevk::cli::message_with_flag(e));
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "eaglevk: error: {}\n", e.what());

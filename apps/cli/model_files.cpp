@@ -87,7 +87,7 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
     messages.push_back(std::move(user));
   }
   // Whether the model takes images at all comes first: it is the reason a user needs to hear.
-  if (!image_paths.empty() && !m.images) fail("{}", m.no_images_reason);
+  if (!image_paths.empty() && !m.images) throw Error(m.no_images_reason, m.no_images_setting);
   std::string rendered = api::apply_chat_template(m, messages, true);
   std::vector<int32_t> ids = api::tokenize(m, rendered, false);
   if (image_paths.empty()) {

@@ -23,7 +23,7 @@ void as_usage_error(Check check) {
   } catch (const UsageError&) {
     throw;
   } catch (const Error& e) {
-    throw UsageError(e.what());
+    throw UsageError(e.what(), e.setting);
   }
 }
 

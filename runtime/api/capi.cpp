@@ -60,9 +60,27 @@ eaglevk_status status_of(ErrorKind kind) {
   return EAGLEVK_ERROR_INTERNAL;
 }
 
-eaglevk_status failed(eaglevk_status status, const char* message) noexcept {
+// The C API's words for the settings errors are about: the field or argument that sets it.
+const char* field_of(eaglevk::Setting setting) {
+  using eaglevk::Setting;
+  switch (setting) {
+    case Setting::None: return "";
+    case Setting::Context: return "eaglevk_session_params.context";
+    case Setting::ChainDraftTokens: return "eaglevk_session_params.k";
+    case Setting::Batch: return "";  // no batch in the C API yet: the message's words stand alone
+    case Setting::TreeSteps: return "eaglevk_session_params.spec_steps";
+    case Setting::TreeTopK: return "eaglevk_session_params.spec_topk";
+    case Setting::TreeDraftTokens: return "eaglevk_session_params.spec_draft_tokens";
+    case Setting::TapLayers: return "";  // the C API takes the draft config's tap layers
+    case Setting::VisionProjector: return "eaglevk_model_load_with_mmproj's mmproj";
+  }
+  return "";
+}
+
+// field: what the C API calls the setting the message is about ("" for none), put first.
+eaglevk_status failed(eaglevk_status status, const char* message, const char* field = "") noexcept {
   try {
-    last_error() = message;
+    last_error() = *field ? fmt::format("{}: {}", field, message) : std::string(message);
   } catch (...) {
     // No memory for the message: the status still says what kind of failure it was.
   }
@@ -77,7 +95,7 @@ eaglevk_status guarded(Body&& body) noexcept {
     body();
     return EAGLEVK_OK;
   } catch (const api::ApiError& e) {
-    return failed(status_of(e.kind), e.what());
+    return failed(status_of(e.kind), e.what(), field_of(e.setting));
   } catch (const eaglevk::vk::VulkanError& e) {
     return failed(e.device_lost()     ? EAGLEVK_ERROR_DEVICE_LOST
                   : e.out_of_memory() ? EAGLEVK_ERROR_OUT_OF_MEMORY
@@ -85,7 +103,7 @@ eaglevk_status guarded(Body&& body) noexcept {
                   e.what());
   } catch (const eaglevk::Error& e) {
     // Thrown outside every classified stage: a bug.
-    return failed(EAGLEVK_ERROR_INTERNAL, e.what());
+    return failed(EAGLEVK_ERROR_INTERNAL, e.what(), field_of(e.setting));
   } catch (const std::bad_alloc&) {
     return failed(EAGLEVK_ERROR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::exception& e) {
@@ -425,7 +443,9 @@ eaglevk_status eaglevk_model_supports_images(const eaglevk_model* model, int* ou
     require(model, "model");
     require(out_supported, "out_supported");
     const api::Model& m = *model->model;
-    if (!m.images) api::fail_as(api::ErrorKind::Model, "this model cannot take images: {}", m.no_images_reason);
+    if (!m.images)
+      throw api::ApiError(api::ErrorKind::Model, fmt::format("this model cannot take images: {}", m.no_images_reason),
+                          m.no_images_setting);
     *out_supported = 1;
   });
 }

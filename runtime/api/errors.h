@@ -26,7 +26,7 @@ decltype(auto) within(ErrorKind stage, Body&& body) {
   } catch (const std::bad_alloc&) {
     throw ApiError(ErrorKind::OutOfMemory, "out of host memory");
   } catch (const Error& e) {
-    throw ApiError(stage, e.what());
+    throw ApiError(stage, e.what(), e.setting);
   }
 }
 

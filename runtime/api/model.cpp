@@ -139,6 +139,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
     } catch (const Error& e) {
       m->no_images_reason = e.what();
     }
+    if (!m->images && files.format == "gguf" && files.mmproj.empty()) m->no_images_setting = Setting::VisionProjector;
   }
   m->eos_ids = engine::merge_eos_ids(m->target->config().eos_token_ids, m->tokenizer.eos_ids());
   return m;

@@ -78,7 +78,8 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
                                  std::span<const loader::RgbImage> images) {
   if (prompt.empty()) fail_as(ErrorKind::InvalidArgument, "the prompt is empty");
   if (!images.empty() && !model_->images)
-    fail_as(ErrorKind::Model, "this model cannot take images: {}", model_->no_images_reason);
+    throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", model_->no_images_reason),
+                   model_->no_images_setting);
   const int32_t vocab = model_->vocab_size();
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)

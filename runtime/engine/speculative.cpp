@@ -100,7 +100,8 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
   t2d_ = target_to_draft_ids(gpu.ctx, draft, V);
   tap_request_.out = ops::Act(taps_, 3 * uint32_t(target.config().hidden_size));
   if (tree_.enabled()) {
-    if (tree_.topk > Vd) fail("--spec-topk {} exceeds the draft vocabulary of {}", tree_.topk, Vd);
+    if (tree_.topk > Vd)
+      fail_setting(Setting::TreeTopK, "tree top-k {} exceeds the draft vocabulary of {}", tree_.topk, Vd);
     const ops::TreeLayout layout{tree_.topk, tree_.steps, tree_.draft_tokens};
     tree_f_ = vk::Buffer(gpu.ctx, uint64_t(layout.f_size()) * 4, vk::MemoryKind::Device, "tree scores");
     tree_i_ = vk::Buffer(gpu.ctx, uint64_t(layout.i_size()) * 4, vk::MemoryKind::Device, "tree nodes");

@@ -13,8 +13,10 @@ namespace eaglevk::engine {
 namespace {
 
 uint32_t checked_batch_k(uint32_t k, uint32_t batch) {
-  if (k == 0 || k > kMaxChainDraftTokens) fail("-k must be in 1..{}, got {}", kMaxChainDraftTokens, k);
-  if (batch == 0 || batch > kMaxBatch) fail("--batch must be in 1..{}, got {}", kMaxBatch, batch);
+  if (k == 0 || k > kMaxChainDraftTokens)
+    fail_setting(Setting::ChainDraftTokens, "draft tokens per round must be in 1..{}, got {}", kMaxChainDraftTokens, k);
+  if (batch == 0 || batch > kMaxBatch)
+    fail_setting(Setting::Batch, "the batch must be in 1..{} sequences, got {}", kMaxBatch, batch);
   return k;
 }
 
@@ -47,8 +49,10 @@ BatchDecoder::BatchDecoder(ops::Gpu& gpu, const models::TargetModel& target, con
   if (!draft.embed.buffer && draft.config.layer.hidden_size != target.config().hidden_size)
     fail("the draft needs its own embeddings");
   if (tstate_.logits_rows < round_rows_)
-    fail("--batch {} with -k {}: a verify pass of {} rows of {} logits exceeds one storage binding of this device",
-         batch, k, round_rows_, target.config().vocab_size);
+    fail_setting(Setting::Batch,
+                 "a batch of {} with {} draft tokens: a verify pass of {} rows of {} logits exceeds one storage "
+                 "binding of this device",
+                 batch, k, round_rows_, target.config().vocab_size);
   const uint32_t H = target.config().hidden_size, V = target.config().vocab_size;
   const uint32_t Vd = draft.config.draft_vocab_size, R = max_rows_, RR = round_rows_, KB = k * batch;
   Layout& l = layout_;
@@ -129,8 +133,8 @@ void BatchDecoder::start(uint32_t slot, std::vector<int32_t> prompt, const Gener
   if (s.state != State::Free) fail("BatchDecoder::start: slot {} is busy", slot);
   check_prompt(prompt, context_, target_.config().vocab_size, o);
   if (o.images || o.prompt_argmax || o.top_logits)
-    fail("batched decoding takes text prompts without prompt reports (images, the prompt argmax and top logits "
-         "need --batch 1)");
+    fail_setting(Setting::Batch, "batched decoding takes text prompts without prompt reports (images, the prompt "
+                                 "argmax and top logits need a batch of 1)");
   for (const Slot& other : slots_)
     if (other.state == State::Running && other.options.sampling != o.sampling)
       fail("sequences decoded together must share their sampling parameters");

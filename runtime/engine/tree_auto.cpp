@@ -153,7 +153,7 @@ AutoChoice choose_tree_shape(const std::vector<AcceptanceTable>& tables, const P
           best_rate = rate;
         }
       }
-  if (best_rate < 0) fail("--spec-draft-tokens auto: the calibration produced no usable tree");
+  if (best_rate < 0) fail_setting(Setting::TreeDraftTokens, "the automatic tree: the calibration produced no usable tree");
   return best;
 }
 
@@ -166,7 +166,7 @@ std::filesystem::path default_cache_dir() {
 
 AutoChoice auto_tree_shape(ops::Gpu& gpu, const models::TargetModel& target, const models::Eagle3Model& draft,
                            const AutoOptions& o, std::string* report) {
-  if (o.prompts.empty()) fail("--spec-draft-tokens auto needs a prompt to calibrate on");
+  if (o.prompts.empty()) fail_setting(Setting::TreeDraftTokens, "the automatic tree needs a prompt to calibrate on");
   const uint32_t max_steps = std::clamp(o.max_steps, 1u, ops::kTreeMaxLevels);
   const uint32_t max_tokens = std::clamp(o.max_tokens, 2u, ops::kTreeMaxNodes);
   size_t longest = 0;
@@ -218,13 +218,13 @@ AutoChoice auto_tree_shape(ops::Gpu& gpu, const models::TargetModel& target, con
   if (!cached) save_costs(o, costs, &lines);
   const AutoChoice c = choose_tree_shape(tables, costs);
   if (report) {
-    *report += fmt::format("--spec-draft-tokens auto: pass costs {} ({}): verify 1 / 8 / 32 / 64 rows {:.2f} / {:.2f} / "
+    *report += fmt::format("automatic tree: pass costs {} ({}): verify 1 / 8 / 32 / 64 rows {:.2f} / {:.2f} / "
                            "{:.2f} / {:.2f} ms, draft 1 / 8 rows {:.2f} / {:.2f} ms\n",
                            cached ? "from the cache" : "measured", o.cache_dir.empty() ? "not cached" : cache_file(o).string(),
                            1e3 * costs.verify(1), 1e3 * costs.verify(8), 1e3 * costs.verify(32), 1e3 * costs.verify(64),
                            1e3 * costs.draft(1), 1e3 * costs.draft(8));
     *report += lines;
-    *report += fmt::format("  chose --spec-steps {} --spec-topk {} --spec-draft-tokens {}: {:.2f} accepted per round, "
+    *report += fmt::format("  chose steps {}, top-k {}, draft tokens {}: {:.2f} accepted per round, "
                            "{:.2f} ms a round, {:.1f} tokens/s expected\n",
                            c.shape.steps, c.shape.topk, c.shape.draft_tokens, c.accepted, 1e3 * c.round_seconds,
                            c.tokens_per_second());

@@ -28,19 +28,26 @@ void build(OpContext& oc, uint32_t mode, const TreeBuffers& b, const TreePush& p
 }  // namespace
 
 void check_tree_shape(uint32_t k, uint32_t levels, uint32_t nodes) {
-  if (k == 0 || k > kTreeMaxTopK) fail("--spec-topk {} is out of range (1..{})", k, kTreeMaxTopK);
-  if (levels == 0 || levels > kTreeMaxLevels) fail("--spec-steps {} is out of range (1..{})", levels, kTreeMaxLevels);
+  if (k == 0 || k > kTreeMaxTopK)
+    fail_setting(Setting::TreeTopK, "tree top-k {} is out of range (1..{})", k, kTreeMaxTopK);
+  if (levels == 0 || levels > kTreeMaxLevels)
+    fail_setting(Setting::TreeSteps, "tree steps {} is out of range (1..{})", levels, kTreeMaxLevels);
   if (nodes < 2 || nodes > kTreeMaxNodes)
-    fail("--spec-draft-tokens {} is out of range (2..{}, the root included)", nodes, kTreeMaxNodes);
+    fail_setting(Setting::TreeDraftTokens, "tree draft tokens {} is out of range (2..{}, the root included)", nodes,
+                 kTreeMaxNodes);
   if (nodes < levels + 1)
-    fail("--spec-draft-tokens {} cannot reach {} draft levels: it needs at least --spec-steps + 1 = {}", nodes, levels,
-         levels + 1);
-  if (k > nodes) fail("--spec-topk {} is larger than --spec-draft-tokens {}", k, nodes);
+    fail_setting(Setting::TreeDraftTokens,
+                 "tree draft tokens {} cannot reach {} draft levels: it needs at least the steps + 1 = {}", nodes,
+                 levels, levels + 1);
+  if (k > nodes)
+    fail_setting(Setting::TreeTopK, "tree top-k {} is larger than the tree's {} draft tokens", k, nodes);
   const uint64_t pool = k + uint64_t(levels - 1) * k * k;
   if (pool > kTreeMaxPool)
     fail("a tree of {} levels with top-k {} has {} candidates; at most {} are supported", levels, k, pool,
          kTreeMaxPool);
-  if (nodes - 1 > pool) fail("--spec-draft-tokens {} exceeds the {} candidates the tree drafts, plus the root", nodes, pool);
+  if (nodes - 1 > pool)
+    fail_setting(Setting::TreeDraftTokens, "tree draft tokens {} exceed the {} candidates the tree drafts, plus the root",
+                 nodes, pool);
 }
 
 void tree_topk(OpContext& oc, Act logits, uint32_t rows, uint32_t n, uint32_t k, const vk::BufferRange* d2t,

@@ -58,7 +58,8 @@ namespace api {
 enum class ErrorKind { InvalidArgument, Io, Model, Device, ContextFull, BufferTooSmall, Internal, DeviceLost, OutOfMemory };
 
 struct ApiError : Error {
-  ApiError(ErrorKind kind, const std::string& message) : Error(message), kind(kind) {}
+  ApiError(ErrorKind kind, const std::string& message, Setting setting = Setting::None)
+      : Error(message, setting), kind(kind) {}
   ErrorKind kind;
 };
 
@@ -131,6 +132,7 @@ struct Model {
   engine::MemoryPlan memory;                   // sessions check their context against it
   std::unique_ptr<engine::ImageSupport> images;  // null when the target cannot take images
   std::string no_images_reason;                // why, when it cannot
+  Setting no_images_setting = Setting::None;   // the setting that would give it images (a GGUF's vision file)
   ~Model();
 
   int32_t vocab_size() const;     // the target's (ids at or past it are refused)

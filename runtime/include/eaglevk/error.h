@@ -8,13 +8,36 @@
 
 namespace eaglevk {
 
+// The user setting an error is about. Layers below the front doors describe a setting in words
+// ("tree top-k 17 is out of range") and tag the error with it; each front door names it in its
+// own language (the CLI's flag, the C API's field), so no layer below speaks either.
+enum class Setting {
+  None,
+  Context,          // the session's context length
+  ChainDraftTokens, // draft tokens per round of the chain
+  Batch,            // sequences decoded together
+  TreeSteps,        // draft levels of a tree
+  TreeTopK,         // children per tree node
+  TreeDraftTokens,  // verified tree tokens, the root included (or its automatic choice)
+  TapLayers,        // the three target layers an EAGLE-3 head reads
+  VisionProjector,  // llama.cpp's separate vision file (mmproj) for a GGUF text model
+};
+
 struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message, Setting setting = Setting::None)
+      : std::runtime_error(message), setting(setting) {}
+  Setting setting;
 };
 
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
   throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+// An error about one setting; the message describes it in words, never by a flag or field name.
+template <typename... Args>
+[[noreturn]] void fail_setting(Setting setting, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...), setting);
 }
 
 }  // namespace eaglevk
