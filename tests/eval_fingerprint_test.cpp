@@ -132,6 +132,11 @@ TEST(EvalFingerprint, SameDatasetByRelativeAndAbsolutePaths) {
   CliResult merge = run_cli_apart(fmt::format("eval-merge {} {} -o {}", w.path("a1.json"), w.path("a0.json"), w.path("m.json")));
   ASSERT_EQ(merge.code, 0) << merge.err;
   EXPECT_NE(merge.out.find("merged 2 shards, 4 prompts"), std::string::npos) << merge.out;
+  EXPECT_NE(merge.err.find(fmt::format("eaglevk: {} (there) and {} (here): the dataset is data.jsonl there and {} here, "
+                                       "with the same fingerprint",
+                                       w.path("a0.json"), w.path("a1.json"), absolute)),
+            std::string::npos)
+      << merge.err;
   const nlohmann::json merged = read_json(w.path("m.json"));
   EXPECT_EQ(merged["config"]["dataset"], absolute) << "the first report's path is recorded";
   EXPECT_EQ(merged["config"]["fingerprints"], read_json(w.path("a0.json"))["config"]["fingerprints"]);
@@ -141,6 +146,11 @@ TEST(EvalFingerprint, SameDatasetByRelativeAndAbsolutePaths) {
       run_cli_apart(fmt::format("eval -d {} --dataset {} -k 3 -n 4 --shard 0/2 --resume {}", draft, absolute, resume));
   EXPECT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("2 of 2 prompts already done"), std::string::npos) << resumed.err;
+  EXPECT_NE(resumed.err.find(fmt::format("eaglevk: --resume {}: the dataset is data.jsonl there and {} here, with the same "
+                                         "fingerprint",
+                                         resume, absolute)),
+            std::string::npos)
+      << resumed.err;
 
   // The dataset edited in place (one letter of a prompt): refused, naming both paths.
   std::string text;

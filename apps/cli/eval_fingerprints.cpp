@@ -132,4 +132,14 @@ std::string config_difference(const json& theirs, const json& ours) {
   return fingerprints_difference(theirs, ours);
 }
 
+std::vector<std::string> moved_inputs(const json& theirs, const json& ours) {
+  std::vector<std::string> notes;
+  for (const Input& input : kInputs) {
+    if (!ours.contains(input.key)) continue;
+    const std::string then = path_text(theirs, input.key), now = path_text(ours, input.key);
+    if (then != now) notes.push_back(fmt::format("{} is {} there and {} here, with the same fingerprint", input.name, then, now));
+  }
+  return notes;
+}
+
 }  // namespace eaglevk::cli

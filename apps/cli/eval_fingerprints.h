@@ -12,6 +12,7 @@
 // draft replaced at the same path is refused.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -32,5 +33,10 @@ nlohmann::json eval_fingerprints(const EvalInputs& inputs);
 // differs ..."); empty when they agree. A configuration without fingerprints (written before
 // eval recorded them) never agrees: nothing would show that its models are these.
 std::string config_difference(const nlohmann::json& theirs, const nlohmann::json& ours);
+
+// The inputs that two agreeing configurations name by different paths, one note each ("the
+// dataset is data.jsonl there and /data/data.jsonl here, with the same fingerprint"): accepted,
+// and said, since a path that changed may be news to whoever reads the merged report.
+std::vector<std::string> moved_inputs(const nlohmann::json& theirs, const nlohmann::json& ours);
 
 }  // namespace eaglevk::cli

@@ -52,6 +52,9 @@ int merge_command(const MergeArgs& a) {
       if (merged.config.is_null()) fail("{}: {}", path, why);
       fail("{} (there) and {} (here) come from different configurations: {}", path, a.inputs[0], why);
     }
+    if (!merged.config.is_null())
+      for (const std::string& note : moved_inputs(j["config"], merged.config))
+        fmt::print(stderr, "eaglevk: {} (there) and {} (here): {}\n", path, a.inputs[0], note);
     if (merged.config.is_null()) {
       merged.config = j["config"];
       merged.dataset_prompts = j.value("dataset_prompts", size_t(0));

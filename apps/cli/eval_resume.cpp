@@ -75,6 +75,8 @@ ResumeFile::ResumeFile(std::string path, const nlohmann::json& config, const Eva
           fail("--resume {} was written by another configuration: {}; use another file, or the same inputs and "
                "settings",
                path_, why);
+        for (const std::string& note : moved_inputs(j->value("config", nlohmann::json()), config))
+          fmt::print(stderr, "eaglevk: --resume {}: {}\n", path_, note);
         const nlohmann::json want = header(config, shard)["shard"];
         if (j->value("shard", nlohmann::json()) != want)
           fail("--resume {} holds shard {} and this run is shard {}", path_, loader::json_text(j->value("shard", nlohmann::json())),
