@@ -19,12 +19,13 @@ struct Input {
   const char* key;
   const char* name;
   bool checkpoint;
+  bool always;  // every run has one
 };
-constexpr Input kInputs[] = {{"dataset", "the dataset", false},
-                             {"model", "the target", true},
-                             {"draft", "the draft", true},
-                             {"mmproj", "the mmproj", true},
-                             {"chat_template", "the --chat-template file", false}};
+constexpr Input kInputs[] = {{"dataset", "the dataset", false, true},
+                             {"model", "the target", true, true},
+                             {"draft", "the draft", true, true},
+                             {"mmproj", "the mmproj", true, false},
+                             {"chat_template", "the --chat-template file", false, false}};
 
 json file_fingerprint(const std::filesystem::path& path) {
   uint64_t bytes = 0;
@@ -77,6 +78,7 @@ std::string fingerprints_difference(const json& theirs, const json& ours) {
   if (!a.is_object()) return "its 'fingerprints' is not an object";
   for (const Input& input : kInputs) {
     const bool there = a.contains(input.key), here = b.contains(input.key);
+    if (input.always && !there) return fmt::format("it records no fingerprint of {}", input.name);
     if (there != here) return fmt::format("{} is given {} and not {}", input.name, there ? "there" : "here", there ? "here" : "there");
     if (!there) continue;
     const std::string problem = input.checkpoint ? loader::fingerprint_record_problem(a[input.key])
