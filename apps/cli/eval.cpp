@@ -21,6 +21,7 @@
 
 #include "apps/cli/aux_sweep.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/eval_fingerprints.h"
 #include "apps/cli/eval_pass.h"
 #include "apps/cli/usage.h"
 #include "runtime/engine/elapsed.h"
@@ -72,7 +73,9 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
 }
 
 // The settings that decide the outputs: a resume file and the shards of a merge must agree on
-// every one. (The device and the shard are recorded beside them.)
+// every one. The inputs' paths are recorded for people to read; their fingerprints, added once
+// the plan has checked the paths, are what is compared (eval_fingerprints.h). (The device and
+// the shard are recorded beside them.)
 nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, const engine::TreeParams& tree,
                            const std::vector<uint32_t>& aux, uint64_t seed, bool draft_sampling, size_t count) {
   nlohmann::json c;
@@ -98,18 +101,6 @@ nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, 
   c["baseline"] = a.baseline;
   c["logprobs"] = a.logprobs;
   return c;
-}
-
-// FNV-1a of the dataset file: a resume file or a shard from another version of the dataset
-// is refused even when the path is the same.
-std::string dataset_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  uint64_t h = 1469598103934665603ull;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) h = (h ^ uint8_t(buf[i])) * 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
 }
 
 // --seed, else the seed of the run being resumed, else a random one (printed so that the run
@@ -204,15 +195,16 @@ int eval_command(const EvalArgs& a) {
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
   const uint64_t seed = choose_seed(a, shard);
   nlohmann::json config = eval_config(a, dir, tree, aux, seed, draft_sampling, count);
-  config["dataset_fnv1a"] = dataset_digest(a.dataset);
-  // Opened before loading: a file from another configuration is refused at once. (With
-  // --spec-draft-tokens auto the tree's size is decided later; the configuration names auto.)
-  std::unique_ptr<ResumeFile> resume;
-  if (!a.resume.empty()) resume = std::make_unique<ResumeFile>(a.resume, config, shard);
 
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template});
+  config["fingerprints"] = eval_fingerprints({dir, a.draft, a.mmproj, a.chat_template, a.dataset, &data});
+  // Opened before the weights upload: a file from another configuration is refused at once.
+  // (With --spec-draft-tokens auto the tree's size is decided later; the configuration names
+  // auto.)
+  std::unique_ptr<ResumeFile> resume;
+  if (!a.resume.empty()) resume = std::make_unique<ResumeFile>(a.resume, config, shard);
   const uint32_t context = plan.context;
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));

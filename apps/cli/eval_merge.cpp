@@ -1,7 +1,9 @@
 // `eaglevk eval-merge`: combines the --json reports of the shards of one evaluation (eval
 // --shard i/N, e.g. a Slurm array or a Kubernetes Indexed Job) into the report one process
 // would have written: the same configuration, the records of every prompt in dataset order,
-// and totals and categories computed from them as eval computes its own.
+// and totals and categories computed from them as eval computes its own. Reports agree when
+// their settings and their inputs' fingerprints do (eval_fingerprints.h), whatever paths named
+// the inputs: the merged report records the first report's paths.
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/eval_fingerprints.h"
 #include "apps/cli/eval_report.h"
 #include "apps/cli/usage.h"
 #include "loader/json_excerpt.h"
@@ -43,16 +46,19 @@ int merge_command(const MergeArgs& a) {
   uint32_t shard_count = 0;
   for (const std::string& path : a.inputs) {
     const nlohmann::json j = read_report(path);
+    // Every report, the first too: one without fingerprints cannot show which models it ran.
+    const std::string why = config_difference(j["config"], merged.config.is_null() ? j["config"] : merged.config);
+    if (!why.empty()) {
+      if (merged.config.is_null()) fail("{}: {}", path, why);
+      fail("{} (there) and {} (here) come from different configurations: {}", path, a.inputs[0], why);
+    }
+    if (!merged.config.is_null())
+      for (const std::string& note : moved_inputs(j["config"], merged.config))
+        fmt::print(stderr, "eaglevk: {} (there) and {} (here): {}\n", path, a.inputs[0], note);
     if (merged.config.is_null()) {
       merged.config = j["config"];
       merged.dataset_prompts = j.value("dataset_prompts", size_t(0));
       merged.skipped_lines = j.value("skipped_lines", size_t(0));
-    } else if (j["config"] != merged.config) {
-      std::string key = "?";
-      for (const auto& [k, v] : merged.config.items())
-        if (!j["config"].contains(k) || j["config"][k] != v) key = k;
-      fail("{} comes from another configuration than {}: '{}' differs ({} and {})", path, a.inputs[0], key,
-           loader::json_text(j["config"].value(key, nlohmann::json())), loader::json_text(merged.config[key]));
     }
     for (const nlohmann::json& s : j["shards"]) {
       EvalShard shard{s.value("index", 0u), s.value("count", 0u)};

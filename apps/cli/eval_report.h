@@ -48,7 +48,7 @@ struct EvalShard {
 };
 
 struct EvalReport {
-  nlohmann::json config;           // eval's settings (models, drafting, sampling, seed, ...)
+  nlohmann::json config;           // eval's settings (drafting, sampling, seed, ...), inputs and their fingerprints
   std::vector<EvalShard> shards;   // the shards whose records these are
   std::string device;
   size_t dataset_prompts = 0;      // prompts in the dataset (after --limit), every shard together

@@ -11,6 +11,7 @@
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/eval_fingerprints.h"
 #include "loader/json_excerpt.h"
 #include "loader/text_file.h"
 
@@ -29,19 +30,6 @@ std::optional<nlohmann::json> parse_line(const std::string& line) {
 
 nlohmann::json header(const nlohmann::json& config, const EvalShard& shard) {
   return {{kHeaderKey, 1}, {"config", config}, {"shard", {{"index", shard.index}, {"count", shard.count}}}};
-}
-
-// The first setting in which two configurations differ, as a sentence; empty when equal.
-std::string difference(const nlohmann::json& theirs, const nlohmann::json& ours) {
-  if (!theirs.is_object()) return "its configuration is not an object";
-  for (const auto& [key, value] : ours.items()) {
-    if (!theirs.contains(key)) return fmt::format("'{}' is missing there", key);
-    if (theirs[key] != value)
-      return fmt::format("'{}' is {} there and {} here", key, loader::json_text(theirs[key]), loader::json_text(value));
-  }
-  for (const auto& [key, value] : theirs.items())
-    if (!ours.contains(key)) return fmt::format("it has '{}', which this version does not write", key.substr(0, 40));
-  return "";
 }
 
 }  // namespace
@@ -82,10 +70,13 @@ ResumeFile::ResumeFile(std::string path, const nlohmann::json& config, const Eva
       if (number == 1) {
         if (!j->is_object() || !j->contains(kHeaderKey))
           fail("--resume {}: the first line is not an eval --resume header (a file of something else?)", path_);
-        const std::string why = difference(j->value("config", nlohmann::json()), config);
+        const std::string why = config_difference(j->value("config", nlohmann::json()), config);
         if (!why.empty())
-          fail("--resume {} was written by another configuration: {}; use another file or the same settings", path_,
-               why);
+          fail("--resume {} was written by another configuration: {}; use another file, or the same inputs and "
+               "settings",
+               path_, why);
+        for (const std::string& note : moved_inputs(j->value("config", nlohmann::json()), config))
+          fmt::print(stderr, "eaglevk: --resume {}: {}\n", path_, note);
         const nlohmann::json want = header(config, shard)["shard"];
         if (j->value("shard", nlohmann::json()) != want)
           fail("--resume {} holds shard {} and this run is shard {}", path_, loader::json_text(j->value("shard", nlohmann::json())),

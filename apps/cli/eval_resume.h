@@ -2,7 +2,8 @@
 // `eaglevk eval --resume FILE`: every finished prompt's record is appended to FILE as one JSON
 // line, after a first line with the run's configuration and shard. A run started again with
 // the same FILE skips the prompts recorded there, so a killed run continues where it stopped;
-// a file written by another configuration is refused with the setting that differs.
+// a file written by another configuration is refused with the setting or the input whose
+// fingerprint differs (eval_fingerprints.h).
 #include <cstdint>
 #include <map>
 #include <optional>
