@@ -212,7 +212,8 @@ int eval_command(const EvalArgs& a) {
 
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template});
+  api::LoadPlan plan = plan_model(
+      runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors});
   const uint32_t context = plan.context;
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
@@ -297,6 +298,7 @@ void add_eval_command(CLI::App& app) {
                   "JSONL: prompt, turns, messages or conversations, and a category")
       ->required();
   add_spec_flags(sub, args->spec);
+  add_check_tensors_flags(sub, args->check_tensors);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
