@@ -73,6 +73,11 @@ Vocabulary read_vocabulary(const GgufHeader& h) {
   if (types->size() != tokens->size())
     fail("{}: tokenizer.ggml.tokens has {} entries but tokenizer.ggml.token_type has {}", h.label, tokens->size(),
          types->size());
+  // Scores (SentencePiece's; a byte-level BPE vocabulary does not use them) are one per token
+  // too: another count means the arrays were written for different vocabularies.
+  if (auto scores = h.get_float_array("tokenizer.ggml.scores"); scores && scores->size() != tokens->size())
+    fail("{}: tokenizer.ggml.tokens has {} entries but tokenizer.ggml.scores has {}", h.label, tokens->size(),
+         scores->size());
   StringMap<size_t> seen;
   for (size_t i = 0; i < tokens->size(); ++i) {
     const std::string& token = (*tokens)[i];

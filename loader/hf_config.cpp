@@ -157,8 +157,12 @@ std::optional<RopeScaling> parse_rope_scaling(const json& config, std::string_vi
   s.original_max_position_embeddings = required_int(*params, "original_max_position_embeddings", where);
   if (!(s.factor > 0) || !(s.low_freq_factor > 0) || !(s.high_freq_factor > 0))
     fail("{}: factor, low_freq_factor and high_freq_factor must be positive", where);
-  if (s.high_freq_factor < s.low_freq_factor)
-    fail("{}: high_freq_factor {} is below low_freq_factor {}", where, s.high_freq_factor, s.low_freq_factor);
+  // transformers' rule (_validate_llama3_parameters): the smoothing between the two wavelength
+  // bounds divides by high_freq_factor - low_freq_factor, so equal factors leave it undefined.
+  if (!(s.high_freq_factor > s.low_freq_factor))
+    fail("{}: high_freq_factor {} must be greater than low_freq_factor {} (llama3 scaling divides by their "
+         "difference)",
+         where, s.high_freq_factor, s.low_freq_factor);
   if (s.original_max_position_embeddings <= 0)
     fail("{}: original_max_position_embeddings must be positive", where);
   return s;
@@ -211,6 +215,11 @@ LlamaConfig parse_llama_config(const json& config, std::string_view source,
     fail("{}: num_attention_heads {} is not divisible by num_key_value_heads {}", source, c.num_attention_heads,
          c.num_key_value_heads);
   if (!(c.rms_norm_eps > 0)) fail("{}: field 'rms_norm_eps' must be positive", source);
+  // The MLP is SwiGLU: silu(gate) * up. transformers' ACT2FN spells SiLU "silu" or "swish";
+  // any other activation (gelu, relu, ...) would silently run as SiLU.
+  const std::string act = optional_string(config, "hidden_act", source).value_or("silu");
+  if (act != "silu" && act != "swish")
+    fail("{}: hidden_act '{}' is not supported (the MLP runs SiLU: 'silu' or 'swish')", source, act);
 
   c.rope_scaling = parse_rope_scaling(config, source);
   // Newer transformers keep rope_theta inside rope_parameters; older ones at the top level.

@@ -33,7 +33,7 @@ std::optional<RecoveredRopeScaling> recover_llama3_rope_scaling(const std::vecto
   for (int orig : {8192, 4096, 2048, 16384, 32768, 65536, 131072, 1024, 512, 256, 128, 64, 32})
     for (double low : {1.0, 2.0, 4.0})
       for (double high : {4.0, 1.0, 2.0, 8.0, 16.0, 32.0}) {
-        if (high < low) continue;
+        if (high <= low) continue;  // the config reader refuses equal factors (a zero division)
         bool ok = true;
         for (size_t j = 0; j < factors.size() && ok; ++j) {
           double freq = 1.0 / std::pow(theta, double(float(2 * j) / float(head_dim)));
@@ -42,8 +42,6 @@ std::optional<RecoveredRopeScaling> recover_llama3_rope_scaling(const std::vecto
             expect = 1;
           else if (wavelen > orig / low)
             expect = factor;
-          else if (high == low)
-            expect = 1;
           else {
             double smooth = (orig / wavelen - low) / (high - low);
             expect = 1 / ((1 - smooth) / factor + smooth);
@@ -179,9 +177,17 @@ json llama_like_config(const GgufHeader& h, const std::string& a, const Checkpoi
   c["rms_norm_eps"] = need_float(h, a + ".attention.layer_norm_rms_epsilon");
   c["rope_theta"] = h.get_float(a + ".rope.freq_base").value_or(10000.0);
   int64_t vocab = 0;
-  if (auto v = h.get_int(a + ".vocab_size")) vocab = *v;
-  else if (auto toks = h.get_string_array("tokenizer.ggml.tokens")) vocab = int64_t(toks->size());
-  else if (const TensorView* e = ckpt.find(embed_name)) vocab = e->shape[0];
+  const std::optional<std::vector<std::string>> tokens = h.get_string_array("tokenizer.ggml.tokens");
+  if (auto v = h.get_int(a + ".vocab_size")) {
+    vocab = *v;
+    // Fewer tokens than rows is a padded vocabulary; more would encode ids with no embedding.
+    if (tokens && int64_t(tokens->size()) > vocab)
+      fail("{}: tokenizer.ggml.tokens has {} entries but {}.vocab_size is {}", h.label, tokens->size(), a, vocab);
+  } else if (tokens) {
+    vocab = int64_t(tokens->size());
+  } else if (const TensorView* e = ckpt.find(embed_name)) {
+    vocab = e->shape[0];
+  }
   if (vocab <= 0) fail("{}: the vocabulary size is not given ({}.vocab_size, tokenizer.ggml.tokens)", h.label, a);
   c["vocab_size"] = vocab;
   if (auto bos = h.get_int("tokenizer.ggml.bos_token_id")) c["bos_token_id"] = *bos;

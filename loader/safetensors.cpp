@@ -122,16 +122,57 @@ TensorView parse_entry(const std::string& file, const std::string& name, const j
   return view;
 }
 
-void check_no_overlap(const std::string& file, std::vector<TensorView>& tensors) {
+// The reference reader's rule (Metadata::validate, then MetadataIncompleteBuffer): taken in
+// order of their offsets, each tensor starts where the one before ends, the first at 0, and the
+// last ends where the data section does. A hole is bytes no tensor owns (what a tensor named
+// twice leaves, the first entry's bytes), an overlap two tensors sharing bytes, trailing bytes a
+// file cut wrong or padded: each means the header does not describe the file.
+void check_exact_cover(const std::string& file, const std::vector<TensorView>& tensors, const std::byte* data_section,
+                       uint64_t data_size) {
   std::vector<const TensorView*> order;
-  for (const auto& t : tensors)
-    if (t.bytes > 0) order.push_back(&t);  // an empty span overlaps nothing
-  std::sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->data < b->data; });
-  for (size_t i = 1; i < order.size(); ++i) {
-    const TensorView* prev = order[i - 1];
-    if (prev->data + prev->bytes > order[i]->data)
-      fail("{}: tensors '{}' and '{}' have overlapping data_offsets", file, prev->name, order[i]->name);
+  for (const auto& t : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](auto* a, auto* b) {
+    return a->data != b->data ? a->data < b->data : a->bytes < b->bytes;
+  });
+  uint64_t end = 0;
+  const TensorView* prev = nullptr;
+  for (const TensorView* t : order) {
+    const uint64_t begin = uint64_t(t->data - data_section);
+    if (begin < end)
+      fail("{}: tensors '{}' and '{}' have overlapping data_offsets ([{}, {}) and [{}, {}))", file, prev->name, t->name,
+           uint64_t(prev->data - data_section), end, begin, begin + t->bytes);
+    if (begin > end)
+      fail("{}: bytes [{}, {}) of the data section belong to no tensor ({}'{}')", file, end, begin,
+           prev ? fmt::format("between '{}' and ", prev->name) : "before ", t->name);
+    end = begin + t->bytes;
+    prev = t;
   }
+  if (end != data_size)
+    fail("{}: the tensors end at byte {} of the {}-byte data section: the header does not cover the file (cut or "
+         "padded)",
+         file, end, data_size);
+}
+
+// Parses a header, refusing a tensor named twice: nlohmann keeps the last entry (and the
+// reference reader's map does the same), so the first entry's bytes would go unread.
+json parse_header(std::string_view text, const std::string& file) {
+  std::set<std::string> seen;
+  std::optional<std::string> repeated;
+  json::parser_callback_t note = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1 && !repeated && parsed.is_string()) {
+      const std::string& name = parsed.get_ref<const std::string&>();
+      if (!seen.insert(name).second) repeated = name;
+    }
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text, note);
+  } catch (const json::exception& e) {
+    fail("{}: malformed JSON header: {}", file, e.what());
+  }
+  if (repeated) fail("{}: the header names tensor '{}' twice", file, *repeated);
+  return header;
 }
 
 void add_file(Checkpoint& ckpt, MappedFile mapped) {
@@ -284,12 +325,7 @@ ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string
   if (header_len > bytes.size() - 8)
     fail("{}: header length {} runs past the end of the file ({} bytes)", file, header_len, bytes.size());
   std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("{}: malformed JSON header: {}", file, e.what());
-  }
+  const json header = parse_header(text, file);
   if (!header.is_object()) fail("{}: JSON header is not an object", file);
 
   const std::byte* data_section = bytes.data() + 8 + header_len;
@@ -302,7 +338,7 @@ ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string
     }
     out.tensors.push_back(parse_entry(file, name, entry, data_section, data_size));
   }
-  check_no_overlap(file, out.tensors);
+  check_exact_cover(file, out.tensors, data_section, data_size);
   return out;
 }
 

@@ -13,11 +13,14 @@
 //   the target vocabulary through d2t, and q[r, :] = the filtered distribution it came from.
 // MODE 2 (verifying sampled drafts): accept[r] = (u < p(d) / q(d)), with q = q[r, :] seen in
 //   the target vocabulary through t2d; ids[r] = a draw from max(0, p - q), renormalised.
+// A row holding a NaN or an infinity decides nothing: ids[r] = NON_FINITE_ROW_ID (unmapped),
+// accept[r] = 0, and its q row is not written.
 // RULE selects deliberately wrong rules, kept as negative controls for the tests:
 //   1: accept iff d is the argmax (greedy acceptance at temperature > 0);
 //   2: resample from p without removing d.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
+#include "shared_constants.h"
 // The workgroup size (ops::sample_workgroup): 256, or 64 for rows of up to 16,384 logits,
 // where a 256-invocation workgroup mostly waits at the barriers of the threshold searches
 // (on llvmpipe every barrier switches between all of a workgroup's subgroups).
@@ -118,8 +121,21 @@ void main() {
 
   // The argmax (ties to the lowest id) decides greedy rows and the wrong rule 1.
   float m = -1.0 / 0.0;
-  for (uint i = tid; i < p.n; i += wg) m = max(m, logits[base + i]);
+  uint non_finite = 0u;
+  for (uint i = tid; i < p.n; i += wg) {
+    float l = logits[base + i];
+    m = max(m, l);
+    // By the bits, so that no compiler's fast-math can fold the test away.
+    if ((floatBitsToUint(l) & 0x7f800000u) == 0x7f800000u) non_finite = 1u;
+  }
   m = max_all(m);
+  if (count_all(non_finite) != 0u) {  // the same count in every invocation: all return
+    if (tid == 0u) {
+      ids[p.out_offset + row] = NON_FINITE_ROW_ID;
+      accept[p.out_offset + row] = 0;
+    }
+    return;
+  }
   uint first_max = 0xffffffffu;
   for (uint i = tid; i < p.n; i += wg)
     if (logits[base + i] == m) first_max = min(first_max, i);

@@ -18,6 +18,10 @@
 #define GEMM_COOPMAT_TILE_K 32
 #define GEMM_COOPMAT_STRIDE 40
 #define GEMM_COOPMAT_SHARED_BYTES (4 * GEMM_COOPMAT_TILE * GEMM_COOPMAT_STRIDE * 2 + 4 * 256 * 4)
+// The token id the argmax and sampling kernels write for a logits row holding a NaN or an
+// infinity: no token, so that the host stops with an error naming the position instead of
+// emitting the id the comparisons happened to leave (all-NaN rows made token 0 forever).
+#define NON_FINITE_ROW_ID (-1)
 // Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:
 // 24 x 24 patches + the class token = 577).
 #define VISION_MAX_SEQ 2048

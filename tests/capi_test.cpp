@@ -137,6 +137,58 @@ TEST_F(CApi, BrokenCheckpointsAreModelErrors) {
   EXPECT_EQ(m, nullptr);
 }
 
+// The bundled model with its final norm set to NaN, written into `dir`: the header read here,
+// apart from the loader.
+void write_nan_norm_model(TempDir& dir) {
+  dir.link_model(asset("tiny-llama3"), {"model.safetensors"});
+  const fs::path file = dir.path / "model.safetensors";
+  fs::copy_file(asset("tiny-llama3/model.safetensors"), file);
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_length = 0;
+  f.read(reinterpret_cast<char*>(&header_length), 8);
+  std::string header(header_length, '\0');
+  f.read(header.data(), std::streamsize(header_length));
+  const nlohmann::json norm = nlohmann::json::parse(header).at("model.norm.weight");
+  ASSERT_EQ(norm.at("dtype"), "BF16");
+  const uint64_t begin = norm.at("data_offsets")[0], end = norm.at("data_offsets")[1];
+  const uint16_t nan_bf16 = 0x7fc0;
+  f.seekp(std::streamoff(8 + header_length + begin));
+  for (uint64_t at = begin; at < end; at += 2) f.write(reinterpret_cast<const char*>(&nan_bf16), 2);
+}
+
+// NaN weights: the C API's load scans them (the default up to 256 MiB) and refuses the model
+// naming the tensor; loaded without the scan (the facade's LoadOptions), generation stops at
+// the first position with a model error naming it, plain and speculative.
+TEST_F(CApi, NonFiniteWeightsAreModelErrors) {
+  Shared& s = shared();
+  TempDir nan_norm("nannorm");
+  write_nan_norm_model(nan_norm);
+  eaglevk_model* m = nullptr;
+  EXPECT_FAILS_WITH(eaglevk_model_load(s.runtime, nan_norm.path.c_str(), nullptr, &m), EAGLEVK_ERROR_MODEL,
+                    "element 0 of 'model.norm.weight' (BF16 [256]) is nan");
+  EXPECT_EQ(m, nullptr);
+
+  const api::Runtime runtime = api::open_runtime();
+  for (const bool speculative : {false, true}) {
+    SCOPED_TRACE(speculative ? "speculative" : "plain");
+    api::LoadOptions options;
+    options.check_tensors = false;
+    if (speculative) options.draft = asset("tiny-llama3-eagle3");
+    const auto model = api::load_model(runtime, api::plan_load(runtime, nan_norm.path, options));
+    api::Session session(model, {});
+    const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+    try {
+      session.generate(prompt);
+      ADD_FAILURE() << "generation with NaN logits did not fail";
+    } catch (const api::ApiError& e) {
+      EXPECT_EQ(e.kind, api::ErrorKind::Model);
+      EXPECT_NE(std::string(e.what()).find("the target's logits row deciding the token at position 5 is not finite"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 // A draft that does not fit the target. The bundled heads cannot show it: tiny-llama3-eagle3
 // on tiny-llama4 fits (same hidden size and vocabulary, its default taps 2,4,5 exist in the 8
 // layers) and loads, it just accepts nothing. So the draft config is edited: a tap layer past

@@ -257,6 +257,29 @@ void json_set(const fs::path& file, const std::string& pointer, const nlohmann::
   std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
 }
 
+// Sets every element of tensor `name` in a safetensors file to `value` ("nan" or "inf"), in
+// place: the header is read here, apart from the loader.
+void tensor_fill(const fs::path& file, const std::string& name, const std::string& value) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_length = 0;
+  f.read(reinterpret_cast<char*>(&header_length), 8);
+  std::string header(header_length, '\0');
+  f.read(header.data(), std::streamsize(header_length));
+  const nlohmann::json entry = nlohmann::json::parse(header).at(name);
+  const std::string dtype = entry.at("dtype");
+  const uint64_t begin = entry.at("data_offsets")[0], end = entry.at("data_offsets")[1];
+  const bool nan = value == "nan";
+  // The bits of a quiet NaN or +inf in each float type.
+  const uint32_t f32 = nan ? 0x7fc00000u : 0x7f800000u;
+  const uint16_t half = dtype == "BF16" ? uint16_t(f32 >> 16) : nan ? 0x7e00 : 0x7c00;
+  const size_t size = dtype == "F32" ? 4 : 2;
+  ASSERT_TRUE(dtype == "F32" || dtype == "BF16" || dtype == "F16") << dtype;
+  f.seekp(std::streamoff(8 + header_length + begin));
+  for (uint64_t at = begin; at < end; at += size)
+    f.write(size == 4 ? reinterpret_cast<const char*>(&f32) : reinterpret_cast<const char*>(&half),
+            std::streamsize(size));
+}
+
 // Every entry gives exit status 1 and one short `eaglevk: error:` message naming what is
 // wrong: never a signal, a hang or a run that goes on with a wrong value.
 TEST(Cli, EveryBadInputIsACleanError) {
@@ -295,6 +318,8 @@ TEST(Cli, EveryBadInputIsACleanError) {
       f.write(reinterpret_cast<const char*>(&length), 8);
       f << header << "abcd";
     }
+    if (entry.contains("tensor_fill"))
+      tensor_fill(dir / entry["tensor_fill"][0].get<std::string>(), entry["tensor_fill"][1], entry["tensor_fill"][2]);
     if (entry.contains("deep_file")) std::ofstream(dir / entry["deep_file"].get<std::string>()) << deep_json() << "\n";
 
     std::string args = entry.at("args");

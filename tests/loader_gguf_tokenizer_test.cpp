@@ -285,4 +285,14 @@ TEST(GgufTokenizer, BadMetadataGivesClearErrors) {
   expect_error(erase("tokenizer.ggml.bos_token_id"), {"add_bos_token", "bos_token_id"});
   // Wrong value types are reported by the GGUF accessors, naming the key.
   expect_error(set("tokenizer.ggml.tokens", int_array({1, 2})), {"tokenizer.ggml.tokens"});
+  // Scores, one per token like the types: a list of another length is refused by both counts,
+  // one of the right length is accepted (a byte-level BPE vocabulary does not use them).
+  {
+    const GgufValue short_scores{GgufType::ARRAY, GgufType::F32, json(std::vector<double>(tokens.size() - 3, 0.5))};
+    expect_error(set("tokenizer.ggml.scores", short_scores),
+                 {"tokenizer.ggml.tokens has 4096 entries but tokenizer.ggml.scores has 4093"});
+    GgufHeader h = good;
+    h.metadata["tokenizer.ggml.scores"] = {GgufType::ARRAY, GgufType::F32, json(std::vector<double>(tokens.size(), 0.5))};
+    EXPECT_EQ(error_of(h), "");
+  }
 }

@@ -211,6 +211,15 @@ TEST(HfConfig, Errors) {
   expect_error([&] { load_edited(tmp, [](json& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; }); },
                "high_freq_factor");
   expect_error([&] { load_edited(tmp, [](json& j) { j["rope_theta"] = -1; }); }, "rope_theta");
+  // The MLP is SwiGLU: an activation other than SiLU is refused by name, not run as SiLU.
+  expect_error([&] { load_edited(tmp, [](json& j) { j["hidden_act"] = "gelu"; }); },
+               "hidden_act 'gelu' is not supported");
+  expect_error([&] { load_edited(tmp, [](json& j) { j["hidden_act"] = "relu"; }); }, "'relu'");
+  expect_error([&] { load_edited(tmp, [](json& j) { j["hidden_act"] = 3; }); }, "hidden_act");
+  // transformers' two spellings of SiLU, and its default when the field is absent.
+  for (const char* act : {"silu", "swish"})
+    EXPECT_EQ(load_edited(tmp, [&](json& j) { j["hidden_act"] = act; }).hidden_size, 256) << act;
+  EXPECT_EQ(load_edited(tmp, [](json& j) { j.erase("hidden_act"); }).hidden_size, 256);
 
   // generation_config.json is checked too.
   tmp.write("config.json", tiny_config().dump());
@@ -268,14 +277,25 @@ TEST(HfConfig, RopeInvFreqHasThreeBands) {
   EXPECT_EQ(base[0], 1.0f);
 }
 
-TEST(HfConfig, RopeInvFreqEqualFactorsHasNoMediumBand) {
+// transformers' rule: high_freq_factor must exceed low_freq_factor (the smoothing divides by
+// their difference); a config with equal factors is refused by name.
+TEST(HfConfig, RopeScalingEqualFactorsAreRefused) {
   TempDir tmp;
-  LlamaConfig c = load_edited(tmp, [](json& j) {
-    j["rope_scaling"]["low_freq_factor"] = 2.0;
-    j["rope_scaling"]["high_freq_factor"] = 2.0;
-  });
+  expect_error(
+      [&] {
+        load_edited(tmp, [](json& j) {
+          j["rope_scaling"]["low_freq_factor"] = 2.0;
+          j["rope_scaling"]["high_freq_factor"] = 2.0;
+        });
+      },
+      "high_freq_factor 2 must be greater than low_freq_factor 2");
+}
+
+// rope_inv_freq itself, given equal factors directly, still never divides by zero.
+TEST(HfConfig, RopeInvFreqEqualFactorsHasNoMediumBand) {
+  const RopeScaling equal{"llama3", 8, 2, 2, 8192};
   std::vector<float> base = rope_inv_freq(128, 500000, std::nullopt);
-  std::vector<float> scaled = rope_inv_freq(128, 500000, c.rope_scaling);
+  std::vector<float> scaled = rope_inv_freq(128, 500000, equal);
   for (int j = 0; j < 64; ++j) {
     EXPECT_TRUE(std::isfinite(scaled[j])) << j;
     EXPECT_TRUE(scaled[j] == base[j] || scaled[j] == base[j] / 8.0f) << j;

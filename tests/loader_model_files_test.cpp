@@ -17,6 +17,7 @@
 #include "loader/gguf.h"
 #include "loader/model_files.h"
 #include "loader/safetensors.h"
+#include "support/loader_test_util.h"
 
 namespace eaglevk::loader {
 namespace {
@@ -210,6 +211,24 @@ TEST(ModelFiles, UnsupportedArchitectureAndMissingKeys) {
   // Neither a folder nor a GGUF file.
   std::ofstream(dir.path / "junk.bin") << "not a model";
   EXPECT_THROW(open_model_files(dir.path / "junk.bin"), Error);
+}
+
+// A vocabulary of more tokens than the model has embedding rows would encode ids the model cannot
+// take; fewer tokens is a padded vocabulary and loads.
+TEST(ModelFiles, GgufTokensBeyondTheVocabularySizeAreRefused) {
+  TempDir dir;
+  const fs::path src = kLlama3 / "tiny-llama3-q4_0.gguf";
+  auto with_vocab_size = [&](const std::string& name, int64_t n) {
+    rewrite_gguf(src, dir.path / name, [n](auto& m) {
+      erase_key(m, "llama.vocab_size");
+      m.emplace_back("llama.vocab_size", GgufValue{GgufType::U32, GgufType::U8, json(n)});
+    });
+    return dir.path / name;
+  };
+  const fs::path small = with_vocab_size("small.gguf", 4000);
+  eaglevk::testing::expect_error([&] { open_model_files(small); },
+                                 "tokenizer.ggml.tokens has 4096 entries but llama.vocab_size is 4000");
+  EXPECT_EQ(open_model_files(with_vocab_size("padded.gguf", 4096)).config["vocab_size"], 4096);
 }
 
 // llama4 files lack the chunk size, the temperature-tuning floor and the NoPE schedule: from a

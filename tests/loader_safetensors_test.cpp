@@ -287,6 +287,46 @@ TEST(Safetensors, BrokenFiles) {
   expect_error([&] { Checkpoint::open(tmp.path / "empty_dir"); }, "neither");
 }
 
+// The reference reader's rules on data_offsets: taken in order, each tensor starts where the
+// one before ends (no hole, no overlap), the first at 0, the last at the end of the data; and a
+// name is given once. The headers are written as text: a JSON library would merge a repeated key.
+TEST(Safetensors, DataOffsetsMustCoverTheDataExactly) {
+  TempDir tmp;
+  int counter = 0;
+  auto open_bytes = [&](const std::string& header, const std::string& data) {
+    fs::path p = tmp.path / fmt::format("cover{}.safetensors", counter++);
+    write_all(p, make_file(header, data));
+    return Checkpoint::open(p);
+  };
+  const std::string sixteen(16, 'x');
+  const std::string a = R"("a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})";
+  const std::string b = R"("b": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]})";
+  // The reference's own layout opens, in either order of the entries.
+  EXPECT_EQ(open_bytes("{" + a + ", " + b + "}", sixteen).size(), 2u);
+  EXPECT_EQ(open_bytes("{" + b + ", " + a + "}", sixteen).size(), 2u);
+  // A tensor named twice: the second entry would hide the first's bytes [0, 8).
+  const std::string a_again = R"("a": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]})";
+  expect_error([&] { open_bytes("{" + a + ", " + a_again + "}", sixteen); }, "names tensor 'a' twice");
+  // A hole between two tensors, and one before the first.
+  const std::string b_late = R"("b": {"dtype": "F32", "shape": [1], "data_offsets": [12, 16]})";
+  expect_error([&] { open_bytes("{" + a + ", " + b_late + "}", sixteen); },
+               "bytes [8, 12) of the data section belong to no tensor (between 'a' and 'b')");
+  expect_error([&] { open_bytes("{" + b_late + "}", sixteen); }, "bytes [0, 12) of the data section belong to no tensor (before 'b')");
+  // Bytes after the last tensor (a file padded or cut wrong).
+  expect_error([&] { open_bytes("{" + a + "}", sixteen); }, "the tensors end at byte 8 of the 16-byte data section");
+  expect_error([&] { open_bytes("{}", sixteen); }, "end at byte 0 of the 16-byte");
+  // An overlap names both tensors and their ranges.
+  const std::string b_over = R"("b": {"dtype": "F32", "shape": [3], "data_offsets": [4, 16]})";
+  expect_error([&] { open_bytes("{" + a + ", " + b_over + "}", sixteen); },
+               "tensors 'a' and 'b' have overlapping data_offsets ([0, 8) and [4, 16))");
+  // The checks compare the header with the file, so the loader's own writer passes them.
+  const std::vector<float> values = {1, 2, 3};
+  const std::vector<TensorData> tensors = {{"x", DType::F32, {3}, std::as_bytes(std::span(values))},
+                                           {"y", DType::F32, {0}, {}}};
+  write_safetensors(tmp.path / "written.safetensors", tensors);
+  EXPECT_EQ(Checkpoint::open(tmp.path / "written.safetensors").size(), 2u);
+}
+
 TEST(Safetensors, HalfConversions) {
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
   EXPECT_EQ(f16_to_f32(0xc000), -2.0f);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <eaglevk/error.h>
 
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 #include "support/rope_fold_check.h"
@@ -1096,6 +1098,40 @@ TEST_F(OpsTest, ArgmaxOverLargeVocabularyWithTies) {
   EXPECT_EQ(want, (std::vector<int32_t>{int32_t(n - 1), 7, 0, 0}));
   EXPECT_EQ(read_back<int32_t>(ids, rows), want);
   EXPECT_EQ(read_back<int32_t>(mapped, rows), (std::vector<int32_t>{int32_t(n - 1), 107, 0, 0}));
+}
+
+// A row holding a NaN or an infinity (anywhere: first, last, middle; all NaN) has no argmax:
+// the kernel writes NON_FINITE_ROW_ID, unmapped by d2t; finite rows, extremes included, are
+// untouched. Before, NaN compared false and an all-NaN row gave token 0.
+TEST_F(OpsTest, ArgmaxMarksNonFiniteRows) {
+  const uint32_t n = 4099, rows = 6;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto x = random_floats(size_t(rows) * n, 103);
+  x[size_t(0) * n + 17] = nan;
+  for (uint32_t i = 0; i < n; ++i) x[size_t(1) * n + i] = nan;
+  x[size_t(2) * n + n - 1] = inf;
+  x[size_t(3) * n + 0] = -inf;
+  x[size_t(4) * n + 9] = std::numeric_limits<float>::max();
+  x[size_t(4) * n + 10] = -std::numeric_limits<float>::max();
+  x[size_t(5) * n + 3] = std::numeric_limits<float>::denorm_min();
+  std::vector<int32_t> d2t(n, 5);
+  vk::Buffer xb = device_buffer(x, "x"), ids(gpu().ctx, rows * 4, vk::MemoryKind::Device, "ids"),
+             mapped(gpu().ctx, rows * 4, vk::MemoryKind::Device, "mapped"), db = device_buffer(d2t, "d2t");
+  vk::BufferRange dr(db);
+  rec.begin();
+  ops::argmax(oc, ops::Act(xb, n), rows, n, ops::IntVec{ids});
+  ops::argmax(oc, ops::Act(xb, n), rows, n, ops::IntVec{mapped}, &dr);
+  rec.submit_and_wait();
+  // The reference: -1 where std::isfinite fails anywhere in the row, else the plain argmax.
+  std::vector<int32_t> want = ref_argmax(x, rows, n), want_mapped(rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    for (uint32_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[size_t(r) * n + i])) want[r] = NON_FINITE_ROW_ID;
+    want_mapped[r] = want[r] == NON_FINITE_ROW_ID ? want[r] : want[r] + 5;
+  }
+  EXPECT_EQ(want, (std::vector<int32_t>{-1, -1, -1, -1, 9, want[5]}));
+  EXPECT_EQ(read_back<int32_t>(ids, rows), want);
+  EXPECT_EQ(read_back<int32_t>(mapped, rows), want_mapped);
 }
 
 }  // namespace

@@ -5,10 +5,14 @@
 // negative controls that must fail the same bound.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "runtime/engine/sampler.h"
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
 #include "support/reference.h"
 
@@ -141,6 +145,55 @@ TEST_F(SamplingTest, TemperatureZeroIsGreedyAndSeedsReproduce) {
   auto c = draw(logits, 64, engine::device_params({1.0f, 0, 1.0f, 43}, 7));
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
+}
+
+// A logits row holding a NaN or an infinity decides nothing, greedy or sampled, with or without
+// a draft to accept, with top-k and top-p, and drawing a draft (unmapped by d2t): the kernel
+// writes NON_FINITE_ROW_ID and accepts nothing. Finite rows around them are unaffected.
+TEST_F(SamplingTest, NonFiniteRowsDecideNothing) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float bad : {nan, inf, -inf}) {
+    for (uint32_t at : {0u, 23u, 59u}) {
+      auto logits = test_logits();
+      logits[at] = bad;
+      for (const engine::SamplingParams& sp : {engine::SamplingParams{0.0f, 0, 1.0f, 5},
+                                              engine::SamplingParams{1.0f, 0, 1.0f, 5},
+                                              engine::SamplingParams{0.7f, 5, 0.9f, 5}}) {
+        SCOPED_TRACE(fmt::format("bad {} at {}, T {}", bad, at, sp.temperature));
+        for (int32_t id : draw(logits, 8, engine::device_params(sp, 0))) EXPECT_EQ(id, NON_FINITE_ROW_ID);
+        // With a draft (the favourite, 11): never accepted, no replacement.
+        for (int32_t id : draw(logits, 8, engine::device_params(sp, 0), 11)) EXPECT_EQ(id, NON_FINITE_ROW_ID);
+      }
+    }
+  }
+  // Drawing drafts (the second scheme): rows 1 and 3 of four hold a NaN.
+  const uint32_t Vd = 30, rows = 4;
+  std::vector<float> many;
+  for (uint32_t r = 0; r < rows; ++r) {
+    auto row = random_floats(Vd, 17 + r, -1, 3);
+    if (r % 2) row[r * 5] = nan;
+    many.insert(many.end(), row.begin(), row.end());
+  }
+  std::vector<int32_t> d2t(Vd, 7);
+  vk::Buffer db = device_buffer(many, "draft logits"), d2tb = device_buffer(d2t, "d2t"),
+             q(gpu().ctx, uint64_t(rows) * Vd * 4, vk::MemoryKind::Device, "q"),
+             drafts(gpu().ctx, rows * 4, vk::MemoryKind::Device, "drafts"),
+             scratch(gpu().ctx, rows * 4, vk::MemoryKind::Device, "scratch");
+  vk::Recorder rec(gpu().ctx);
+  ops::OpContext oc{gpu(), rec};
+  vk::BufferRange d2r(d2tb);
+  ops::DraftDistribution dist{ops::DraftDistribution::Mode::Draw, q, Vd, &d2r, {}, 0};
+  rec.begin();
+  ops::sample(oc, ops::Act(db, Vd), rows, Vd, nullptr, ops::IntVec{drafts}, ops::IntVec{scratch},
+              engine::device_params({1.0f, 0, 1.0f, 9}, 0), ops::AcceptRule::Correct, &dist, 8);
+  rec.submit_and_wait();
+  const auto d = read_back<int32_t>(drafts, rows);
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (r % 2)
+      EXPECT_EQ(d[r], NON_FINITE_ROW_ID) << r;
+    else
+      EXPECT_TRUE(d[r] >= 7 && d[r] < int32_t(Vd) + 7) << r << ": " << d[r];
+  }
 }
 
 // The second scheme: drafts drawn from the draft's distribution q (over a draft vocabulary

@@ -31,6 +31,7 @@ struct BenchArgs {
   uint32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
   bool profile = false;
   SpecFlags spec;
+  std::optional<bool> check_tensors;
 };
 
 // One profiled decode run (bench --profile): per generated token, or per speculative round.
@@ -102,7 +103,7 @@ int bench_command(const BenchArgs& a) {
   // prefill writes untimed: attention's cost grows with it.
   uint32_t context = std::max(a.n_prompt, a.depth + a.n_gen + 1) + 8;
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors});
   if (context > plan.memory.model_max_context)
     fail("-p/-n/--depth need {} positions; the model allows {}", context, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.
@@ -280,6 +281,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding");
   add_spec_flags(sub, args->spec);
+  add_check_tensors_flags(sub, args->check_tensors);
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });
 }

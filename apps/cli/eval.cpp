@@ -198,7 +198,8 @@ int eval_command(const EvalArgs& a) {
 
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template});
+  api::LoadPlan plan = plan_model(
+      runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors});
   config["fingerprints"] = eval_fingerprints({dir, a.draft, a.mmproj, a.chat_template, a.dataset, &data});
   // Opened before the weights upload: a file from another configuration is refused at once.
   // (With --spec-draft-tokens auto the tree's size is decided later; the configuration names
@@ -290,6 +291,7 @@ void add_eval_command(CLI::App& app) {
                   "JSONL: prompt, turns, messages or conversations, and a category")
       ->required();
   add_spec_flags(sub, args->spec);
+  add_check_tensors_flags(sub, args->check_tensors);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
   sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");

@@ -35,6 +35,7 @@ struct EvalArgs {
   float temp = 0;
   uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
+  std::optional<bool> check_tensors;
 };
 
 using PromptResult = EvalRecord;

@@ -38,6 +38,13 @@ api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::pat
   return plan;
 }
 
+void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check) {
+  CLI::Option* on = sub->add_flag_callback("--check-tensors", [&check] { check = true; },
+                                           "scan the weights for NaN and infinity before the upload (the default up to "
+                                           "256 MiB of weights)");
+  sub->add_flag_callback("--no-check-tensors", [&check] { check = false; }, "skip that scan")->excludes(on);
+}
+
 std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan) {
   LoadProgress progress(gpu_of(runtime).ctx, plan.memory.weights);
   return api::load_model(runtime, std::move(plan));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <eaglevk/eaglevk.hpp>
 
 #include "models/eagle3.h"
@@ -48,6 +49,10 @@ struct PreparedPrompt {
   double image_seconds = 0;  // decoding, preprocessing and the vision tower (one submission)
 };
 PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source);
+
+// --check-tensors / --no-check-tensors (run, eval, bench): the weight scan at load, forced on or
+// off; unset leaves api::LoadOptions::check_tensors' rule (on up to 256 MiB of weights).
+void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check);
 
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);

@@ -33,6 +33,7 @@ struct RunArgs {
       chat_template;
   std::vector<std::string> images, stop;
   SpecFlags spec;
+  std::optional<bool> check_tensors;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0, logprobs = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false, greedy_drafts = false,
@@ -112,7 +113,8 @@ int run_command(const RunArgs& a) {
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   const std::shared_ptr<const api::Model> loaded =
-      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template}));
+      load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template,
+                                                      a.check_tensors}));
   const api::Model& m = *loaded;
   const models::TargetModel& target = *m.target;
   models::Eagle3Model* draft = m.draft.get();
@@ -263,6 +265,7 @@ void add_run_command(CLI::App& app) {
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--chat-template", args->chat_template,
                   "a Jinja chat template file to use instead of the model's")->type_name("FILE");
+  add_check_tensors_flags(sub, args->check_tensors);
   sub->add_option("--image", args->images,
                   "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,

@@ -9,6 +9,7 @@
 #include "loader/draft_verifier.h"
 #include "loader/mmproj.h"
 #include "loader/model_files.h"
+#include "loader/tensor_check.h"
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/api/errors.h"
@@ -92,6 +93,10 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
         plan.notes.push_back("warning: " + *warning);
     }
     plan.memory = engine::plan_memory(runtime.device->gpu->ctx, *files, head ? &*head : nullptr, options.max_rows);
+    if (loader::should_check_tensors(options.check_tensors, plan.memory.weights)) {
+      loader::check_tensors_finite(files->checkpoint, files->source());
+      if (head) loader::check_tensors_finite(head->checkpoint, head->source());
+    }
     std::string note;
     plan.context = engine::choose_context(plan.memory, options.context, &note);
     if (!note.empty()) plan.notes.push_back(std::move(note));

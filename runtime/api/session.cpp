@@ -145,8 +145,12 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   {
     std::lock_guard lock(model_->device->queue_mutex);
     within(ErrorKind::Device, [&] {
-      r = spec_ ? spec_->generate(std::move(ids), o, out.stats, stream)
-                : engine::generate(*runner_, std::move(ids), o, stream);
+      try {
+        r = spec_ ? spec_->generate(std::move(ids), o, out.stats, stream)
+                  : engine::generate(*runner_, std::move(ids), o, stream);
+      } catch (const engine::NonFiniteLogits& e) {
+        throw ApiError(ErrorKind::Model, e.what());  // the model's numbers, not the device
+      }
     });
   }
   if (on_piece && !out.stopped_by_caller) {

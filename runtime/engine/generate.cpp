@@ -71,6 +71,9 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
       req.embeddings = &image_rows;
     }
     runner.run(req, out);
+    // Row r decided the token at position begin + logits_from + r + 1.
+    for (size_t r = 0; r < out.argmax.size(); ++r)
+      check_row_token(out.argmax[r], chunk.begin + chunk.logits_from + r + 1);
     if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), out.argmax.begin(), out.argmax.end());
   }
   const int32_t vocab = runner.model().config().vocab_size;
@@ -108,6 +111,7 @@ GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, con
     runner.run(req, out);
     ++pos;
     next = out.argmax[0];
+    check_row_token(next, pos);
     if (o.logprobs) next_logits = std::move(out.logits);
   }
   // The rows now in the cache: the prompt and every output token but the last, which was

@@ -28,11 +28,25 @@ uint64_t tensor_bytes(const loader::Checkpoint& c, bool with_tower) {
   return sum;
 }
 
+// Sizes a config multiplies together: each is an int of the config, so a product of three can
+// pass 64 bits. Past 2^62 bytes (4 EiB) no device holds it: refused naming the config's sizes.
+constexpr unsigned __int128 kMaxPlanBytes = (unsigned __int128)1 << 62;
+uint64_t checked_bytes(unsigned __int128 bytes, const char* what, const loader::LlamaConfig& c) {
+  if (bytes > kMaxPlanBytes)
+    fail("the {} would take over 2^62 bytes ({} layers, {} attention and {} KV heads of {}, hidden size {}): the "
+         "config's sizes are not a real model's",
+         what, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size);
+  return uint64_t(bytes);
+}
+
 // Per row of a pass, f32: the residual stream and norms, q|k|v and attention, the widest MLP
 // (gate|up and its product), and a row of logits.
 uint64_t activation_row_bytes(const loader::LlamaConfig& c, uint64_t ffn, uint64_t vocab) {
-  const uint64_t hd = c.head_dim, H = c.hidden_size;
-  return 4 * (4 * H + (uint64_t(c.num_attention_heads) * 2 + 2ull * c.num_key_value_heads) * hd + 3 * ffn + vocab);
+  using u128 = unsigned __int128;
+  const u128 hd = u128(c.head_dim), H = u128(c.hidden_size);
+  return checked_bytes(4 * (4 * H + (u128(c.num_attention_heads) * 2 + u128(2) * c.num_key_value_heads) * hd +
+                            3 * u128(ffn) + vocab),
+                       "activations of one row", c);
 }
 
 }  // namespace
@@ -41,6 +55,11 @@ std::string format_bytes(uint64_t bytes) {
   if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / double(1ull << 30));
   if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", bytes / double(1ull << 20));
   return fmt::format("{:.1f} KiB", bytes / 1024.0);
+}
+
+uint64_t MemoryPlan::total(uint32_t context) const {
+  const unsigned __int128 sum = (unsigned __int128)weights + (unsigned __int128)kv_per_token * context + per_pass;
+  return sum > UINT64_MAX ? UINT64_MAX : uint64_t(sum);
 }
 
 uint32_t MemoryPlan::max_context_that_fits() const {
@@ -59,7 +78,7 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   p.model_max_context = uint32_t(c.max_position_embeddings);
   const bool tower = models::usable_llama4_vision(target, uint32_t(c.hidden_size), c.vocab_size, nullptr).has_value();
   p.weights = tensor_bytes(target.checkpoint, tower);
-  p.kv_per_token = uint64_t(c.num_hidden_layers) * 2 * kv_dim * 2;
+  p.kv_per_token = checked_bytes((unsigned __int128)c.num_hidden_layers * 2 * kv_dim * 2, "KV cache of one token", c);
   auto cap_by_binding = [&](uint64_t layer_kv_dim) {
     const uint32_t tokens = uint32_t(std::min<uint64_t>(UINT32_MAX, ctx.max_binding_range / (layer_kv_dim * 2) / 64 * 64));
     p.binding_max_tokens = std::min(p.binding_max_tokens, tokens);
@@ -84,18 +103,22 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   uint64_t ffn = uint64_t(c.intermediate_size);
   if (target.config.contains("text_config"))  // Llama-4: dense layers may be wider than experts
     ffn = std::max<uint64_t>(ffn, target.config["text_config"].value("intermediate_size_mlp", 0));
-  p.per_pass = uint64_t(max_rows) * activation_row_bytes(c, ffn, uint64_t(c.vocab_size)) + uint64_t(c.vocab_size) * 4 +
-               kFixedBytes;
+  p.per_pass = checked_bytes((unsigned __int128)max_rows * activation_row_bytes(c, ffn, uint64_t(c.vocab_size)),
+                             "activations of a pass", c) +
+               uint64_t(c.vocab_size) * 4 + kFixedBytes;
   if (draft) {
     const models::Eagle3Config d = models::load_eagle3_config(*draft);
     p.weights += tensor_bytes(draft->checkpoint, false);
-    p.kv_per_token += 2ull * d.layer.num_key_value_heads * d.layer.head_dim * 2;
+    p.kv_per_token += checked_bytes((unsigned __int128)4 * d.layer.num_key_value_heads * d.layer.head_dim,
+                                    "draft's KV cache of one token", d.layer);
     cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
     cap_by_attention(uint32_t(d.layer.head_dim));
     // The draft's activations, and the taps (3 hidden rows) the target hands it.
-    p.per_pass += uint64_t(max_rows) * (activation_row_bytes(d.layer, uint64_t(d.layer.intermediate_size),
-                                                             uint64_t(d.draft_vocab_size)) +
-                                        12ull * c.hidden_size) +
+    p.per_pass += checked_bytes((unsigned __int128)max_rows *
+                                    (activation_row_bytes(d.layer, uint64_t(d.layer.intermediate_size),
+                                                          uint64_t(d.draft_vocab_size)) +
+                                     12ull * c.hidden_size),
+                                "draft's activations of a pass", d.layer) +
                   uint64_t(c.vocab_size) * 4 * 2;
   }
   // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
@@ -107,10 +130,17 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
 uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* note) {
   const uint32_t fits = p.max_context_that_fits();
   const std::string budget = fmt::format("{} available ({})", format_bytes(p.budget), p.budget_source);
-  if (fits < 64)
-    fail("the model does not fit the device: {} of weights and {} for activations, but {}; use a smaller "
-         "(quantized) file or a device with more memory",
-         format_bytes(p.weights), format_bytes(p.per_pass), budget);
+  if (fits < 64) {
+    // The whole bill: weights, the KV cache of the context asked for (of the smallest one, 64
+    // tokens, when none is), activations. A config with a huge layer count has small weights
+    // on disk and a KV cache that alone does not fit.
+    const uint32_t shown = requested ? std::min(requested, p.model_max_context) : 64;
+    const unsigned __int128 kv = (unsigned __int128)p.kv_per_token * shown;
+    fail("the model does not fit the device: {} of weights + {} of KV cache ({} tokens at {} per token) + {} for "
+         "activations = {}, but {}; use a smaller (quantized) file or a device with more memory",
+         format_bytes(p.weights), format_bytes(kv > UINT64_MAX ? UINT64_MAX : uint64_t(kv)), shown,
+         format_bytes(p.kv_per_token), format_bytes(p.per_pass), format_bytes(p.total(shown)), budget);
+  }
   const std::string& binding_limit = p.context_limit_reason;
   if (requested == 0) {
     uint32_t context = std::min(p.model_max_context, fits);
@@ -129,7 +159,8 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
   if (p.total(context) > p.budget)
     fail("--ctx {} does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
          "{}, but {}; a context of at most {} fits (or use a quantized file)",
-         context, format_bytes(p.weights), format_bytes(p.kv_per_token * context), format_bytes(p.kv_per_token),
+         context, format_bytes(p.weights), format_bytes(p.total(context) - p.weights - p.per_pass),
+         format_bytes(p.kv_per_token),
          format_bytes(p.per_pass), format_bytes(p.total(context)), budget, fits);
   return context;
 }

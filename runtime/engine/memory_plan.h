@@ -27,7 +27,8 @@ struct MemoryPlan {
   // (batched decoding) must stay within it.
   uint32_t binding_max_tokens = UINT32_MAX;
 
-  uint64_t total(uint32_t context) const { return weights + kv_per_token * context + per_pass; }
+  // Saturates at UINT64_MAX: a config's sizes can ask for more than 64 bits count.
+  uint64_t total(uint32_t context) const;
   // The largest context that fits memory and the binding limit (0 when the weights and one
   // pass alone do not fit).
   uint32_t max_context_that_fits() const;

@@ -16,6 +16,17 @@ void check_sampling(const SamplingParams& p) {
   if (!(p.top_p > 0 && p.top_p <= 1)) fail("top-p must be in (0, 1], got {}", p.top_p);
 }
 
+void check_row_token(int32_t id, uint64_t position, std::string_view whose) {
+  if (id == kNonFiniteRow) fail_non_finite_row(position, whose);
+}
+
+void fail_non_finite_row(uint64_t position, std::string_view whose) {
+  throw NonFiniteLogits(fmt::format(
+      "the {}'s logits row deciding the token at position {} is not finite (it holds a NaN or an infinity): the "
+      "model's weights hold NaN or infinite values, or its activations overflowed; generation stopped",
+      whose, position));
+}
+
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position) {
   return ops::SampleParams{p.greedy() ? 0.0f : p.temperature, uint32_t(std::max(p.top_k, 0)), p.top_p, p.seed, position};
 }

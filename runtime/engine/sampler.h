@@ -3,10 +3,14 @@
 // distribution (HF's order) that the device sampler is tested against.
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include <eaglevk/error.h>
+
 #include "runtime/ops/ops.h"
+#include "shaders/shared_constants.h"
 
 namespace eaglevk::engine {
 
@@ -23,6 +27,21 @@ struct SamplingParams {
 // infinite or NaN temperature would otherwise read as "not greedy" and sample garbage, or as
 // greedy and silently ignore the setting.
 void check_sampling(const SamplingParams& p);
+
+// The token id the argmax and sampling kernels give a logits row that holds a NaN or an
+// infinity: no token. Every decoder checks the ids it reads back with check_row_token.
+constexpr int32_t kNonFiniteRow = NON_FINITE_ROW_ID;
+
+// What a decoder throws for such a row; the C API reports it as a model error (the weights, or
+// activations they blew up, are not finite), not a device error.
+struct NonFiniteLogits : Error {
+  using Error::Error;
+};
+
+// Throws NonFiniteLogits naming the position whose token `id` was to be when it is
+// kNonFiniteRow. `whose`: "target" or "draft".
+void check_row_token(int32_t id, uint64_t position, std::string_view whose = "target");
+[[noreturn]] void fail_non_finite_row(uint64_t position, std::string_view whose);
 
 // The device sampler's parameters for a logits row deciding the token at `position`.
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position);

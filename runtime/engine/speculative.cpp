@@ -246,6 +246,8 @@ void SpeculativeDecoder::prefill(const std::vector<int32_t>& prompt, uint32_t fr
     rec_.submit_and_wait();
 
     const auto* back = static_cast<const int32_t*>(readback_.mapped);
+    // Row r decided the token at position begin + logits_from + r + 1.
+    for (uint32_t r = 0; r < n_logits; ++r) check_row_token(back[r], begin + logits_from + r + 1);
     if (o.prompt_argmax) result.prompt_argmax.insert(result.prompt_argmax.end(), back, back + n_logits);
     if (last) {
       result.tokens.clear();
@@ -303,6 +305,7 @@ GenerationResult SpeculativeDecoder::generate(std::vector<int32_t> prompt, const
 
   // Emits one token; returns false when generation must stop.
   auto emit = [&](int32_t token) {
+    check_row_token(token, result.prompt.size() + result.tokens.size());
     result.tokens.push_back(token);
     bool keep_going = !on_token || on_token(token);
     if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end() && !o.ignore_eos) {

@@ -102,6 +102,7 @@ void BatchDecoder::copy_inputs() {
 
 bool BatchDecoder::emit(Slot& s, int32_t token) {
   const GenerationOptions& o = s.options;
+  check_row_token(token, s.result.prompt.size() + s.result.tokens.size());
   s.result.tokens.push_back(token);
   const bool keep_going = !s.on_token || s.on_token(token);
   if (std::find(o.eos_ids.begin(), o.eos_ids.end(), token) != o.eos_ids.end() && !o.ignore_eos) {
@@ -388,6 +389,7 @@ void BatchDecoder::round() {
     Slot& s = slots_[active[a]];
     s.result.decode_seconds += share;
     const uint32_t v0 = verify_off[a];
+    for (uint32_t i = 0; i < ks[a]; ++i) check_row_token(ids[1 + B + i * B + a], s.P + 1 + i, "draft");
     uint32_t accepted = 0;
     while (accepted < ks[a] && accept[v0 + accepted]) ++accepted;
     s.stats.record_round(ks[a], accepted);

@@ -39,6 +39,8 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::chain_round(uint32_t P, uin
   const int32_t* verified = back;                    // the target's token after y, d_1, ..., d_k
   const int32_t* drafted = back + max_rows_;         // d_1..d_k
   const int32_t* accept = back + max_rows_ + k_;     // d_{j+1} accepted at row j
+  // Draft token i was to sit at position P + 1 + i.
+  for (uint32_t i = 0; i < k; ++i) check_row_token(drafted[i], P + 1 + i, "draft");
   RoundOutcome out;
   out.proposed = k;
   while (out.accepted < k && accept[out.accepted]) ++out.accepted;

@@ -4,6 +4,7 @@
 // submission; the accepted path's KV rows and taps are moved to consecutive rows at the start
 // of the next round's submission.
 #include <algorithm>
+#include <cmath>
 
 #include <eaglevk/error.h>
 
@@ -101,6 +102,10 @@ SpeculativeDecoder::RoundOutcome SpeculativeDecoder::tree_round(uint32_t P, uint
     tree.depths.assign(r + 2 * M, r + 3 * M);
     const auto* scores = reinterpret_cast<const float*>(r + 5 * M);
     tree.scores.assign(scores, scores + M);
+    // A node's score sums the log-probabilities of the draft's rows on its path: finite for
+    // finite logits, NaN or infinite where a row held a NaN or an infinity.
+    for (uint32_t j = 1; j < M; ++j)
+      if (!std::isfinite(tree.scores[j])) fail_non_finite_row(P + uint32_t(tree.depths[j]), "draft");
   } else {
     tree.tokens = {y};
     tree.parents = {-1};

@@ -191,7 +191,9 @@ typedef int (*eaglevk_token_callback)(int32_t token, const char* text_piece, voi
  * token (which is included), the callback's stop, or a full context. callback may be NULL.
  * out_tokens (may be NULL) receives the generated ids; its capacity must be at least
  * max_new_tokens, checked before generating. out_count (may be NULL) receives their number.
- * A prompt of context or more tokens is EAGLEVK_ERROR_CONTEXT_FULL. */
+ * A prompt of context or more tokens is EAGLEVK_ERROR_CONTEXT_FULL. A logits row holding a NaN
+ * or an infinity (a model with NaN weights) stops generation with EAGLEVK_ERROR_MODEL, and
+ * eaglevk_last_error() names the position whose token it was to decide. */
 EAGLEVK_API eaglevk_status eaglevk_generate(eaglevk_session* session, const int32_t* prompt, size_t prompt_count,
                                             eaglevk_token_callback callback, void* user, int32_t* out_tokens,
                                             size_t capacity, size_t* out_count);

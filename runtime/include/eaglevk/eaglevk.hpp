@@ -103,6 +103,10 @@ struct LoadOptions {
   // A Jinja chat template file that replaces the checkpoint's; it gets the checkpoint's
   // bos_token and eos_token. Empty: the checkpoint's own template.
   std::filesystem::path chat_template;
+  // Scan the weights (target and draft) for NaN and infinity before the upload, refusing the
+  // first one found by tensor and element (loader/tensor_check.h). Unset: scan when they take
+  // at most loader::kAutoTensorCheckBytes (256 MiB), where it costs well under a second.
+  std::optional<bool> check_tensors;
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI
