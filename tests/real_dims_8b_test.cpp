@@ -178,7 +178,7 @@ TEST(Llama8BShapeCli, MemoryBudgetRefusesBeforeUploading) {
   ProcessResult r = run_process(fmt::format("EAGLEVK_DEVICE_MEMORY=3G {} run -m {} -p hi -n 1 --ctx 32768 2>&1",
                                             EAGLEVK_CLI, c.target.string()));
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("--ctx 32768 does not fit the device"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--ctx: a context of 32768 tokens does not fit the device"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("a context of at most"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("EAGLEVK_DEVICE_MEMORY=3G"), std::string::npos) << r.out;
   // The weights alone do not fit.

@@ -20,7 +20,7 @@ std::vector<int32_t> merge_eos_ids(std::vector<int32_t> config_ids, const std::v
 void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& o) {
   if (prompt.empty()) fail("the prompt is empty");
   if (prompt.size() >= context)
-    fail("the prompt has {} tokens but the context holds {} (raise --ctx)", prompt.size(), context);
+    fail_setting(Setting::Context, "the prompt has {} tokens but the context holds {}", prompt.size(), context);
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail("prompt token {} (position {}) is outside the vocabulary of {}", prompt[i], i, vocab);

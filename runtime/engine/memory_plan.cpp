@@ -155,9 +155,10 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     return context;
   }
   const uint32_t context = std::min(requested, p.model_max_context);
-  if (context > p.device_max_context) fail("--ctx {} is too long for this device: {}", context, binding_limit);
+  if (context > p.device_max_context)
+    fail_setting(Setting::Context, "a context of {} tokens is too long for this device: {}", context, binding_limit);
   if (p.total(context) > p.budget)
-    fail("--ctx {} does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
+    fail_setting(Setting::Context, "a context of {} tokens does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
          "{}, but {}; a context of at most {} fits (or use a quantized file)",
          context, format_bytes(p.weights), format_bytes(p.total(context) - p.weights - p.per_pass),
          format_bytes(p.kv_per_token),

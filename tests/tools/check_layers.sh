@@ -54,4 +54,17 @@ while IFS= read -r hit; do
   echo "$hit: apps load models through the facade (api::plan_load, api::load_model), not models::load_*"
   status=1
 done < <(grep -rnE 'models::load_(target|eagle3)\s*\(' apps --include='*.h' --include='*.cpp' || true)
+# Below the front doors no message names a CLI flag: an error about a setting describes it and
+# is tagged with it (eaglevk::Setting), and the CLI and the C API each name it in their own words.
+# A string literal holding `--word` (comments aside) in runtime/, models/ or loader/ is refused.
+while IFS= read -r hit; do
+  code="${hit#*:*:}"
+  code="${code%%//*}"
+  if grep -qE '"[^"]*(^|[ (`])--[a-z][a-z0-9-]+' <<<"$code"; then
+    where="${hit%%:*}:$(cut -d: -f2 <<<"$hit")"
+    echo "$where: a layer below apps/ names a CLI flag; describe the setting and tag the error (fail_setting)"
+    status=1
+  fi
+done < <(grep -rnE --include='*.h' --include='*.cpp' -e '--[a-z][a-z0-9-]+' runtime models loader |
+         grep -vE '^[^:]+:[0-9]+:\s*(//|/?\*)' || true)
 exit $status
