@@ -12,6 +12,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/input_path.h"
 #include "loader/json_excerpt.h"
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
@@ -109,6 +110,7 @@ std::vector<int> int_or_int_list(const json& o, std::string_view key, std::strin
 }
 
 json read_file(const fs::path& path) {
+  require_file(path);  // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading (does it exist?)", path.string());
   json j;

@@ -125,6 +125,9 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     return context;
   }
   const uint32_t context = std::min(requested, p.model_max_context);
+  if (note && requested > p.model_max_context)
+    *note = fmt::format("warning: a context of {} tokens was asked for, but the model allows {}: using {}", requested,
+                        p.model_max_context, context);
   if (context > p.device_max_context) fail("--ctx {} is too long for this device: {}", context, binding_limit);
   if (p.total(context) > p.budget)
     fail("--ctx {} does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
