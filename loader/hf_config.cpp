@@ -117,7 +117,7 @@ json read_file(const fs::path& path) {
   try {
     j = json::parse(in);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path.string(), e.what());
+    fail("{}: malformed JSON: {}", path.string(), json_parse_error_text(e));
   }
   // Code beyond the readers copies, compares and prints config values (inspect, the model
   // loaders), and nlohmann does each by recursion: a hostile nesting would exhaust the stack.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <streambuf>
 
@@ -81,6 +82,16 @@ int stream_into(int fd, const std::function<void(std::ostream&)>& write) {
   out.flush();
   if (buffer.error()) return buffer.error();
   return out ? 0 : EIO;
+}
+
+// The process's own standard output or error named as a file: written to the open descriptor,
+// after what stdio holds. Reopened, /proc/self/fd/1 would start at offset 0 (and O_TRUNC would
+// empty the file the shell redirected it to), over the text printed before.
+int own_stream(const std::filesystem::path& path) {
+  const std::string p = path.lexically_normal().string();
+  if (p == "/dev/stdout" || p == "/dev/fd/1" || p == "/proc/self/fd/1") return STDOUT_FILENO;
+  if (p == "/dev/stderr" || p == "/dev/fd/2" || p == "/proc/self/fd/2") return STDERR_FILENO;
+  return -1;
 }
 
 std::filesystem::path folder_of(const std::filesystem::path& path) {
@@ -172,6 +183,11 @@ std::string output_problem(const std::filesystem::path& path, std::string_view w
 }
 
 void write_output_file(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  if (const int fd = own_stream(path); fd >= 0) {
+    std::fflush(fd == STDOUT_FILENO ? stdout : stderr);
+    if (const int error = stream_into(fd, write)) fail("{}: write failed: {}", path.string(), std::strerror(error));
+    return;
+  }
   if (std::string problem = output_problem(path); !problem.empty()) fail("{}", problem);
   struct stat link {};
   const bool exists = ::lstat(path.c_str(), &link) == 0;

@@ -6,8 +6,9 @@
 // in the same folder, flushed to disk (fsync), then renamed over the name, so that a reader
 // never sees half a file and a failed write leaves the old file as it was. Anything else is
 // written in place, through it: renaming over a FIFO, a character device (/dev/stdout,
-// /dev/null) or a symbolic link would replace it with a regular file. A folder, a socket and a
-// block device are refused.
+// /dev/null) or a symbolic link would replace it with a regular file. The process's own
+// /dev/stdout and /dev/stderr go to the open descriptor, after what was printed before. A
+// folder, a socket and a block device are refused.
 #include <filesystem>
 #include <functional>
 #include <ostream>

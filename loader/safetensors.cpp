@@ -193,7 +193,7 @@ SafetensorsIndex parse_safetensors_index(std::string_view text, const std::strin
   try {
     index = json::parse(text);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", index_name, e.what());
+    fail("{}: malformed JSON: {}", index_name, json_parse_error_text(e));
   }
   if (!index.is_object()) fail("{}: index is not a JSON object", index_name);
   auto map_it = index.find("weight_map");
@@ -294,7 +294,7 @@ ParsedFile parse_safetensors(std::span<const std::byte> bytes, const std::string
   try {
     header = json::parse(text);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON header: {}", file, e.what());
+    fail("{}: malformed JSON header: {}", file, json_parse_error_text(e));
   }
   if (!header.is_object()) fail("{}: JSON header is not an object", file);
 

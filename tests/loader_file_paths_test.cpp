@@ -4,9 +4,11 @@
 // error messages never quote a file's bytes.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <future>
 #include <random>
@@ -177,6 +179,32 @@ TEST(OutputFile, FifoIsWrittenInPlace) {
   EXPECT_EQ(reader.get(), payload);
   EXPECT_TRUE(stays_fifo(fifo));
   EXPECT_EQ(names_in(tmp.path), std::set<std::string>{"pipe"});
+}
+
+// /dev/stdout redirected to a file: the contents follow what was printed before, neither
+// truncating the file nor writing over its start (as reopening /proc/self/fd/1 would).
+TEST(OutputFile, OwnStdoutIsWrittenAfterWhatWasPrinted) {
+  TempDir tmp;
+  const fs::path file = tmp.path / "stdout.txt";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0) ::_exit(3);
+    std::printf("the report\n");  // still in stdio's buffer
+    try {
+      write_output_file("/dev/stdout", [](std::ostream& out) { out << "{\"json\": 1}\n"; });
+    } catch (...) {
+      ::_exit(4);
+    }
+    std::fflush(stdout);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(read_all(file), "the report\n{\"json\": 1}\n");
 }
 
 // A symbolic link stays a link; the file it names gets the contents.
