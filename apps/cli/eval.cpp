@@ -182,6 +182,8 @@ int eval_command(const EvalArgs& a) {
   // Output and resume paths are checked before the evaluation that fills them.
   if (!a.json_out.empty())
     if (std::string p = loader::output_problem(a.json_out, "--json"); !p.empty()) fail("{}", p);
+  for (const std::string& folder : a.allowed_image_dirs)
+    if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
   if (!a.resume.empty())
     if (const loader::PathKind kind = loader::path_kind(a.resume);
         kind != loader::PathKind::File && kind != loader::PathKind::Missing)

@@ -18,6 +18,7 @@
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
+#include "loader/input_path.h"
 #include "loader/output_file.h"
 #include "loader/safetensors.h"
 #include "loader/text_file.h"
@@ -106,6 +107,8 @@ int run_command(const RunArgs& a) {
   // The output path is checked before the generation that fills it.
   if (!a.dump_taps.empty())
     if (std::string p = loader::output_problem(a.dump_taps, "--dump-taps"); !p.empty()) fail("{}", p);
+  for (const std::string& folder : a.allowed_image_dirs)
+    if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
   PromptSource source;
   source.text = !a.file.empty() ? loader::read_text_file(a.file) : a.prompt;
   if (!a.file.empty() && source.text.empty()) fail("the prompt file '{}' is empty", a.file);
