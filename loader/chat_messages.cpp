@@ -42,6 +42,10 @@ ChatContentPart parse_part(const json& part, const std::string& where, const std
 
 }  // namespace
 
+bool is_known_chat_role(std::string_view role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool" || role == "ipython";
+}
+
 ParsedChat parse_chat_messages(const json& messages, const std::filesystem::path& image_dir) {
   if (!messages.is_array()) fail("chat messages must be a JSON list, got {}", messages.type_name());
   ParsedChat chat;
@@ -90,7 +94,7 @@ ParsedChat parse_chat_messages_json(std::string_view json_text, const std::files
   try {
     messages = json::parse(json_text);
   } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", source, e.what());
+    fail("{}: invalid JSON: {}", source, json_parse_error_text(e));
   }
   try {
     return parse_chat_messages(messages, image_dir);

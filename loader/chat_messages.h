@@ -18,6 +18,12 @@
 
 namespace eaglevk::loader {
 
+// The roles chat templates know: Llama-3's system, user, assistant, and ipython and tool for
+// tool results. The templates eaglevk ships (and Llama's own) render any other role as a header
+// like these, so another role is no error; the CLI warns about it.
+inline constexpr std::string_view kKnownChatRoles = "system, user, assistant, tool, ipython";
+bool is_known_chat_role(std::string_view role);
+
 struct ParsedChat {
   std::vector<ChatMessage> messages;
   std::vector<std::filesystem::path> images;  // every image part's path, in prompt order

@@ -6,6 +6,7 @@
 
 #include "loader/jinja/eval.h"
 #include "loader/jinja/parser.h"
+#include "loader/json_excerpt.h"
 #include "loader/pretokenize.h"
 #include "loader/text_file.h"
 
@@ -113,7 +114,7 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir) {
   try {
     config = json::parse(read_text_file(config_path));
   } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", config_path.string(), e.what());
+    fail("{}: invalid JSON: {}", config_path.string(), json_parse_error_text(e));
   }
   if (!config.is_object()) fail("{}: expected a JSON object", config_path.string());
 

@@ -1,25 +1,30 @@
 #include "loader/dataset.h"
 
-#include <fstream>
+#include <algorithm>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <eaglevk/error.h>
 
 #include "loader/chat_messages.h"
+#include "loader/input_path.h"
+#include "loader/json_excerpt.h"
+#include "loader/text_file.h"
 
 namespace eaglevk::loader {
 namespace {
 
 // Returns an empty string when the line parsed into `item`, else the reason it did not.
-std::string parse_line(const std::string& text, const std::filesystem::path& image_dir, DatasetItem& item) {
+std::string parse_line(const std::string& text, const std::filesystem::path& image_dir,
+                       const std::vector<std::filesystem::path>& image_folders, DatasetItem& item) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     // parse_error, and out_of_range for a number past a double's range (4E9888882).
-    return std::string("invalid JSON: ") + e.what();
+    return "invalid JSON: " + json_parse_error_text(e);
   }
   if (!j.is_object()) return "not a JSON object";
   if (j.contains("category")) {
@@ -55,6 +60,14 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
       return std::string("'messages': ") + e.what();
     }
     if (item.messages.empty()) return "'messages' is empty";
+    for (const std::filesystem::path& image : item.images)
+      if (!image_folders.empty() && std::none_of(image_folders.begin(), image_folders.end(), [&](const auto& folder) {
+            return path_is_inside(image, folder);
+          })) {
+        const std::string name = image.string();
+        return fmt::format("image '{}' lies outside the dataset's folder and the folders allowed for images",
+                           name.size() > 80 ? name.substr(0, 80) + "..." : name);
+      }
     return "";
   }
   if (j.contains("conversations")) {
@@ -85,7 +98,7 @@ std::string parse_line(const std::string& text, const std::filesystem::path& ima
 }  // namespace
 
 Dataset parse_dataset(const std::string& text, const std::string& source, bool strict,
-                      const std::filesystem::path& image_dir) {
+                      const std::filesystem::path& image_dir, const std::vector<std::filesystem::path>& image_folders) {
   Dataset d;
   std::istringstream in(text);
   std::string line;
@@ -98,7 +111,7 @@ Dataset parse_dataset(const std::string& text, const std::string& source, bool s
     item.line = number;
     std::string problem;
     try {
-      problem = parse_line(line, image_dir, item);
+      problem = parse_line(line, image_dir, image_folders, item);
     } catch (const nlohmann::json::exception& e) {
       // Whatever the library throws on a value of an unexpected shape is this line's problem,
       // named with its file and line like the others, never an escape without them.
@@ -117,12 +130,12 @@ Dataset parse_dataset(const std::string& text, const std::string& source, bool s
   return d;
 }
 
-Dataset load_dataset(const std::filesystem::path& path, bool strict) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read dataset '{}'", path.string());
-  std::stringstream s;
-  s << in.rdbuf();
-  return parse_dataset(s.str(), path.string(), strict, path.parent_path());
+Dataset load_dataset(const std::filesystem::path& path, bool strict,
+                     const std::vector<std::filesystem::path>& allowed_image_folders) {
+  require_file(path, "dataset");  // a FIFO would block the read, a device never end
+  std::vector<std::filesystem::path> image_folders = {path.parent_path()};
+  image_folders.insert(image_folders.end(), allowed_image_folders.begin(), allowed_image_folders.end());
+  return parse_dataset(read_text_file(path), path.string(), strict, path.parent_path(), image_folders);
 }
 
 }  // namespace eaglevk::loader

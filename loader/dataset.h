@@ -40,9 +40,14 @@ struct Dataset {
 
 // Blank lines are ignored. A bad line is skipped and listed in `problems`, or, when `strict`,
 // throws an error naming its line. A file that yields no item is an error either way.
-// Image paths are relative to `image_dir` (load_dataset: the dataset file's folder).
-Dataset load_dataset(const std::filesystem::path& path, bool strict);
+// Image paths are relative to `image_dir` (load_dataset: the dataset file's folder). With
+// `image_folders` given, a line whose image lies outside all of them (loader/input_path.h,
+// path_is_inside) is a bad line; load_dataset confines images to the dataset's folder and
+// `allowed_image_folders`.
+Dataset load_dataset(const std::filesystem::path& path, bool strict,
+                     const std::vector<std::filesystem::path>& allowed_image_folders = {});
 Dataset parse_dataset(const std::string& text, const std::string& source, bool strict,
-                      const std::filesystem::path& image_dir = {});
+                      const std::filesystem::path& image_dir = {},
+                      const std::vector<std::filesystem::path>& image_folders = {});
 
 }  // namespace eaglevk::loader

@@ -13,7 +13,9 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/input_path.h"
 #include "loader/json_excerpt.h"
+#include "loader/output_file.h"
 #include "loader/quant.h"
 
 namespace eaglevk::loader {
@@ -595,6 +597,7 @@ TensorView GgufFile::view(const GgufTensorInfo& t) const {
 }
 
 bool is_gguf_file(const fs::path& path) {
+  if (path_kind(path) != PathKind::File) return false;  // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
@@ -616,7 +619,7 @@ void write_gguf(const fs::path& path, const std::vector<std::pair<std::string, G
     fail("{}: alignment {} is not a power of two that fits in 32 bits", file, alignment);
   const std::string header = encode_header(file, metadata, tensors, alignment);
 
-  write_file_atomically(path, [&](std::ostream& out) {
+  write_output_file(path, [&](std::ostream& out) {
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     // Each tensor is padded to the alignment, the last one too, as llama.cpp's writer does.
     const std::string zeros(alignment, '\0');

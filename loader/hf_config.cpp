@@ -12,6 +12,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/input_path.h"
 #include "loader/json_excerpt.h"
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
@@ -109,13 +110,14 @@ std::vector<int> int_or_int_list(const json& o, std::string_view key, std::strin
 }
 
 json read_file(const fs::path& path) {
+  require_file(path);  // a FIFO would block the read
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading (does it exist?)", path.string());
   json j;
   try {
     j = json::parse(in);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", path.string(), e.what());
+    fail("{}: malformed JSON: {}", path.string(), json_parse_error_text(e));
   }
   // Code beyond the readers copies, compares and prints config values (inspect, the model
   // loaders), and nlohmann does each by recursion: a hostile nesting would exhaust the stack.

@@ -15,6 +15,7 @@
 // dropped here, and a palette's transparency (tRNS) is ignored in the same way.
 #include "loader/image_decode.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -22,6 +23,8 @@
 #include <fmt/format.h>
 
 #include <eaglevk/error.h>
+
+#include "loader/input_path.h"
 
 namespace eaglevk::loader {
 namespace {
@@ -51,9 +54,12 @@ ImageFormat sniff_image_format(std::span<const uint8_t> bytes) {
   if (bytes.empty()) fail("empty file: not a PNG or JPEG image");
   if (std::string_view name = other_format_name(bytes); !name.empty())
     fail("{} images are not supported (only PNG and JPEG)", name);
-  std::string head;
-  for (size_t i = 0; i < bytes.size() && i < 8; ++i) head += fmt::format("{}{:02x}", i ? " " : "", bytes[i]);
-  fail("not a PNG or JPEG image (first bytes: {})", head);
+  // Described, never quoted: the file may be anything the user can read (a key, a password file).
+  const size_t head = std::min<size_t>(bytes.size(), 64);
+  bool text = true;
+  for (size_t i = 0; i < head; ++i) text = text && (bytes[i] >= 0x20 || bytes[i] == '\n' || bytes[i] == '\r' || bytes[i] == '\t');
+  fail("not a PNG or JPEG image ({} bytes that {})", bytes.size(),
+       text ? "start with text" : "start with no known image signature");
 }
 
 RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits, std::string_view source) {
@@ -69,6 +75,9 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const ImageLimits& limits,
 }
 
 RgbImage load_image(const std::filesystem::path& path, const ImageLimits& limits) {
+  // A FIFO or a device is refused by its type: reading it would block or never end.
+  if (const PathKind kind = path_kind(path); kind != PathKind::File && kind != PathKind::Missing)
+    fail("{}", file_problem(path, "image"));
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
   if (ec) fail("cannot read image {}: {}", path.string(), ec.message());

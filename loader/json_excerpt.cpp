@@ -93,4 +93,13 @@ bool json_nested_deeper_than(const json& value, size_t limit) {
   return false;
 }
 
+std::string json_parse_error_text(const std::exception& error) {
+  const std::string message = error.what();
+  const size_t at = message.find("; last read: '");
+  if (at == std::string::npos) return message;
+  // The quoted token runs to the closing quote before "; expected ...", or to the end.
+  const size_t expected = message.rfind("'; expected ");
+  return message.substr(0, at) + (expected != std::string::npos && expected > at ? message.substr(expected + 1) : "");
+}
+
 }  // namespace eaglevk::loader

@@ -3,6 +3,7 @@
 // huge or nested 100,000 deep; nlohmann's dump() recurses once per level and writes all of it,
 // which exhausts the stack on such input, so messages and notes go through these instead.
 #include <cstddef>
+#include <exception>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -22,5 +23,9 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_chars = 80);
 // Whether `value` nests arrays and objects more than `limit` levels deep (a scalar is depth 0,
 // [1] depth 1). Walks with an explicit stack, so any depth is safe to ask about.
 bool json_nested_deeper_than(const nlohmann::json& value, size_t limit);
+
+// nlohmann's parse error without the text it quotes ("last read: '...'"): the position and
+// what was wrong, never the file's bytes (which may be huge, or anything the user can read).
+std::string json_parse_error_text(const std::exception& error);
 
 }  // namespace eaglevk::loader

@@ -11,6 +11,7 @@
 
 #include "loader/gguf.h"
 #include "loader/hf_config.h"
+#include "loader/input_path.h"
 #include "loader/tokenizer.h"
 
 namespace eaglevk::loader {
@@ -94,8 +95,7 @@ std::string hf_name(const std::string& name, int64_t layers) {
 }  // namespace
 
 Llama4Mmproj open_llama4_mmproj(const fs::path& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) fail("mmproj file '{}' does not exist", path.string());
+  if (std::string p = file_problem(path, "mmproj file"); !p.empty()) fail("{}", p);
   if (!is_gguf_file(path))
     fail_setting(Setting::VisionProjector, "{}: not a GGUF file (the vision file is llama.cpp's mmproj-*.gguf)",
                  path.string());

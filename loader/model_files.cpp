@@ -12,6 +12,7 @@
 #include "loader/fp8.h"
 #include "loader/gguf_tokenizer.h"
 #include "loader/hf_config.h"
+#include "loader/input_path.h"
 #include "loader/int4.h"
 #include "loader/json_excerpt.h"
 #include "loader/quantization_config.h"
@@ -418,9 +419,10 @@ std::optional<ChatTemplate> load_chat_template(const ModelFiles& files, const To
 }
 
 ModelFiles open_model_files(const fs::path& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) return open_folder(path);
-  if (!fs::exists(path, ec)) fail("'{}' does not exist (give a model folder or a .gguf file)", path.string());
+  const PathKind kind = path_kind(path);
+  if (kind == PathKind::Folder) return open_folder(path);
+  if (kind == PathKind::Missing) fail("'{}' does not exist (give a model folder or a .gguf file)", path.string());
+  if (kind != PathKind::File) fail("{}", model_problem(path));  // a FIFO or a device: never read
   if (is_gguf_file(path)) return open_gguf(path);
   fail("'{}' is neither a model folder nor a GGUF file", path.string());
 }

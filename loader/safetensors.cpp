@@ -19,7 +19,9 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/input_path.h"
 #include "loader/json_excerpt.h"
+#include "loader/output_file.h"
 
 namespace eaglevk::loader {
 namespace fs = std::filesystem;
@@ -169,7 +171,7 @@ json parse_header(std::string_view text, const std::string& file) {
   try {
     header = json::parse(text, note);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON header: {}", file, e.what());
+    fail("{}: malformed JSON header: {}", file, json_parse_error_text(e));
   }
   if (repeated) fail("{}: the header names tensor '{}' twice", file, *repeated);
   return header;
@@ -232,7 +234,7 @@ SafetensorsIndex parse_safetensors_index(std::string_view text, const std::strin
   try {
     index = json::parse(text);
   } catch (const json::exception& e) {
-    fail("{}: malformed JSON: {}", index_name, e.what());
+    fail("{}: malformed JSON: {}", index_name, json_parse_error_text(e));
   }
   if (!index.is_object()) fail("{}: index is not a JSON object", index_name);
   auto map_it = index.find("weight_map");
@@ -273,7 +275,11 @@ int64_t TensorView::numel() const {
 }
 
 MappedFile MappedFile::open(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // The type first: opening a FIFO for reading would wait for a writer. O_NONBLOCK covers one
+  // that appears between the two calls; fstat below refuses it.
+  if (const PathKind kind = path_kind(path); kind != PathKind::File && kind != PathKind::Missing)
+    fail("{}: not a regular file ({})", path.string(), path_kind_name(kind));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) fail("{}: file does not exist", path.string());
     fail("{}: cannot open: {}", path.string(), std::strerror(errno));
@@ -501,37 +507,13 @@ void write_safetensors(const fs::path& path, std::span<const TensorData> tensors
   std::string text = header.dump();
   text.resize((text.size() + 7) / 8 * 8, ' ');  // keeps the data section 8-byte aligned in the file
 
-  write_file_atomically(path, [&](std::ostream& out) {
+  write_output_file(path, [&](std::ostream& out) {
     const uint64_t header_len = text.size();
     out.write(reinterpret_cast<const char*>(&header_len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const auto& t : tensors)
       out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
   });
-}
-
-
-void write_file_atomically(const fs::path& path, const std::function<void(std::ostream&)>& write) {
-  const std::string file = path.string();
-  fs::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail("{}: cannot open {} for writing", file, tmp.string());
-    write(out);
-    out.close();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      fail("{}: write failed", file);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    fail("{}: cannot rename temporary file into place: {}", file, ec.message());
-  }
 }
 
 }  // namespace eaglevk::loader

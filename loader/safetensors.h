@@ -103,10 +103,6 @@ struct MappedFile {
   ~MappedFile();
 };
 
-// Writes `path` through `write` into `path`.tmp, then renames it into place, so that a failed
-// write never leaves a half-written file under the real name. Errors name the file.
-void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write);
-
 // An opened checkpoint. Owns the mappings; TensorView pointers stay valid for its lifetime,
 // across moves too (moving does not remap).
 struct Checkpoint {
@@ -175,8 +171,8 @@ std::vector<int64_t> to_i64(const TensorView& tensor);             // from I64, 
 std::vector<int32_t> to_i32(const TensorView& tensor);             // from I64 (range-checked), I32
 std::vector<bool> to_bool(const TensorView& tensor);               // from BOOL, U8 (non-zero = true)
 
-// Writes a single-file checkpoint (header padded to 8 bytes like the reference writer), via a
-// temporary file renamed into place so a reader never sees half a file.
+// Writes a single-file checkpoint (header padded to 8 bytes like the reference writer) with
+// loader/output_file.h: atomically over a regular file, in place into a FIFO or a device.
 struct TensorData {
   std::string name;
   DType dtype = DType::F32;

@@ -5,9 +5,12 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/input_path.h"
+
 namespace eaglevk::loader {
 
 std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes, std::string_view what) {
+  require_file(path);  // a FIFO or a device would block the read or never end
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("cannot open {}", path.string());
   std::error_code ec;

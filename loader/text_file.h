@@ -9,8 +9,9 @@
 
 namespace eaglevk::loader {
 
-// Fails with "cannot open PATH", "PATH: N bytes is over the M-byte limit for WHAT" or "cannot
-// read PATH".
+// Fails with "'PATH' does not exist", "'PATH' is a FIFO, not a file" (any type but a regular
+// file: loader/input_path.h), "cannot open PATH", "PATH: N bytes is over the M-byte limit for
+// WHAT" or "cannot read PATH".
 std::string read_text_file(const std::filesystem::path& path, uint64_t max_bytes = UINT64_MAX,
                            std::string_view what = "this file");
 

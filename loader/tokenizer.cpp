@@ -1,5 +1,6 @@
 #include "loader/tokenizer.h"
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <sstream>
@@ -55,6 +56,8 @@ struct TokenizerState {
   // Ids index dense tables. Vocabularies are dense; this bound stops a corrupt id such as 2^30
   // from allocating gigabytes before anything else is checked.
   size_t id_limit = 0;
+  // The most input bytes one token stands for; 0: no bound (Tokenizer::max_input_bytes_per_token).
+  size_t max_input_bytes_per_token = 0;
 };
 
 namespace {
@@ -71,7 +74,7 @@ json parse_json(std::string_view text, std::string_view source) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", source, e.what());
+    fail("{}: invalid JSON: {}", source, json_parse_error_text(e));
   }
 }
 
@@ -481,6 +484,14 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
         if (static_cast<size_t>(id) >= s->id_kind.size() || s->id_kind[id] == IdKind::None)
           r.error("post_processor", fmt::format("template token id {} is not in the vocabulary", id));
     load_bos_eos(*s, tokenizer_config_json, generation_config_json);
+    // A byte-level piece is one byte a symbol, so a token stands for its own bytes (an unknown
+    // byte's unk token for one), an added token for its content, unless it also swallows the
+    // whitespace beside it: then there is no bound.
+    size_t longest = 4;
+    for (const std::string& bytes : s->id_bytes) longest = std::max(longest, bytes.size());
+    for (const AddedTokenSpec& a : s->added) longest = std::max(longest, a.content.size());
+    const bool strips = std::any_of(s->added.begin(), s->added.end(), [](const auto& a) { return a.lstrip || a.rstrip; });
+    s->max_input_bytes_per_token = strips ? 0 : longest;
   } catch (const json::exception& e) {
     // Belt and braces: a shape the checks above missed still ends as a clear error.
     fail("{}: unexpected structure: {}", source, e.what());
@@ -562,6 +573,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   return sanitize_utf8(bytes);
 }
 
+size_t Tokenizer::max_input_bytes_per_token() const { return checked(state).max_input_bytes_per_token; }
 int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(checked(state).id_kind.size()); }
 int32_t Tokenizer::bos_id() const { return checked(state).bos; }
 std::vector<int32_t> Tokenizer::eos_ids() const { return checked(state).eos; }

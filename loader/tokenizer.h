@@ -58,6 +58,11 @@ struct Tokenizer {
   const std::string& token(int32_t id) const;
 
   int32_t vocab_size() const;  // largest id + 1, added tokens included
+  // The most bytes of input text one token can stand for (the longest token's bytes); 0 when
+  // there is no bound (an added token that strips the whitespace beside it). A text of more than
+  // N * max_input_bytes_per_token() bytes encodes to more than N tokens, so a prompt that long
+  // can be refused before it is encoded (encoding costs memory many times the text's size).
+  size_t max_input_bytes_per_token() const;
   int32_t bos_id() const;      // -1 when the tokenizer has no BOS token
   // Ids that end generation: generation_config.json's eos_token_id (int or list), then
   // tokenizer_config.json's eos_token, without duplicates. Empty when neither file names one.

@@ -1,5 +1,6 @@
 // The CLI end to end: bad input gives a clear message and a non-zero exit, never a crash;
 // --json carries what it promises.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -280,8 +282,9 @@ void tensor_fill(const fs::path& file, const std::string& name, const std::strin
             std::streamsize(size));
 }
 
-// Every entry gives exit status 1 and one short `eaglevk: error:` message naming what is
-// wrong: never a signal, a hang or a run that goes on with a wrong value.
+// Every entry gives exit status 1 (or its "status": 2 for a usage error) and one short
+// `eaglevk: error:` message naming what is wrong ("words"; "absent": text it must not quote):
+// never a signal, a hang or a run that goes on with a wrong value. "mkfifo" makes a FIFO.
 TEST(Cli, EveryBadInputIsACleanError) {
   const nlohmann::json table =
       nlohmann::json::parse(std::ifstream(std::string(EAGLEVK_SOURCE_DIR) + "/tests/data/bad_inputs.json"));
@@ -321,6 +324,7 @@ TEST(Cli, EveryBadInputIsACleanError) {
     if (entry.contains("tensor_fill"))
       tensor_fill(dir / entry["tensor_fill"][0].get<std::string>(), entry["tensor_fill"][1], entry["tensor_fill"][2]);
     if (entry.contains("deep_file")) std::ofstream(dir / entry["deep_file"].get<std::string>()) << deep_json() << "\n";
+    if (entry.contains("mkfifo")) ASSERT_EQ(::mkfifo((dir / entry["mkfifo"].get<std::string>()).c_str(), 0600), 0);
 
     std::string args = entry.at("args");
     for (auto [key, value] : {std::pair{std::string("{dir}"), dir.string()}, std::pair{std::string("{assets}"), asset("")}})
@@ -328,12 +332,13 @@ TEST(Cli, EveryBadInputIsACleanError) {
     // A hang fails too: the run gets two minutes.
     const std::string env = entry.value("env", "");  // variables for the run, e.g. "EAGLEVK_SUBGROUP_SIZE=3"
     const Result r = run_process(fmt::format("EAGLEVK_VALIDATE=1 {} timeout 120 {} {} 2>&1", env, EAGLEVK_CLI, args));
-    EXPECT_EQ(r.code, 1) << args << "\n" << r.out.substr(0, 3000);
+    EXPECT_EQ(r.code, entry.value("status", 1)) << args << "\n" << r.out.substr(0, 3000);
     const size_t at = r.out.find("eaglevk: error: ");
     ASSERT_NE(at, std::string::npos) << args << "\n" << r.out.substr(0, 3000);
     const std::string message = r.out.substr(at, r.out.find('\n', at) - at);
     EXPECT_NE(message.find(entry.at("words").get<std::string>()), std::string::npos) << message;
     EXPECT_LT(message.size(), 1000u) << "an error message should be short: " << message.substr(0, 1000);
+    if (entry.contains("absent")) EXPECT_EQ(r.out.find(entry["absent"].get<std::string>()), std::string::npos) << r.out;
     fs::remove_all(dir);
   }
 }
@@ -498,7 +503,7 @@ TEST(CliDraft, AutoTreeChoosesCachesAndStaysLossless) {
             nlohmann::json::parse(plain.out.substr(0, plain.out.find('\n')))["tokens"]);
   expect_usage_error(run_cli(env + fmt::format("run -d {} --spec-topk 17 --spec-draft-tokens auto -p hi",
                                                  asset("tiny-llama3-eagle3"))),
-                       "--spec-topk: tree top-k 17 is out of range (1..16)");
+                       "--spec-topk: 17 is too large (the range is 1..16)");
   ::unsetenv("EAGLEVK_CACHE_DIR");
   fs::remove_all(cache);
 }
@@ -578,6 +583,121 @@ TEST(CliDraft, BadDrafts) {
     fs::remove_all(d);
   }
   expect_clean_failure(run_cli(base + "/no/such/draft"), "'/no/such/draft' does not exist");
+}
+
+// --dump-taps into a FIFO: written in place (a rename over it would replace the FIFO with a
+// regular file); the reader at its other end gets the whole safetensors file.
+TEST(CliDraft, DumpTapsIntoAFifoKeepsTheFifo) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-cli-fifo-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "taps", copy = dir / "copy.safetensors";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const Result r = run_process(fmt::format(
+      "(timeout 120 cat {0} > {1}) & EAGLEVK_VALIDATE=1 timeout 120 {2} run -d {3} -n 10 --ignore-eos "
+      "--prompt-ids 4091,692,1360 --dump-taps {0} 2>&1; status=$?; wait; exit $status",
+      fifo.string(), copy.string(), EAGLEVK_CLI, asset("tiny-llama3-eagle3")));
+  ASSERT_EQ(r.code, 0) << r.out;
+  struct stat st {};
+  ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "--dump-taps replaced the FIFO";
+  loader::Checkpoint taps = loader::Checkpoint::open(copy);
+  EXPECT_EQ(taps.get("hidden_states").shape[1], 3 * 256);
+  auto p = loader::to_i32(taps.get("positions"));
+  ASSERT_GE(p.size(), 10u);
+  for (size_t i = 0; i < p.size(); ++i) EXPECT_EQ(p[i], int32_t(i));
+  EXPECT_EQ(std::set<std::string>({"copy.safetensors", "taps"}),
+            [&] {
+              std::set<std::string> names;
+              for (const auto& e : fs::directory_iterator(dir)) names.insert(e.path().filename().string());
+              return names;
+            }());
+  fs::remove_all(dir);
+}
+
+// --seed -1 is a random seed, as llama.cpp users expect: drawn, printed, recorded in --json,
+// and the printed seed repeats the run. (It once wrapped to 2^64 - 1.)
+TEST(Cli, SeedMinusOneDrawsARandomSeed) {
+  const std::string args = "run -p \"The modules\" -n 12 --ignore-eos --temp 1 --json";
+  const Result r = run_cli(args + " --seed -1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t at = r.out.find("eaglevk: seed ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const uint64_t printed = std::stoull(r.out.substr(at + 14));
+  const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find("{\"")).substr(0, r.out.find('\n', r.out.find("{\"")) - r.out.find("{\"")));
+  EXPECT_EQ(j["seed"].get<uint64_t>(), printed);
+  EXPECT_NE(printed, UINT64_MAX);
+  const Result again = run_cli(fmt::format("{} --seed {}", args, printed), false);
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_EQ(nlohmann::json::parse(again.out.substr(0, again.out.find('\n')))["tokens"], j["tokens"]);
+}
+
+// A context above the model's maximum is clipped with a warning; a prompt longer than the
+// maximum is told the real limit, not to raise --ctx.
+TEST(Cli, ContextAboveTheModelsMaximumWarns) {
+  const int most = nlohmann::json::parse(std::ifstream(asset("tiny-llama3/config.json")))["max_position_embeddings"];
+  const Result clipped = run_cli("run --ctx 100000 -p hi -n 1");
+  EXPECT_EQ(clipped.code, 0) << clipped.out;
+  EXPECT_NE(clipped.out.find(fmt::format("eaglevk: warning: a context of 100000 tokens was asked for, but the model "
+                                         "allows {0}: using {0}", most)),
+            std::string::npos)
+      << clipped.out;
+  EXPECT_EQ(run_cli("run -p hi -n 1").out.find("warning"), std::string::npos);
+  const fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-long-{}.txt", ::getpid());
+  {
+    std::ofstream out(file);
+    for (int i = 0; i < most + 100; ++i) out << " hello";
+  }
+  const Result long_prompt = run_cli(fmt::format("run --ctx 100000 -f {} -n 1", file.string()));
+  EXPECT_EQ(long_prompt.code, 1) << long_prompt.out;
+  EXPECT_NE(long_prompt.out.find(fmt::format("but the context holds {}, the most the model allows", most)),
+            std::string::npos)
+      << long_prompt.out;
+  EXPECT_EQ(long_prompt.out.find("raise"), std::string::npos) << long_prompt.out;
+  const Result short_context = run_cli(fmt::format("run --ctx 1024 -f {} -n 1", file.string()));
+  EXPECT_NE(short_context.out.find(fmt::format("but the context holds 1024 (--ctx: the model allows up to {})", most)),
+            std::string::npos)
+      << short_context.out;
+  fs::remove(file);
+}
+
+// A prompt with more bytes than the context can hold in tokens is refused before it is
+// encoded (a 50 MB line once cost a gigabyte first), naming the dataset line.
+TEST(Cli, PromptTooLongForTheContextIsRefusedBeforeEncoding) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("eaglevk-cli-huge-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string huge(300000, 'a');
+  std::ofstream(dir / "d.jsonl") << "{\"prompt\": \"hi\"}\n" << nlohmann::json{{"prompt", huge}}.dump() << "\n";
+  std::ofstream(dir / "p.txt") << huge;
+  const Result eval = run_cli(fmt::format("eval -d {} --dataset {} --ctx 64 -n 1", asset("tiny-llama3-eagle3"),
+                                          (dir / "d.jsonl").string()));
+  EXPECT_EQ(eval.code, 1) << eval.out;
+  EXPECT_NE(eval.out.find("d.jsonl:2: 300000 bytes cannot fit in a context of 64 tokens"), std::string::npos) << eval.out;
+  EXPECT_NE(eval.out.find("too long to encode"), std::string::npos) << eval.out;
+  const Result run = run_cli(fmt::format("run --ctx 64 -f {} -n 1", (dir / "p.txt").string()));
+  EXPECT_EQ(run.code, 1) << run.out;
+  EXPECT_NE(run.out.find("the prompt: 300000 bytes cannot fit in a context of 64 tokens"), std::string::npos) << run.out;
+  fs::remove_all(dir);
+}
+
+// A role none of the templates' usual ones is rendered as given, with one warning line; the
+// usual roles give none.
+TEST(Cli, UnusualRoleInMessagesWarns) {
+  const fs::path file = fs::temp_directory_path() / fmt::format("eaglevk-roles-{}.json", ::getpid());
+  std::ofstream(file) << R"([{"role": "narrator", "content": "Once"}, {"role": "user", "content": "hi"},
+                             {"role": "narrator", "content": "again"}])";
+  const Result r = run_cli(fmt::format("run --messages {} -n 2 --json", file.string()));
+  EXPECT_EQ(r.code, 0) << r.out;
+  const std::string warning = fmt::format("eaglevk: warning: {}: messages[0] has the role 'narrator'", file.string());
+  ASSERT_NE(r.out.find(warning), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(warning, r.out.find(warning) + 1), std::string::npos) << "warned twice:\n" << r.out;
+  EXPECT_NE(r.out.find("<|start_header_id|>narrator<|end_header_id|>"), std::string::npos) << r.out;
+  std::ofstream(file) << R"([{"role": "system", "content": "Be brief"}, {"role": "user", "content": "hi"}])";
+  const Result usual = run_cli(fmt::format("run --messages {} -n 2", file.string()));
+  EXPECT_EQ(usual.code, 0) << usual.out;
+  EXPECT_EQ(usual.out.find("warning"), std::string::npos) << usual.out;
+  fs::remove(file);
 }
 
 }  // namespace

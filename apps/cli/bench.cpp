@@ -14,6 +14,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/integer_flags.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
@@ -91,6 +92,10 @@ struct Stat {
 int bench_command(const BenchArgs& a) {
   std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   if (a.reps == 0) usage_fail("-r must be at least 1");
+  if (a.n_prompt == 0 && a.n_gen == 0) usage_fail("-p 0 and -n 0 leave bench nothing to measure: give one of them tokens");
+  if (a.n_gen == 0 && a.profile) usage_fail("--profile profiles the decode tests: not with -n 0");
+  if (a.n_gen == 0 && a.depth) usage_fail("--depth {} places the decode tests: not with -n 0", a.depth);
+  if (a.draft.empty() && a.spec.k_option->count()) usage_fail("-k needs a draft (-d): it sets the draft tokens per round");
   engine::TreeParams tree;
   if (a.spec.tree()) {
     if (a.draft.empty()) usage_fail("the --spec-* tree flags need a draft (-d)");
@@ -101,11 +106,13 @@ int bench_command(const BenchArgs& a) {
   ops::Gpu* gpu = &gpu_of(runtime);
   // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
   // prefill writes untimed: attention's cost grows with it.
-  uint32_t context = std::max(a.n_prompt, a.depth + a.n_gen + 1) + 8;
+  // In 64 bits: -n 4294967295 must not wrap to a small context.
+  const uint64_t need = std::max<uint64_t>(a.n_prompt, uint64_t(a.depth) + a.n_gen + 1) + 8;
+  const uint32_t context = uint32_t(std::min<uint64_t>(need, UINT32_MAX));
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
   api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors});
-  if (context > plan.memory.model_max_context)
-    fail("-p/-n/--depth need {} positions; the model allows {}", context, plan.memory.model_max_context);
+  if (need > plan.memory.model_max_context)
+    fail("-p/-n/--depth need {} positions; the model allows {}", need, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.
   const auto load_start = std::chrono::steady_clock::now();
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
@@ -271,11 +278,13 @@ void add_bench_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "Measure prefill and decode tokens/s, load time and peak host memory");
   sub->footer("Example: eaglevk bench -d assets/tiny-llama3-eagle3 -p 64 -n 64 -r 2");
   sub->add_option("-m,--model", args->model, "model folder or GGUF file (default: the bundled tiny model)");
-  sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")->capture_default_str();
-  sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str();
-  sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str();
-  sub->add_option("--depth", args->depth,
-                  "decode after this many tokens of context (llama-bench's -d)");
+  sub->add_option("-p,--n-prompt", args->n_prompt, "prompt tokens for the prefill test")
+      ->capture_default_str()
+      ->check(integer_flag<uint32_t>());
+  sub->add_option("-n,--n-gen", args->n_gen, "tokens for the decode test")->capture_default_str()->check(integer_flag<uint32_t>());
+  sub->add_option("-r,--repetitions", args->reps, "repetitions")->capture_default_str()->check(integer_flag<uint32_t>());
+  sub->add_option("--depth", args->depth, "decode after this many tokens of context (llama-bench's -d)")
+      ->check(integer_flag<uint32_t>());
   sub->add_flag("--profile", args->profile,
                 "then profile one decode of each kind: GPU time and GB/s per family");
   sub->add_option("-o,--output", args->output, "md or json")->check(CLI::IsMember({"md", "json"}))->capture_default_str();

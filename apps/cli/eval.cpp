@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -23,7 +24,10 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/eval_fingerprints.h"
 #include "apps/cli/eval_pass.h"
+#include "apps/cli/integer_flags.h"
 #include "apps/cli/usage.h"
+#include "loader/input_path.h"
+#include "loader/output_file.h"
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/speculative_batch.h"
 #include "runtime/engine/stop_text.h"
@@ -107,7 +111,8 @@ nlohmann::json eval_config(const EvalArgs& a, const std::filesystem::path& dir, 
 // can be repeated). Greedy decoding draws nothing: its seed is 0, so that shards and resumed
 // runs agree without one.
 uint64_t choose_seed(const EvalArgs& a, const EvalShard& shard) {
-  if (a.seed_option->count()) return a.seed;
+  const std::optional<uint64_t> given = a.seed_option->count() ? parse_seed(a.seed) : std::nullopt;  // -1: none
+  if (given) return *given;
   if (a.temp == 0) return 0;
   if (!a.resume.empty()) {
     const std::optional<nlohmann::json> stored = ResumeFile::stored_config(a.resume);
@@ -161,7 +166,19 @@ int eval_command(const EvalArgs& a) {
   if (a.draft.empty()) usage_fail("eval needs a draft (-d)");
   if (a.aux_sweep && !a.resume.empty()) usage_fail("--resume does not go with --aux-shift-sweep");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
-  as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, a.seed}); });
+  as_usage_error([&] { engine::check_sampling({a.temp, 0, 1.0f, 0}); });
+  if (a.temp == 0 && (a.draft_sampling || a.greedy_drafts))
+    fmt::print(stderr, "eaglevk: warning: {} does nothing at --temp 0: greedy drafts are the draft's argmax\n",
+               a.draft_sampling ? "--draft-sampling" : "--greedy-drafts");
+  // Output and resume paths are checked before the evaluation that fills them.
+  if (!a.json_out.empty())
+    if (std::string p = loader::output_problem(a.json_out, "--json"); !p.empty()) fail("{}", p);
+  for (const std::string& folder : a.allowed_image_dirs)
+    if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
+  if (!a.resume.empty())
+    if (const loader::PathKind kind = loader::path_kind(a.resume);
+        kind != loader::PathKind::File && kind != loader::PathKind::Missing)
+      fail("--resume: {} (it is read, then appended to)", loader::file_problem(a.resume));
   as_usage_error([&] { engine::StopText check(a.stop); });
   if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
   if (a.batch > engine::kMaxBatch) usage_fail("--batch is at most {}, got {}", engine::kMaxBatch, a.batch);
@@ -178,8 +195,11 @@ int eval_command(const EvalArgs& a) {
   // accepts more than proposing the draft's argmax (both keep the target's distribution).
   const bool draft_sampling = !tree.enabled() && a.temp > 0 && !a.greedy_drafts;
   const auto wall_start = std::chrono::steady_clock::now();
-  loader::Dataset data = loader::load_dataset(a.dataset, a.strict);
+  loader::Dataset data = loader::load_dataset(a.dataset, a.strict, {a.allowed_image_dirs.begin(), a.allowed_image_dirs.end()});
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);
+  std::set<std::string> warned_roles;
+  for (const loader::DatasetItem& item : data.items)
+    warn_unusual_roles(item.messages, fmt::format("{}:{}", a.dataset, item.line), &warned_roles);
   size_t count = a.limit ? std::min<size_t>(a.limit, data.items.size()) : data.items.size();
   if (shard.count > 1)
     fmt::print(stderr, "eaglevk: shard {}/{}: {} of {} prompts\n", shard.index, shard.count,
@@ -264,9 +284,7 @@ int eval_command(const EvalArgs& a) {
   if (!a.json_out.empty()) {
     nlohmann::json j = report_to_json(report, plain != nullptr);
     if (!sweep.empty()) j["aux_shift_sweep"] = aux_sweep_json(sweep);
-    std::ofstream out(a.json_out);
-    if (!out) fail("cannot write '{}'", a.json_out);
-    out << j.dump(2) << "\n";
+    loader::write_output_file(a.json_out, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
   }
   // EAGLEVK_PROFILE=1: GPU time per command family per generated token (eval's submissions,
   // prefills included), and the host's recording and waiting time.
@@ -290,33 +308,40 @@ void add_eval_command(CLI::App& app) {
   sub->add_option("--dataset", args->dataset,
                   "JSONL: prompt, turns, messages or conversations, and a category")
       ->required();
+  sub->add_option("--allowed-image-dir", args->allowed_image_dirs,
+                  "a folder besides the dataset's own its images may be in")->type_name("DIR");
   add_spec_flags(sub, args->spec);
   add_check_tensors_flags(sub, args->check_tensors);
-  sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")->capture_default_str();
-  sub->add_option("--limit", args->limit, "evaluate only the first N prompts");
+  sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")
+      ->capture_default_str()
+      ->check(integer_flag<uint32_t>());
+  sub->add_option("--limit", args->limit, "evaluate only the first N prompts")->check(integer_flag<uint32_t>());
   sub->add_flag("--chat", args->chat, "render `prompt` lines as a user turn with the chat template");
   sub->add_option("--chat-template", args->chat_template,
                   "a Jinja chat template file to use instead of the target's")->type_name("FILE");
   sub->add_option("--temp", args->temp, "temperature (0: greedy)")->capture_default_str();
   args->seed_option =
-      sub->add_option("--seed", args->seed, "random seed (default at T > 0: a random one; shards need one)");
-  sub->add_option("--ctx", args->ctx, "context length")->capture_default_str();
+      sub->add_option("--seed", args->seed, "random seed; -1 or none at T > 0: a random one (shards need one)");
+  sub->add_option("--ctx", args->ctx, "context length")->capture_default_str()->check(integer_flag<uint32_t>());
   sub->add_flag("--draft-sampling", args->draft_sampling,
                 "at T > 0: draw drafts from the draft's distribution (the default)");
   sub->add_flag("--greedy-drafts", args->greedy_drafts,
                 "at T > 0: propose the draft's argmax instead (vLLM's default)");
   sub->add_option("--stop", args->stop, "end a generation at this text (repeatable)");
   sub->add_option("--logprobs", args->logprobs,
-                  "record each token's log-probability and the N most likely (--json)");
+                  "record each token's log-probability and the N most likely (--json)")
+      ->check(integer_flag<uint32_t>());
   sub->add_flag("--baseline", args->baseline,
                 "also decode plainly: the speed-up, and at T = 0 equal outputs");
   sub->add_option("--shard", args->shard,
                   "prompts i, i+N, ... only: i/N, or auto (Slurm array, Indexed Job)");
-  sub->add_option("--shard-count", args->shard_count, "with --shard auto in a Kubernetes Indexed Job: the completions");
+  sub->add_option("--shard-count", args->shard_count, "with --shard auto in a Kubernetes Indexed Job: the completions")
+      ->check(integer_flag<uint32_t>());
   sub->add_option("--resume", args->resume,
                   "append finished prompts to this JSONL file; skip those already in it");
   sub->add_option("--batch", args->batch,
-                  "sequences decoded together (default 8 with -k, 1 with a tree)");
+                  "sequences decoded together (default 8 with -k, 1 with a tree)")
+      ->check(integer_flag<uint32_t>());
   sub->add_flag("--no-kv-reuse", args->no_kv_reuse, "prefill every turn of a conversation from its start");
   sub->add_flag("--strict", args->strict, "stop at the first bad line instead of skipping it");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");

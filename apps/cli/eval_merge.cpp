@@ -4,7 +4,6 @@
 // and totals and categories computed from them as eval computes its own. Reports agree when
 // their settings and their inputs' fingerprints do (eval_fingerprints.h), whatever paths named
 // the inputs: the merged report records the first report's paths.
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -18,6 +17,7 @@
 #include "apps/cli/eval_report.h"
 #include "apps/cli/usage.h"
 #include "loader/json_excerpt.h"
+#include "loader/output_file.h"
 #include "loader/text_file.h"
 
 namespace eaglevk::cli {
@@ -39,6 +39,8 @@ nlohmann::json read_report(const std::string& path) {
 
 int merge_command(const MergeArgs& a) {
   if (a.inputs.empty()) usage_fail("eval-merge needs the shards' reports (eval --json files)");
+  if (!a.out.empty())
+    if (std::string p = loader::output_problem(a.out, "--json"); !p.empty()) fail("{}", p);
   EvalReport merged;
   std::set<uint32_t> shard_indices;
   std::set<size_t> indices;
@@ -97,9 +99,8 @@ int merge_command(const MergeArgs& a) {
   fmt::print("merged {} shards, {} prompts\n{}", shard_count, merged.records.size(),
              report_text(merged, baseline, merged.config.value("temperature", 0.0)));
   if (!a.out.empty()) {
-    std::ofstream out(a.out);
-    if (!out) fail("cannot write '{}'", a.out);
-    out << report_to_json(merged, baseline).dump(2) << "\n";
+    const nlohmann::json report = report_to_json(merged, baseline);
+    loader::write_output_file(a.out, [&](std::ostream& out) { out << report.dump(2) << "\n"; });
   }
   return 0;
 }

@@ -64,17 +64,22 @@ engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetI
 // and answers so far.
 std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, const loader::DatasetItem& item,
                                      size_t g, std::vector<loader::ChatMessage>& conversation, std::string* text) {
+  // A line too long for the context is refused before it is encoded (check_text_fits).
+  const std::string where = fmt::format("{}:{}", a.dataset, item.line);
   auto chat_ids = [&](const std::vector<loader::ChatMessage>& messages) {
-    if (!m.chat) fail("{}:{}: this line needs the chat template: {}", a.dataset, item.line, m.chat_error);
+    if (!m.chat) fail("{}: this line needs the chat template: {}", where, m.chat_error);
     std::string rendered = m.chat->render(messages, true);
+    check_text_fits(m, rendered, where);
     std::vector<int32_t> ids = m.tokenizer.encode(rendered, false);
     if (text) *text = std::move(rendered);
     return ids;
   };
   switch (item.kind) {
     case loader::DatasetItem::Kind::Prompt:
-      if (!a.chat && text) *text = item.prompt;
-      return a.chat ? chat_ids({{"user", item.prompt}}) : m.tokenizer.encode(item.prompt, true);
+      if (a.chat) return chat_ids({{"user", item.prompt}});
+      check_text_fits(m, item.prompt, where);
+      if (text) *text = item.prompt;
+      return m.tokenizer.encode(item.prompt, true);
     case loader::DatasetItem::Kind::Messages: return chat_ids(item.messages);
     case loader::DatasetItem::Kind::Turns:
       if (g == 0 && !item.system.empty()) conversation.push_back({"system", item.system});
@@ -159,8 +164,7 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
       options.images = &image_prompt.images;
     }
     if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-           e.context);
+      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, ids.size(), context_advice(m, e.context));
     engine::SpecStats stats;
     StopWatch watch{m.tokenizer, a.stop, std::nullopt};
     auto out = spec.generate(ids, options, stats, watch.callback());
@@ -204,8 +208,7 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
     std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation, &prompt_text);
     line.record.prompt_texts.push_back(std::move(prompt_text));
     if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens but the context holds {} (raise --ctx)", a.dataset, item.line, ids.size(),
-           e.context);
+      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, ids.size(), context_advice(e.m, e.context));
     engine::GenerationOptions options = e.options;
     options.reuse_prefix = line.generation > 0 && !a.no_kv_reuse;
     line.watch = std::make_unique<StopWatch>(StopWatch{e.m.tokenizer, a.stop, std::nullopt});

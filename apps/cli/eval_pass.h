@@ -26,14 +26,13 @@
 namespace eaglevk::cli {
 
 struct EvalArgs {
-  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume, chat_template;
-  std::vector<std::string> stop;
+  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume, chat_template, seed;
+  std::vector<std::string> stop, allowed_image_dirs;
   SpecFlags spec;
   uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
   bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
        aux_sweep = false, no_kv_reuse = false;
   float temp = 0;
-  uint64_t seed = 0;
   CLI::Option* seed_option = nullptr;
   std::optional<bool> check_tensors;
 };

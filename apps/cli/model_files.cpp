@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/core.h>
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/integer_flags.h"
 #include "apps/cli/load_progress.h"
 #include "apps/cli/usage.h"
 #include "loader/chat_messages.h"
+#include "loader/input_path.h"
 #include "loader/text_file.h"
 #include "runtime/engine/elapsed.h"
 
@@ -50,6 +53,14 @@ std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api:
   return api::load_model(runtime, std::move(plan));
 }
 
+void check_text_fits(const api::Model& m, std::string_view text, std::string_view where) {
+  const uint64_t per_token = m.tokenizer.max_input_bytes_per_token(), context = m.planned_context;
+  if (per_token && context && text.size() > context * per_token)
+    fail("{}: {} bytes cannot fit in a context of {} tokens (a token of this tokenizer stands for at most {} bytes): "
+         "too long to encode",
+         where, text.size(), context, per_token);
+}
+
 std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source, std::string* text) {
   if (!source.ids.empty()) return source.ids;
   if (source.chat) {
@@ -58,11 +69,41 @@ std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source,
     messages.push_back({"user", source.text});
     // The rendered template carries BOS itself.
     const std::string rendered = api::apply_chat_template(m, messages, true);
+    check_text_fits(m, rendered, "the chat prompt");
     if (text) *text = rendered;
     return api::tokenize(m, rendered, false);
   }
+  check_text_fits(m, source.text, "the prompt");
   if (text) *text = source.text;
   return api::tokenize(m, source.text, true);
+}
+
+std::string context_advice(const api::Model& m, uint32_t context) {
+  const uint32_t most = m.max_context();
+  if (context >= most) return fmt::format("but the context holds {}, the most the model allows", context);
+  return fmt::format("but the context holds {} (--ctx: the model allows up to {})", context, most);
+}
+
+void warn_unusual_roles(const std::vector<loader::ChatMessage>& messages, std::string_view source,
+                        std::set<std::string>* warned) {
+  std::set<std::string> here;
+  if (!warned) warned = &here;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (loader::is_known_chat_role(role) || !warned->insert(role).second) continue;
+    fmt::print(stderr,
+               "eaglevk: warning: {}: messages[{}] has the role '{}', none of {}: the template renders it as "
+               "given\n",
+               source, i, role.size() > 40 ? role.substr(0, 40) + "..." : role, loader::kKnownChatRoles);
+  }
+}
+
+void check_image_folders(const std::vector<std::filesystem::path>& images, const std::vector<std::filesystem::path>& folders,
+                         std::string_view source) {
+  for (const std::filesystem::path& image : images)
+    if (std::none_of(folders.begin(), folders.end(), [&](const auto& f) { return loader::path_is_inside(image, f); }))
+      fail("{}: image '{}' lies outside the file's folder: an image from elsewhere needs --allowed-image-dir", source,
+           image.string().substr(0, 200));
 }
 
 PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
@@ -80,6 +121,12 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
     if (!source.images.empty()) fail("--image cannot be combined with --messages: put the images in the messages");
     const std::filesystem::path file = source.messages_file;
     loader::ParsedChat chat = loader::parse_chat_messages_json(loader::read_text_file(file), file.parent_path(), file.string());
+    // An empty list would render nothing, not even BOS.
+    if (chat.messages.empty()) fail("{}: the conversation is empty: give at least one message", file.string());
+    warn_unusual_roles(chat.messages, file.string());
+    std::vector<std::filesystem::path> folders = {file.parent_path()};
+    folders.insert(folders.end(), source.allowed_image_dirs.begin(), source.allowed_image_dirs.end());
+    check_image_folders(chat.images, folders, file.string());
     messages = std::move(chat.messages);
     image_paths = std::move(chat.images);
   } else {
@@ -96,6 +143,7 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
   // Whether the model takes images at all comes first: it is the reason a user needs to hear.
   if (!image_paths.empty() && !m.images) throw Error(m.no_images_reason, m.no_images_setting);
   std::string rendered = api::apply_chat_template(m, messages, true);
+  check_text_fits(m, rendered, source.messages_file.empty() ? "the chat prompt" : source.messages_file);
   std::vector<int32_t> ids = api::tokenize(m, rendered, false);
   if (image_paths.empty()) {
     PreparedPrompt out;
@@ -128,16 +176,7 @@ std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag) {
   std::vector<int32_t> ids;
   std::stringstream in(csv);
   std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      size_t used = 0;
-      long v = std::stol(item, &used);
-      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
-      ids.push_back(int32_t(v));
-    } catch (const std::exception&) {
-      usage_fail("{}: '{}' is not a non-negative integer", flag, item);
-    }
-  }
+  while (std::getline(in, item, ',')) ids.push_back(int32_t(parse_integer(item, flag, 0, INT32_MAX)));
   if (ids.empty()) usage_fail("{} is empty", flag);
   return ids;
 }

@@ -3,12 +3,15 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <eaglevk/eaglevk.hpp>
 
+#include "loader/chat_template.h"
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/prompt_images.h"
@@ -36,6 +39,8 @@ struct PromptSource {
   std::vector<int32_t> ids;  // --prompt-ids: used as given
   std::vector<std::string> images;  // --image: in the user turn, before the text (needs chat)
   std::string messages_file;        // --messages: a whole conversation (Hugging Face chat format)
+  // --allowed-image-dir: folders besides the messages file's own that its images may come from.
+  std::vector<std::filesystem::path> allowed_image_dirs;
 };
 std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source, std::string* text = nullptr);
 
@@ -53,11 +58,32 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source);
 // --check-tensors / --no-check-tensors (run, eval, bench): the weight scan at load, forced on or
 // off; unset leaves api::LoadOptions::check_tensors' rule (on up to 256 MiB of weights).
 void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check);
+// Refuses `text` before it is encoded when it has more bytes than the model's planned context
+// can hold in tokens (loader::Tokenizer::max_input_bytes_per_token): encoding a 50 MB prompt
+// would cost a gigabyte before the context check could refuse it. `where` names the text.
+void check_text_fits(const api::Model& m, std::string_view text, std::string_view where);
+
+// The end of "the prompt has N tokens ..." when a prompt does not fit `context`: the real limit,
+// and --ctx only when raising it can help.
+std::string context_advice(const api::Model& m, uint32_t context);
+
+// A warning line for each role in `messages` that is none of loader::kKnownChatRoles, once
+// per role (per `warned`, when given: eval warns once for a whole dataset): the templates
+// eaglevk ships render any role as a header, so it is no error, but a typo ("asistant") would
+// otherwise pass unnoticed.
+void warn_unusual_roles(const std::vector<loader::ChatMessage>& messages, std::string_view source,
+                        std::set<std::string>* warned = nullptr);
+
+// Fails unless every image lies inside one of `folders` (loader::path_is_inside), naming
+// `source` (the messages file).
+void check_image_folders(const std::vector<std::filesystem::path>& images, const std::vector<std::filesystem::path>& folders,
+                         std::string_view source);
 
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
 void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);
 
-// Comma-separated non-negative integers; a usage error naming `flag` otherwise.
+// Comma-separated integers in 0..INT32_MAX (parse_integer, integer_flags.h); a usage error
+// naming `flag` otherwise.
 std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag);
 
 }  // namespace eaglevk::cli

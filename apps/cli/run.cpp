@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <span>
 
 #include <fmt/core.h>
@@ -13,9 +14,12 @@
 
 #include "apps/cli/commands.h"
 #include "apps/cli/eval_report.h"
+#include "apps/cli/integer_flags.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
+#include "loader/input_path.h"
+#include "loader/output_file.h"
 #include "loader/safetensors.h"
 #include "loader/text_file.h"
 #include "runtime/engine/generate.h"
@@ -30,18 +34,44 @@ constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of
 
 struct RunArgs {
   std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages,
-      chat_template;
-  std::vector<std::string> images, stop;
+      chat_template, seed;
+  std::vector<std::string> images, stop, allowed_image_dirs;
   SpecFlags spec;
   std::optional<bool> check_tensors;
-  CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr;
+  CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr, *top_k_option = nullptr,
+              *top_p_option = nullptr;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0, logprobs = 0;
   bool chat = false, ignore_eos = false, json = false, draft_sampling = false, greedy_drafts = false,
        interactive = false;
   float temp = 0, top_p = 1;
   int32_t top_k = 0;
-  uint64_t seed = 0;
 };
+
+// Flags that only mean something beside another one: each given alone is refused, naming both,
+// instead of being dropped without a word.
+void check_flag_pairs(const RunArgs& a) {
+  if (!a.system.empty() && !a.chat)
+    usage_fail("--system needs --chat (a system message is a turn of the chat template){}",
+               a.messages.empty() ? "" : "; with --messages, put it in the messages");
+  if (!a.chat_template.empty() && !a.chat && a.messages.empty())
+    usage_fail("--chat-template needs --chat or --messages (a raw prompt is not rendered with a template)");
+  if (a.top_logits && !a.json) usage_fail("--top-logits goes with --json (they are reported there)");
+  if (!a.allowed_image_dirs.empty() && a.messages.empty())
+    usage_fail("--allowed-image-dir goes with --messages (it allows the file's images from another folder)");
+  if (a.draft.empty()) {
+    if (a.spec.k_option && a.spec.k_option->count()) usage_fail("-k needs a draft (-d): it sets the draft tokens per round");
+    if (a.draft_sampling || a.greedy_drafts)
+      usage_fail("{} needs a draft (-d)", a.draft_sampling ? "--draft-sampling" : "--greedy-drafts");
+  }
+  // At --temp 0 decoding is greedy: a cut-off of the distribution changes nothing.
+  if (a.temp == 0 && a.top_k_option->count() && a.top_k != 0)
+    usage_fail("--top-k {} needs --temp > 0 (at --temp 0 decoding is greedy)", a.top_k);
+  if (a.temp == 0 && a.top_p_option->count() && a.top_p != 1)
+    usage_fail("--top-p {} needs --temp > 0 (at --temp 0 decoding is greedy)", a.top_p);
+  if (a.temp == 0 && (a.draft_sampling || a.greedy_drafts))
+    fmt::print(stderr, "eaglevk: warning: {} does nothing at --temp 0: greedy drafts are the draft's argmax\n",
+               a.draft_sampling ? "--draft-sampling" : "--greedy-drafts");
+}
 
 // Collects the taps of verified positions and writes them as one safetensors file.
 struct TapDump {
@@ -74,6 +104,12 @@ int run_command(const RunArgs& a) {
   if (!given_prompt && a.file.empty() && !given_ids && a.messages.empty())
     usage_fail("run needs a prompt: -p TEXT, -f FILE, --prompt-ids IDS or --messages FILE.json");
   if (given_prompt && a.prompt.empty()) usage_fail("the prompt (-p) is empty");
+  check_flag_pairs(a);
+  // The output path is checked before the generation that fills it.
+  if (!a.dump_taps.empty())
+    if (std::string p = loader::output_problem(a.dump_taps, "--dump-taps"); !p.empty()) fail("{}", p);
+  for (const std::string& folder : a.allowed_image_dirs)
+    if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
   PromptSource source;
   source.text = !a.file.empty() ? loader::read_text_file(a.file) : a.prompt;
   if (!a.file.empty() && source.text.empty()) fail("the prompt file '{}' is empty", a.file);
@@ -81,6 +117,7 @@ int run_command(const RunArgs& a) {
   source.system = a.system;
   source.images = a.images;
   source.messages_file = a.messages;
+  source.allowed_image_dirs.assign(a.allowed_image_dirs.begin(), a.allowed_image_dirs.end());
   if (given_ids) {
     if (given_prompt || !a.file.empty() || a.chat) usage_fail("--prompt-ids cannot be combined with -p, -f or --chat");
     source.ids = parse_id_list(a.prompt_ids, "--prompt-ids");
@@ -92,9 +129,11 @@ int run_command(const RunArgs& a) {
   if (a.interactive && !a.dump_taps.empty()) usage_fail("--dump-taps writes one generation's taps: not with --interactive");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
   as_usage_error([&] { engine::StopText check(a.stop); });
-  engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, a.seed};
+  // No --seed, or --seed -1: a new draw each run at --temp > 0 (printed, and in --json).
+  const std::optional<uint64_t> seed = a.seed_option->count() ? parse_seed(a.seed) : std::nullopt;
+  engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, seed.value_or(0)};
   as_usage_error([&] { engine::check_sampling(sampling); });
-  if (a.temp > 0 && !a.seed_option->count()) sampling.seed = announced_random_seed();  // a new draw each run
+  if (a.temp > 0 && !seed) sampling.seed = announced_random_seed();
 
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -122,9 +161,7 @@ int run_command(const RunArgs& a) {
   if (draft) print_draft_taps(*draft, target.config().num_hidden_layers, !a.aux_layers.empty());
   PreparedPrompt prepared = prepare_prompt(m, source);
   const std::vector<int32_t>& prompt = prepared.ids;
-  if (prompt.size() >= context)
-    fail("the prompt has {} tokens but the context holds {} (raise --ctx; the model allows {})", prompt.size(), context,
-         target.config().max_position_embeddings);
+  if (prompt.size() >= context) fail("the prompt has {} tokens {}", prompt.size(), context_advice(m, context));
 
   if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {prompt});
 
@@ -238,7 +275,7 @@ int run_command(const RunArgs& a) {
       conversation.push_back({"user", line});
       prompt_text = api::apply_chat_template(m, conversation, true);
       const std::vector<int32_t> ids = api::tokenize(m, prompt_text, false);
-      if (ids.size() >= context) fail("the conversation has {} tokens but the context holds {} (raise --ctx)", ids.size(), context);
+      if (ids.size() >= context) fail("the conversation has {} tokens {}", ids.size(), context_advice(m, context));
       generate_turn(ids, true);
       generated += r.tokens.size();
     }
@@ -261,7 +298,7 @@ void add_run_command(CLI::App& app) {
   args->prompt_ids_option = sub->add_option("--prompt-ids", args->prompt_ids, "comma-separated token ids, used as given (no BOS added)");
   sub->add_option("--mmproj", args->mmproj,
                   "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model");
-  sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str();
+  sub->add_option("-n,--n-predict", args->n_predict, "tokens to generate")->capture_default_str()->check(integer_flag<uint32_t>());
   sub->add_flag("--chat", args->chat, "render the prompt as one user turn with the chat template");
   sub->add_option("--chat-template", args->chat_template,
                   "a Jinja chat template file to use instead of the model's")->type_name("FILE");
@@ -270,16 +307,20 @@ void add_run_command(CLI::App& app) {
                   "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,
                   "a conversation as Hugging Face chat JSON, with or without images");
+  sub->add_option("--allowed-image-dir", args->allowed_image_dirs,
+                  "with --messages: a folder besides the file's own its images may be in")->type_name("DIR");
   sub->add_option("--system", args->system, "system message (with --chat)");
   sub->add_option("--temp", args->temp, "temperature; 0 is greedy")->capture_default_str();
-  sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")->capture_default_str();
-  sub->add_option("--top-p", args->top_p, "nucleus sampling mass (1: off)")->capture_default_str();
-  args->seed_option = sub->add_option("--seed", args->seed, "random seed (default at --temp > 0: a random one, printed)");
+  args->top_k_option = sub->add_option("--top-k", args->top_k, "keep the k most likely tokens (0: off)")
+                           ->capture_default_str()
+                           ->check(integer_flag<int32_t>());
+  args->top_p_option = sub->add_option("--top-p", args->top_p, "nucleus sampling mass (1: off)")->capture_default_str();
+  args->seed_option = sub->add_option("--seed", args->seed, "random seed; -1 or none at --temp > 0: a random one, printed");
   sub->add_option("--stop", args->stop, "end generation at this text, which is not printed (repeatable)");
   sub->add_flag("-i,--interactive", args->interactive,
                 "with --chat: read further user turns from stdin, keeping the KV cache");
-  sub->add_option("--ctx", args->ctx,
-                  "context length in tokens (default: the model's maximum, or what fits)");
+  sub->add_option("--ctx", args->ctx, "context length in tokens (default: the model's maximum, or what fits)")
+      ->check(integer_flag<uint32_t>());
   sub->add_flag("--ignore-eos", args->ignore_eos, "keep generating through end-of-sequence tokens");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
   add_spec_flags(sub, args->spec);
@@ -291,9 +332,11 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
   sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
-  sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position");
+  sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position")
+      ->check(integer_flag<uint32_t>());
   sub->add_option("--logprobs", args->logprobs,
-                  "with --json: each token's log-probability and the N most likely ones");
+                  "with --json: each token's log-probability and the N most likely ones")
+      ->check(integer_flag<uint32_t>());
   register_runner(sub, [args] { return run_command(*args); });
 }
 

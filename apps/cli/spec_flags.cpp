@@ -1,13 +1,13 @@
 #include "apps/cli/spec_flags.h"
 
 #include <algorithm>
-#include <charconv>
 #include <random>
 
 #include <fmt/format.h>
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/integer_flags.h"
 #include "apps/cli/usage.h"
 #include "runtime/engine/tree_auto.h"
 #include "runtime/ops/tree.h"
@@ -16,12 +16,19 @@ namespace eaglevk::cli {
 
 void add_spec_flags(CLI::App* sub, SpecFlags& f) {
   f.k_option = sub->add_option("-k,--num-spec-tokens", f.k, "chain drafting: draft tokens per round, 1..16 (with -d)")
-                   ->capture_default_str();
-  sub->add_option("--spec-steps", f.steps,
-                  "tree drafting: draft levels (SGLang's --speculative-num-steps)");
-  sub->add_option("--spec-topk", f.topk, "tree drafting: children per expanded node (default 1)");
+                   ->capture_default_str()
+                   ->check(integer_flag<uint32_t>());
+  // The tree flags are checked against the kernels' limits as they are parsed: 0 is no way to
+  // say "not given" (it once fell back to chain drafting without a word).
+  sub->add_option("--spec-steps", f.steps, "tree drafting: draft levels (SGLang's --speculative-num-steps)")
+      ->check(integer_in(1, ops::kTreeMaxLevels));
+  sub->add_option("--spec-topk", f.topk, "tree drafting: children per expanded node (default 1)")
+      ->check(integer_in(1, ops::kTreeMaxTopK));
   sub->add_option("--spec-draft-tokens", f.draft_tokens,
-                  "tree drafting: verified tokens a round, or 'auto' (chosen per device)");
+                  "tree drafting: verified tokens a round, or 'auto' (chosen per device)")
+      ->check(CLI::Validator(
+          [](std::string& text) { return text == "auto" ? std::string() : integer_problem(text, 2, ops::kTreeMaxNodes); },
+          ""));
 }
 
 engine::TreeParams SpecFlags::tree_params(bool with_k) const {
@@ -45,11 +52,7 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
     if (t.topk != 1) usage_fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
     t.draft_tokens = steps + 1;  // the chain: every level's single node
   } else {
-    uint32_t m = 0;
-    auto [end, ec] = std::from_chars(draft_tokens.data(), draft_tokens.data() + draft_tokens.size(), m);
-    if (ec != std::errc() || end != draft_tokens.data() + draft_tokens.size())
-      usage_fail("--spec-draft-tokens must be a token count, got '{}'", draft_tokens);
-    t.draft_tokens = m;
+    t.draft_tokens = uint32_t(parse_integer(draft_tokens, "--spec-draft-tokens", 2, ops::kTreeMaxNodes));
   }
   as_usage_error([&] { engine::check_tree_params(t); });
   return t;

@@ -7,6 +7,7 @@
 #include <eaglevk/eaglevk.hpp>
 
 #include "loader/draft_verifier.h"
+#include "loader/input_path.h"
 #include "loader/mmproj.h"
 #include "loader/model_files.h"
 #include "loader/tensor_check.h"
@@ -23,14 +24,15 @@ namespace fs = std::filesystem;
 
 // The files a loader will open, checked up front so that a missing one reads as an I/O error
 // and not as a broken checkpoint.
+// A FIFO or a device is refused by its type (loader/input_path.h): opening it would block or
+// read forever.
 void require_dir(const fs::path& dir, const char* what) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) fail_as(ErrorKind::Io, "{} folder '{}' does not exist", what, dir.string());
+  if (std::string p = loader::folder_problem(dir, fmt::format("{} folder", what)); !p.empty())
+    fail_as(ErrorKind::Io, "{}", p);
 }
 
 void require_file(const fs::path& file) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) fail_as(ErrorKind::Io, "'{}' does not exist", file.string());
+  if (std::string p = loader::file_problem(file); !p.empty()) fail_as(ErrorKind::Io, "{}", p);
 }
 
 void require_checkpoint(const fs::path& dir) {
@@ -41,8 +43,10 @@ void require_checkpoint(const fs::path& dir) {
 
 // A model folder (config.json, safetensors, and for a target tokenizer.json) or a GGUF file.
 void require_model(const fs::path& path, const char* what, bool target) {
-  std::error_code ec;
-  if (fs::is_regular_file(path, ec)) return;  // a GGUF file: its loader says what is wrong with it
+  const loader::PathKind kind = loader::path_kind(path);
+  if (kind == loader::PathKind::File) return;  // a GGUF file: its loader says what is wrong with it
+  if (kind != loader::PathKind::Folder && kind != loader::PathKind::Missing)
+    fail_as(ErrorKind::Io, "{}", loader::model_problem(path, what));
   require_dir(path, what);
   require_file(path / "config.json");
   if (target) require_file(path / "tokenizer.json");

@@ -155,14 +155,17 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     return context;
   }
   const uint32_t context = std::min(requested, p.model_max_context);
+  if (note && requested > p.model_max_context)
+    *note = fmt::format("warning: a context of {} tokens was asked for, but the model allows {}: using {}", requested,
+                        p.model_max_context, context);
   if (context > p.device_max_context)
     fail_setting(Setting::Context, "a context of {} tokens is too long for this device: {}", context, binding_limit);
   if (p.total(context) > p.budget)
-    fail_setting(Setting::Context, "a context of {} tokens does not fit the device: {} of weights + {} of KV cache ({} per token) + {} for activations = "
-         "{}, but {}; a context of at most {} fits (or use a quantized file)",
-         context, format_bytes(p.weights), format_bytes(p.total(context) - p.weights - p.per_pass),
-         format_bytes(p.kv_per_token),
-         format_bytes(p.per_pass), format_bytes(p.total(context)), budget, fits);
+    fail_setting(Setting::Context,
+                 "a context of {} tokens does not fit the device: {} of weights + {} of KV cache ({} per token) + {} "
+                 "for activations = {}, but {}; a context of at most {} fits (or use a quantized file)",
+                 context, format_bytes(p.weights), format_bytes(p.total(context) - p.weights - p.per_pass),
+                 format_bytes(p.kv_per_token), format_bytes(p.per_pass), format_bytes(p.total(context)), budget, fits);
   return context;
 }
 

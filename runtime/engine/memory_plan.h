@@ -38,8 +38,8 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
                        uint32_t max_rows);
 
 // The context to run with. `requested` 0 means "the model's maximum if it fits, else what
-// fits", and `note` then says which (empty when the maximum fits). A requested context is
-// clipped to the model's maximum as before. Fails with the budget message when the weights
+// fits", and `note` then says which (empty when the maximum fits). A requested context above
+// the model's maximum is clipped to it, with a warning in `note`. Fails with the budget message when the weights
 // do not fit, or when the requested context does not.
 uint32_t choose_context(const MemoryPlan& plan, uint32_t requested, std::string* note);
 

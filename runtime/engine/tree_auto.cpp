@@ -11,6 +11,7 @@
 
 #include <eaglevk/error.h>
 
+#include "loader/output_file.h"
 #include "runtime/ops/tree.h"
 
 namespace eaglevk::engine {
@@ -74,11 +75,12 @@ void save_costs(const AutoOptions& o, const PassCosts& costs, std::string* repor
                       {"draft_rows", costs.draft_rows},     {"draft_seconds", costs.draft_seconds}};
   std::error_code ec;
   std::filesystem::create_directories(o.cache_dir, ec);
-  // Written beside and renamed: a reader never sees half a file.
-  const std::filesystem::path path = cache_file(o), tmp = path.string() + ".tmp";
-  std::ofstream(tmp) << j.dump(1) << "\n";
-  std::filesystem::rename(tmp, path, ec);
-  if (ec && report) *report += fmt::format("could not cache the pass costs in {}: {}\n", o.cache_dir.string(), ec.message());
+  // Written atomically (loader/output_file.h): a reader never sees half a file.
+  try {
+    loader::write_output_file(cache_file(o), [&](std::ostream& out) { out << j.dump(1) << "\n"; });
+  } catch (const Error& e) {
+    if (report) *report += fmt::format("could not cache the pass costs in {}: {}\n", o.cache_dir.string(), e.what());
+  }
 }
 
 }  // namespace
