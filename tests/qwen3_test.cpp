@@ -5,7 +5,9 @@
 // logits of several prompts within the golden tests' tolerance, and greedy decoding step by step.
 // The same weights as a `qwen3` GGUF file written with loader::write_gguf (llama.cpp's names,
 // stated here apart from the loader's table) give the same bits. An EAGLE-3 head (a Llama layer,
-// as published Qwen3 heads are) over the Qwen3 target is lossless, chained and as a tree.
+// as published Qwen3 heads are) over the Qwen3 target is lossless, chained and as a tree, in the
+// library and from the CLI (with tiny-llama3's tokenizer beside the weights: Qwen's own, with its
+// NFC normalizer, is refused by name).
 #include <unistd.h>
 
 #include <filesystem>
@@ -24,7 +26,9 @@
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/speculative.h"
+#include "support/golden.h"
 #include "support/gpu_fixture.h"
+#include "support/process.h"
 #include "support/real_dims.h"
 #include "support/reference_llama.h"
 #include "support/synthetic.h"
@@ -37,7 +41,7 @@ namespace fs = std::filesystem;
 // The golden tests' tolerance on logits (eaglevk keeps the KV cache in f16 as the reference
 // does; the rest differs by summation order).
 constexpr double kLogitTolerance = 2e-3;
-constexpr int32_t kVocab = 1024, kBos = kVocab - 3;
+constexpr int32_t kVocab = 4096, kBos = kVocab - 3;
 constexpr uint32_t kLayers = 4;
 
 // llama.cpp's GGUF names for a Qwen3 block, HF suffix -> GGUF suffix.
@@ -103,7 +107,9 @@ struct Checkpoints {
     tied_gguf = root / "gguf-tied" / "qwen3-tiny-tied.gguf";
     SynthOptions o;
     o.layers = kLayers;
+    o.tokenizer_dir = asset("tiny-llama3");  // for the CLI: Qwen's own tokenizer is not supported
     write_synthetic_checkpoint(SynthKind::Qwen3_Tiny, untied, o);
+    o.tokenizer_dir.clear();
     o.tie_embeddings = true;
     o.seed = 2;
     write_synthetic_checkpoint(SynthKind::Qwen3_Tiny, tied, o);
@@ -245,6 +251,25 @@ TEST_F(GpuTest, Qwen3Eagle3SpeculativeDecodingIsLossless) {
     EXPECT_EQ(tree.generate(ids, o, stats).tokens, plain);
     EXPECT_GT(stats.num_drafts, 0u);
   }
+}
+
+// The CLI (memory planning from the family row, the API's load) runs the Qwen3 target alone and
+// with its head: the same tokens, which are the library's greedy tokens for the prompt's ids.
+TEST_F(GpuTest, Qwen3FromTheCliWithAndWithoutTheDraft) {
+  const std::string base = fmt::format("run -m {} -p 'The modules described in this chapter' -n 12 --ignore-eos --json",
+                                       checkpoints().untied.string());
+  const CliResult plain = run_cli_apart(base), spec = run_cli_apart(base + " -d " + checkpoints().draft.string());
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(spec.code, 0) << spec.err;
+  const nlohmann::json p = nlohmann::json::parse(plain.out), s = nlohmann::json::parse(spec.out);
+  EXPECT_EQ(s.at("tokens"), p.at("tokens"));
+  EXPECT_GT(s.at("stats").at("num_drafts").get<int>(), 0);
+  engine::TargetRunner runner(gpu(), target(false), 256, 64);
+  engine::GenerationOptions o;
+  o.n_predict = 12;
+  o.ignore_eos = true;
+  EXPECT_EQ(p.at("tokens").get<std::vector<int32_t>>(),
+            engine::generate(runner, p.at("prompt_tokens").get<std::vector<int32_t>>(), o).tokens);
 }
 
 // Sliding-window attention is refused, not run as full attention; read without a GPU.

@@ -33,7 +33,8 @@ constexpr Dims kScout{5120, 40, 8, 128, 8192, 202048};
 constexpr int64_t kScoutExperts = 16, kScoutDenseMlp = 16384, kScoutDraftMlp = 16384;
 constexpr int64_t k8BDraftVocab = 32000;
 // head_dim 64 with hidden 128 and 4 heads: Qwen3 gives head_dim apart from hidden / heads.
-constexpr Dims kQwen3Tiny{128, 4, 2, 64, 256, 1024};
+// Vocabulary 4096: tiny-llama3's tokenizer fits it (tests drive the CLI with it).
+constexpr Dims kQwen3Tiny{128, 4, 2, 64, 256, 4096};
 
 struct KindName {
   SynthKind kind;

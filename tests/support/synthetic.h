@@ -19,7 +19,7 @@ enum class SynthKind {
   Eagle3_8B,          // EAGLE-3 head for the 8B (original format, 32000-token draft vocab, d2t/t2d)
   Eagle3_Scout,       // EAGLE-3 head for Scout (speculators format, full 202048-token vocabulary)
   Qwen3_Tiny,         // Qwen3ForCausalLM, tiny: hidden 128, 4/2 heads of 64 (not hidden / heads), MLP
-                      // 256, vocab 1024, per-head q/k norms, rope theta 1e6; tied when tie_embeddings
+                      // 256, vocab 4096, per-head q/k norms, rope theta 1e6; tied when tie_embeddings
   Eagle3_Qwen3_Tiny,  // EAGLE-3 head for it (original format, a Llama layer, full vocabulary)
 };
 

@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: eaglevk-synth KIND OUT_DIR [--layers N] [--moe-step N] [--tokenizer DIR] [--aux a,b,c] "
-                 "[--shard-mb N] [--seed N]\n  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout, qwen3-tiny, eagle3-qwen3-tiny\n"
+                 "[--shard-mb N] [--seed N]\n"
+                 "  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout, qwen3-tiny, eagle3-qwen3-tiny\n"
                  "       eaglevk-synth llama3-8b-gguf|llama3-small-gguf OUT.gguf --tokenizer DIR [--layers N] "
                  "[--seed N]\n");
     return 2;
