@@ -6,10 +6,12 @@
 // The same weights as a `qwen3` GGUF file written with loader::write_gguf (llama.cpp's names,
 // stated here apart from the loader's table) give the same bits. An EAGLE-3 head (a Llama layer,
 // as published Qwen3 heads are) over the Qwen3 target is lossless, chained and as a tree, in the
-// library and from the CLI (with tiny-llama3's tokenizer beside the weights: Qwen's own, with its
-// NFC normalizer, is refused by name).
+// library and from the CLI (with tiny-llama3's tokenizer.json beside the weights: Qwen's own,
+// with its NFC normalizer, is refused by name). A qwen3 GGUF file carrying tiny-llama3's
+// vocabulary under the `qwen2` pre-tokenizer runs from the CLI.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -67,8 +69,10 @@ loader::GgufValue u32(int64_t v) { return {loader::GgufType::U32, loader::GgufTy
 loader::GgufValue f32(double v) { return {loader::GgufType::F32, loader::GgufType::U8, v}; }
 
 // The checkpoint's tensors under llama.cpp's names with the metadata its converter writes for
-// Qwen3 (no vocab_size key and no tokenizer: the vocabulary comes from token_embd's rows).
-void write_qwen3_gguf(const fs::path& dir, const fs::path& file) {
+// Qwen3 (no vocab_size key; without `tokenizer_from`, no tokenizer: the vocabulary comes from
+// token_embd's rows). With it, that GGUF file's tokenizer.ggml.* keys, its pre-tokenizer named
+// `qwen2` as Qwen's files name theirs.
+void write_qwen3_gguf(const fs::path& dir, const fs::path& file, const fs::path& tokenizer_from = {}) {
   const nlohmann::json c = loader::json_field::read_file(dir / "config.json");
   const loader::Checkpoint ckpt = loader::Checkpoint::open(dir);
   std::vector<std::pair<std::string, loader::GgufValue>> meta = {
@@ -86,6 +90,14 @@ void write_qwen3_gguf(const fs::path& dir, const fs::path& file) {
       {"tokenizer.ggml.bos_token_id", u32(c["bos_token_id"])},
       {"tokenizer.ggml.eos_token_id", u32(c["eos_token_id"])},
   };
+  if (!tokenizer_from.empty()) {
+    const loader::GgufFile source = loader::GgufFile::open(tokenizer_from);
+    std::erase_if(meta, [](const auto& kv) { return kv.first.rfind("tokenizer.", 0) == 0; });
+    for (const std::string& key : source.header.key_order)
+      if (key.rfind("tokenizer.ggml.", 0) == 0) meta.emplace_back(key, source.header.metadata.at(key));
+    for (auto& [key, value] : meta)
+      if (key == "tokenizer.ggml.pre") value.value = "qwen2";
+  }
   std::vector<loader::GgufTensorData> tensors;
   for (const std::string& name : ckpt.names()) {
     const loader::TensorView& t = ckpt.get(name);
@@ -96,7 +108,7 @@ void write_qwen3_gguf(const fs::path& dir, const fs::path& file) {
 
 // The checkpoints, written once per process and removed at exit.
 struct Checkpoints {
-  fs::path root, untied, tied, draft, gguf, tied_gguf;
+  fs::path root, untied, tied, draft, gguf, tied_gguf, tokenizer_gguf;
   Checkpoints() {
     root = fs::temp_directory_path() / fmt::format("eaglevk-qwen3-{}", ::getpid());
     fs::remove_all(root);
@@ -105,6 +117,7 @@ struct Checkpoints {
     draft = root / "qwen3-tiny-eagle3";
     gguf = root / "gguf" / "qwen3-tiny.gguf";
     tied_gguf = root / "gguf-tied" / "qwen3-tiny-tied.gguf";
+    tokenizer_gguf = root / "gguf-tokenizer" / "qwen3-tiny.gguf";
     SynthOptions o;
     o.layers = kLayers;
     o.tokenizer_dir = asset("tiny-llama3");  // for the CLI: Qwen's own tokenizer is not supported
@@ -121,6 +134,8 @@ struct Checkpoints {
     fs::create_directories(tied_gguf.parent_path());
     write_qwen3_gguf(untied, gguf);
     write_qwen3_gguf(tied, tied_gguf);
+    fs::create_directories(tokenizer_gguf.parent_path());
+    write_qwen3_gguf(untied, tokenizer_gguf, asset("gguf/tiny-llama3/tiny-llama3-f16.gguf"));
   }
   ~Checkpoints() { fs::remove_all(root); }
 };
@@ -270,6 +285,28 @@ TEST_F(GpuTest, Qwen3FromTheCliWithAndWithoutTheDraft) {
   o.ignore_eos = true;
   EXPECT_EQ(p.at("tokens").get<std::vector<int32_t>>(),
             engine::generate(runner, p.at("prompt_tokens").get<std::vector<int32_t>>(), o).tokens);
+}
+
+// A qwen3 GGUF file with its tokenizer (pre-tokenizer `qwen2`) runs from the CLI: digits are
+// pre-tokens of their own, and the tokens are the library's greedy tokens for the prompt's ids.
+TEST_F(GpuTest, Qwen3GgufWithItsTokenizerFromTheCli) {
+  const CliResult r = run_cli_apart(fmt::format("run -m {} -p 'In 2026 the modules' -n 8 --ignore-eos --json",
+                                                checkpoints().tokenizer_gguf.string()));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::vector<int32_t> prompt = j.at("prompt_tokens");
+  const loader::Tokenizer tokenizer = loader::load_tokenizer(loader::open_model_files(checkpoints().tokenizer_gguf));
+  std::vector<int32_t> digits;
+  for (const char* d : {"2", "0", "2", "6"}) {
+    const std::vector<int32_t> one = tokenizer.encode(d, false);
+    digits.insert(digits.end(), one.begin(), one.end());
+  }
+  EXPECT_NE(std::search(prompt.begin(), prompt.end(), digits.begin(), digits.end()), prompt.end());
+  engine::TargetRunner runner(gpu(), target(false), 256, 64);
+  engine::GenerationOptions o;
+  o.n_predict = 8;
+  o.ignore_eos = true;
+  EXPECT_EQ(j.at("tokens").get<std::vector<int32_t>>(), engine::generate(runner, prompt, o).tokens);
 }
 
 // Sliding-window attention is refused, not run as full attention; read without a GPU.
