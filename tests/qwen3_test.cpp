@@ -309,6 +309,22 @@ TEST_F(GpuTest, Qwen3GgufWithItsTokenizerFromTheCli) {
   EXPECT_EQ(j.at("tokens").get<std::vector<int32_t>>(), engine::generate(runner, prompt, o).tokens);
 }
 
+// Every family row's GGUF architecture is the one the loader's GGUF table opens as one of the
+// row's Hugging Face architectures (the two tables live in models/ and loader/).
+TEST(FamilyTable, GgufArchitecturesOpenAsTheirRowsArchitectures) {
+  const std::map<std::string, fs::path> files = {
+      {"llama3", asset("gguf/tiny-llama3/tiny-llama3-q8_0.gguf")},
+      {"llama4", asset("gguf/tiny-llama4/tiny-llama4-q4_k_m.gguf")},
+      {"qwen3", checkpoints().gguf}};
+  ASSERT_EQ(models::target_families().size(), files.size());
+  for (const models::TargetFamily& row : models::target_families()) {
+    SCOPED_TRACE(row.name);
+    const loader::ModelFiles f = loader::open_model_files(files.at(row.name));
+    EXPECT_EQ(f.gguf->get_string("general.architecture"), row.gguf_architecture);
+    EXPECT_EQ(&models::target_family(f), &row);
+  }
+}
+
 // Sliding-window attention is refused, not run as full attention; read without a GPU.
 TEST(Qwen3Config, SlidingWindowIsRefused) {
   const fs::path dir = checkpoints().root / "sliding";
