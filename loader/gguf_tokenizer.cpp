@@ -31,6 +31,11 @@ constexpr std::array kPreTokenizers = {
     // Llama-4 converter); llama.cpp maps "llama4" to the same regex as "gpt-4o".
     PreTokenizer{"llama4",
                  R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
+    // Qwen2 and Qwen3 (their tokenizer.json's Split pattern: Llama-3's with digits one at a
+    // time). Their tokenizer.json also asks for NFC normalisation, which is not applied here:
+    // text that is not in NFC already may split differently from transformers'.
+    PreTokenizer{"qwen2",
+                 R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"},
 };
 
 // A GGUF stores one eos_token_id, where generation_config.json lists every token that ends a

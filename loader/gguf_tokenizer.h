@@ -1,13 +1,14 @@
 #pragma once
 // The tokenizer and chat template a GGUF file carries in its metadata, for the byte-level BPE
-// vocabularies this runtime serves (Llama-3, Llama-4). The keys are turned into the
+// vocabularies this runtime serves (Llama-3, Llama-4, Qwen3). The keys are turned into the
 // tokenizer.json they came from, and that goes through Tokenizer::from_json, so a GGUF and a
 // Hugging Face folder tokenize with one code path.
 //
 // Keys read (llama.cpp's convert_hf_to_gguf.py writes them):
 //   tokenizer.ggml.model        "gpt2" (byte-level BPE); anything else is refused, naming it
-//   tokenizer.ggml.pre          "llama-bpe" (Llama-3's split regex) or "llama4" (Llama-4's,
-//                               tiktoken's o200k pattern); anything else is refused
+//   tokenizer.ggml.pre          "llama-bpe" (Llama-3's split regex), "llama4" (Llama-4's,
+//                               tiktoken's o200k pattern) or "qwen2" (Qwen2's and Qwen3's);
+//                               anything else is refused
 //   tokenizer.ggml.tokens       [string], byte-level form ("Ġthe"); added tokens as written
 //   tokenizer.ggml.token_type   [int]: 1 normal, 2 unknown, 3 control, 4 user-defined,
 //                               5 unused, 6 byte. Control tokens become special added tokens,

@@ -91,6 +91,15 @@ constexpr NameRule kLlama4Block[] = {
     {"ffn_up_exps.weight", "feed_forward.experts.up_proj.weight"},
     {"ffn_down_exps.weight", "feed_forward.experts.down_proj.weight"},
 };
+// Qwen3: Llama's names plus the per-head q and k norms.
+constexpr NameRule kQwen3Block[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},      {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+    {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},       {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
 // The EAGLE-3 head in the original layout's names (`midlayer.`), which models/eagle3.cpp reads.
 constexpr NameRule kEagle3Block[] = {
     {"attn_norm.weight", "input_layernorm.weight"},   {"attn_norm_2.weight", "hidden_norm.weight"},
@@ -101,8 +110,11 @@ constexpr NameRule kEagle3Block[] = {
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 
+// One row per GGUF architecture: the GGUF half of a target family (models/family.h), which
+// the loader keeps because it translates GGUF into Hugging Face's names and config.
 struct Arch {
   std::string name;  // general.architecture
+  const char* hf_architecture;  // the config's architectures[0]
   std::span<const NameRule> block;
   std::string block_prefix;                          // HF prefix of block N, with {} for N
   std::vector<std::pair<std::string, std::string>> globals;  // whole-model tensors
@@ -110,20 +122,18 @@ struct Arch {
 };
 
 Arch arch_table(const std::string& name, const std::string& label) {
+  const std::vector<std::pair<std::string, std::string>> model_globals = {
+      {"token_embd.weight", "model.embed_tokens.weight"},
+      {"output_norm.weight", "model.norm.weight"},
+      {"output.weight", "lm_head.weight"}};
   if (name == "llama")
-    return {name, kLlamaBlock, "model.layers.{}.",
-            {{"token_embd.weight", "model.embed_tokens.weight"},
-             {"output_norm.weight", "model.norm.weight"},
-             {"output.weight", "lm_head.weight"}},
-            true};
+    return {name, "LlamaForCausalLM", kLlamaBlock, "model.layers.{}.", model_globals, true};
   if (name == "llama4")
-    return {name, kLlama4Block, "model.layers.{}.",
-            {{"token_embd.weight", "model.embed_tokens.weight"},
-             {"output_norm.weight", "model.norm.weight"},
-             {"output.weight", "lm_head.weight"}},
-            false};
+    return {name, "Llama4ForCausalLM", kLlama4Block, "model.layers.{}.", model_globals, false};
+  // llama.cpp's converter permutes q/k rows for `llama` only; Qwen's rotate-half rope is its NEOX one.
+  if (name == "qwen3") return {name, "Qwen3ForCausalLM", kQwen3Block, "model.layers.{}.", model_globals, false};
   if (name == "eagle3")
-    return {name, kEagle3Block, "midlayer.",
+    return {name, "LlamaForCausalLMEagle3", kEagle3Block, "midlayer.",
             {{"token_embd.weight", "embed_tokens.weight"},
              {"output_norm.weight", "norm.weight"},
              {"output.weight", "lm_head.weight"},
@@ -133,7 +143,7 @@ Arch arch_table(const std::string& name, const std::string& label) {
   if (name == "clip")
     fail("{}: this is a vision (mmproj) file, not a model: it goes beside its Llama-4 text model, as the vision "
          "file", label);
-  fail("{}: GGUF architecture '{}' is not supported (llama, llama4, eagle3)", label, name);
+  fail("{}: GGUF architecture '{}' is not supported (llama, llama4, qwen3, eagle3)", label, name);
 }
 
 // ---- metadata readers that name the key and the file ------------------------------------
@@ -356,15 +366,12 @@ ModelFiles open_gguf(const fs::path& path) {
     }
   }
   set_rope_scaling(c, ckpt, side, h.label, m.notes);
-  if (arch.name == "llama") {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["tie_word_embeddings"] = ckpt.find("lm_head.weight") == nullptr;
-  } else if (arch.name == "llama4") {
-    c["architectures"] = {"Llama4ForCausalLM"};
-    c["tie_word_embeddings"] = ckpt.find("lm_head.weight") == nullptr;
-    set_llama4_fields(c, h, side, need_int(h, "llama4.expert_count"), m.notes);
-  } else {
+  if (arch.name == "eagle3") {
     set_eagle3_fields(c, h, ckpt, m.notes);
+  } else {
+    c["architectures"] = {arch.hf_architecture};
+    c["tie_word_embeddings"] = ckpt.find("lm_head.weight") == nullptr;
+    if (arch.name == "llama4") set_llama4_fields(c, h, side, need_int(h, "llama4.expert_count"), m.notes);
   }
   m.config = std::move(c);
   return m;

@@ -47,7 +47,8 @@ struct ModelFiles {
 };
 
 // Opens a model folder or a GGUF file. The GGUF architecture decides the config's shape:
-// `llama` -> LlamaForCausalLM, `llama4` -> Llama4ForCausalLM, `eagle3` -> an EAGLE-3 draft
+// `llama` -> LlamaForCausalLM, `llama4` -> Llama4ForCausalLM, `qwen3` -> Qwen3ForCausalLM (tied
+// embeddings when the file has no output.weight), `eagle3` -> an EAGLE-3 draft
 // config (architectures ["LlamaForCausalLMEagle3"], `eagle_aux_hidden_state_layer_ids` at the
 // top level, "eaglevk_source_format": "gguf"). Anything else is an error naming it.
 ModelFiles open_model_files(const std::filesystem::path& path);

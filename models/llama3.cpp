@@ -7,6 +7,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/quant.h"
+#include "models/forward_scaffold.h"
 #include "runtime/vk/uploader.h"
 
 namespace eaglevk::models {
@@ -15,10 +16,14 @@ Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& pat
   return load_llama3(ctx, loader::open_model_files(path));
 }
 
+loader::LlamaConfig read_llama3_config(const loader::ModelFiles& files) {
+  return loader::parse_llama_config(files.config, files.source());
+}
+
 Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama3Model m;
   const std::string source = files.source();
-  m.config = loader::parse_llama_config(files.config, source);
+  m.config = read_llama3_config(files);
   if (files.generation_config) loader::apply_generation_config(m.config, *files.generation_config, source);
   const loader::LlamaConfig& c = m.config;
   if (c.attention_bias || c.mlp_bias) fail("{}: attention_bias / mlp_bias are not supported", source);
@@ -60,7 +65,7 @@ Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files)
   return m;
 }
 
-TargetShape llama3_shape(const Llama3Model& m) {
+TargetShape target_shape(const Llama3Model& m) {
   const loader::LlamaConfig& c = m.config;
   TargetShape t;
   t.layers = c.num_hidden_layers;
@@ -74,45 +79,25 @@ TargetShape llama3_shape(const Llama3Model& m) {
   return t;
 }
 
-void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass) {
+void record_target_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass) {
   const loader::LlamaConfig& c = m.config;
-  const uint32_t T = pass.rows, H = c.hidden_size, I = c.intermediate_size;
+  const uint32_t H = c.hidden_size, I = c.intermediate_size;
   const uint32_t hd = c.head_dim, nh = c.num_attention_heads, nkv = c.num_key_value_heads;
-  const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
-  if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
-  if (pass.kv_len > s.capacity) fail("position {} is beyond the context of {}", pass.kv_len - 1, s.capacity);
+  const uint32_t q_dim = nh * hd, qkv_dim = q_dim + 2 * nkv * hd;
   const float eps = c.rms_norm_eps;
-  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
-  ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim);
-  ops::IntVec pos{s.positions};
-
-  auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
-
-  record_input_embeddings(oc, pass, s, m.embed.matrix(), x, H);
-  const ops::AttentionSplit split = ops::attention_split(s.split_keys, s.split_scratch);
-  for (uint32_t l = 0; l < m.layers.size(); ++l) {
+  const ScaffoldWeights w{m.embed.matrix(), &m.norm, m.lm_head_matrix(), uint32_t(m.layers.size()), H, eps};
+  record_target_scaffold(oc, s, pass, w, [&](uint32_t l, const LayerPass& lp) {
     const Llama3Layer& L = m.layers[l];
-    tap(l);
-    vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    ops::KvLayer kv = s.kv_layer(l);
-    const ops::RopeKv rope{nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::RotateHalf,
-                           pass.slots ? *pass.slots : pos, kv};
-    norm_linear_rope_kv(oc, {x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv, T, path, "qkv",
-                        rope);
-    ops::AttentionParams params{nh, nkv, hd, pass.kv_len, 0, 1.0f / std::sqrt(float(hd))};
-    params.tree = pass.tree;
-    params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
-    params.split = &split;
-    ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
-    linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
-    ops::Act gu(a[s.gate_up], 2 * I);
-    norm_linear_swiglu(oc, {x, ffn_w, eps, ops::Act(a[s.ffn_norm], H), "ffn_norm"}, L.gate_up, gu,
-                       ops::Act(a[s.act], I), T, I, path, "gate_up");
-    linear(oc, ops::Act(a[s.act], I), L.down, x, T, /*accumulate=*/true, path, "down_proj");
-  }
-  tap(uint32_t(m.layers.size()));
-  record_logits(oc, s, pass, x, m.norm, m.lm_head_matrix(), eps);
+    const ops::Act qkv(a[s.qkv], qkv_dim);
+    const ops::RopeKv rope = pass_rope_kv(s, pass, l, nh, hd, ops::RopePairing::RotateHalf);
+    norm_linear_rope_kv(oc, {lp.x, vk::BufferRange(L.attn_norm), eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv,
+                        qkv, lp.rows, lp.path, "qkv", rope);
+    ops::attention(oc, qkv, rope.kv, lp.positions, ops::Act(a[s.attn], q_dim), lp.rows,
+                   pass_attention(pass, lp.split, nh, nkv, hd));
+    linear(oc, ops::Act(a[s.attn], q_dim), L.o, lp.x, lp.rows, /*accumulate=*/true, lp.path, "o_proj");
+    record_dense_mlp(oc, s, lp, L.ffn_norm, eps, L.gate_up, L.down, I);
+  });
 }
 
 }  // namespace eaglevk::models

@@ -37,11 +37,13 @@ struct Llama3Model {
 Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files);
 Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& path);
 
-// The sizes its state is planned from.
-TargetShape llama3_shape(const Llama3Model& m);
-
-// Records the pass. Logits row i (of rows - logits_from) lands in arena[logits] row i and
-// its argmax in out_ids[i].
-void record_llama3_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass);
+// Its family row's entries (models/family.h): the config read without loading weights, the
+// fields every family shares, the sizes its state is planned from, and the forward, which
+// records the pass through the shared scaffold (models/forward_scaffold.h). Logits row i (of
+// rows - logits_from) lands in arena[logits] row i and its argmax in out_ids[i].
+loader::LlamaConfig read_llama3_config(const loader::ModelFiles& files);
+inline const loader::LlamaConfig& shared_config(const Llama3Model& m) { return m.config; }
+TargetShape target_shape(const Llama3Model& m);
+void record_target_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass);
 
 }  // namespace eaglevk::models

@@ -8,6 +8,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/quant.h"
+#include "models/forward_scaffold.h"
 #include "runtime/vk/uploader.h"
 
 namespace eaglevk::models {
@@ -205,7 +206,7 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
   return m;
 }
 
-TargetShape llama4_shape(const Llama4Model& m) {
+TargetShape target_shape(const Llama4Model& m) {
   const Llama4Config& c = m.config;
   const loader::LlamaConfig& b = c.base;
   TargetShape t;
@@ -224,88 +225,71 @@ TargetShape llama4_shape(const Llama4Model& m) {
   return t;
 }
 
-void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass) {
+void record_target_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass) {
   const Llama4Config& c = m.config;
   const loader::LlamaConfig& b = c.base;
-  const uint32_t T = pass.rows, H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp,
-                 E = c.num_local_experts, K = c.num_experts_per_tok;
+  const uint32_t H = b.hidden_size, I = b.intermediate_size, Im = c.intermediate_size_mlp, E = c.num_local_experts,
+                 K = c.num_experts_per_tok;
   const uint32_t hd = b.head_dim, nh = b.num_attention_heads, nkv = b.num_key_value_heads;
-  const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, qkv_dim = q_dim + 2 * kv_dim;
-  if (T == 0 || T > s.max_rows) fail("a pass of {} rows (at most {})", T, s.max_rows);
-  if (pass.kv_len > s.capacity) fail("position {} is beyond the context of {}", pass.kv_len - 1, s.capacity);
+  const uint32_t q_dim = nh * hd, qkv_dim = q_dim + 2 * nkv * hd;
   const float eps = b.rms_norm_eps;
-  const ops::MatmulPath path = pass.batch_invariant ? ops::MatmulPath::Vector : ops::MatmulPath::Auto;
   const vk::Arena& a = s.arena;
-  ops::Act x(a[s.x], H), qkv(a[s.qkv], qkv_dim), n2(a[s.ffn_norm], H);
-  ops::IntVec pos{s.positions};
-
-  auto tap = [&](uint32_t layer) { record_taps(oc, pass, x, layer, H); };
-
-  record_input_embeddings(oc, pass, s, m.embed.matrix(), x, H);
-  const ops::AttentionSplit split = ops::attention_split(s.split_keys, s.split_scratch);
-  for (uint32_t l = 0; l < m.layers.size(); ++l) {
+  const ScaffoldWeights w{m.embed.matrix(), &m.norm, m.lm_head_matrix(), uint32_t(m.layers.size()), H, eps};
+  record_target_scaffold(oc, s, pass, w, [&](uint32_t l, const LayerPass& lp) {
     const Llama4Layer& L = m.layers[l];
-    tap(l);
-    vk::BufferRange attn_w(L.attn_norm), ffn_w(L.ffn_norm);
-    const NormedInput attn_in{x, attn_w, eps, ops::Act(a[s.attn_norm], H), "attn_norm"};
-    ops::AttentionParams params{nh, nkv, hd, pass.kv_len, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0,
-                                1.0f / std::sqrt(float(hd))};
-    ops::KvLayer kv = s.kv_layer(l);
-    const ops::IntVec& slots = pass.slots ? *pass.slots : pos;
+    const uint32_t T = lp.rows;
+    const ops::MatmulPath path = lp.path;
+    const ops::Act x = lp.x, qkv(a[s.qkv], qkv_dim), n2(a[s.ffn_norm], H);
+    const NormedInput attn_in{x, vk::BufferRange(L.attn_norm), eps, ops::Act(a[s.attn_norm], H), "attn_norm"};
+    ops::AttentionParams params =
+        pass_attention(pass, lp.split, nh, nkv, hd, c.chunked_layer[l] ? uint32_t(c.attention_chunk_size) : 0);
     if (!c.rope_layer[l] && c.attn_temperature_tuning) {
       params.temperature_tuning = true;
       params.floor_scale = c.floor_scale;
       params.attn_scale = c.attn_scale;
     }
+    // Rope layers rotate q and k (Llama-4's interleaved pairs), NoPE layers only write the cache.
+    const ops::RopeKv rope = pass_rope_kv(s, pass, l, nh, hd,
+                                          c.rope_layer[l] ? ops::RopePairing::Interleaved : ops::RopePairing::None);
     if (c.rope_layer[l] && c.use_qk_norm) {
       // The QK norm comes between the rotation and the cache: a dispatch of its own after the
       // product, with them.
       norm_linear(oc, attn_in, L.qkv, qkv, T, path, "qkv");
-      ops::rope_norm_kv_write(oc, qkv, T, {nh, hd, pos, s.rope_table, s.capacity, ops::RopePairing::Interleaved, slots, kv},
-                              eps);
+      ops::rope_norm_kv_write(oc, qkv, T, rope, eps);
     } else {
-      // Rope layers without QK norm rotate q and k, NoPE layers only write the cache: both in the
-      // q/k/v product's workgroups where they fold.
-      const ops::RopePairing pairing = c.rope_layer[l] ? ops::RopePairing::Interleaved : ops::RopePairing::None;
-      norm_linear_rope_kv(oc, attn_in, L.qkv, qkv, T, path, "qkv",
-                          {nh, hd, pos, s.rope_table, s.capacity, pairing, slots, kv});
+      // Rotation (or none) and the cache write in the q/k/v product's workgroups where they fold.
+      norm_linear_rope_kv(oc, attn_in, L.qkv, qkv, T, path, "qkv", rope);
     }
-    params.tree = pass.tree;
-    params.regions = pass.slots && !pass.tree ? pass.slots : nullptr;
-    params.split = &split;
-    ops::attention(oc, qkv, kv, pos, ops::Act(a[s.attn], q_dim), T, params);
+    ops::attention(oc, qkv, rope.kv, lp.positions, ops::Act(a[s.attn], q_dim), T, params);
     linear(oc, ops::Act(a[s.attn], q_dim), L.o, x, T, /*accumulate=*/true, path, "o_proj");
-    if (c.moe_layer[l]) {
-      // The normalised rows feed the shared expert, the router and the routed experts.
-      ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
-      // Shared expert, always added.
-      ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
-      linear_swiglu(oc, n2, L.shared_gate_up, gu, act, T, I, path, "shared_gate_up");
-      linear(oc, act, L.shared_down, x, T, true, path, "shared_down");
-      // Routed experts: top-k by router logit, sigmoid score on the expert input.
-      ops::Act router(a[s.router], E), xin(a[s.expert_in], H), egu(a[s.expert_gate_up], 2 * I),
-          eact(a[s.expert_act], I);
-      linear(oc, n2, L.router, router, T, false, path, "router");
-      ops::IntVec ids{s.expert_ids};
-      ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
-      const ops::ExpertWeights wgu = L.experts_gate_up.weights(), wdn = L.experts_down.weights();
-      // A prefill groups its rows by expert, so that each expert's weights are read once for all
-      // its rows (a GEMM per expert); batch-invariant passes keep the per-row kernel.
-      const ops::IntVec by_expert{s.expert_rows};
-      const bool grouped = ops::expert_rows_grouped(T * K, path);
-      if (grouped) ops::group_rows_by_expert(oc, ids, T * K, E, by_expert);
-      const ops::IntVec* lists = grouped ? &by_expert : nullptr;
-      ops::matmul_id_swiglu(oc, xin, wgu, ids, egu, eact, T * K, "experts_gate_up", lists);
-      for (uint32_t slot = 0; slot < K; ++slot)
-        ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down", lists);
-    } else {
-      ops::Act gu(a[s.gate_up], 2 * Im), act(a[s.act], Im);
-      norm_linear_swiglu(oc, {x, ffn_w, eps, n2, "ffn_norm"}, L.gate_up, gu, act, T, Im, path, "gate_up");
-      linear(oc, act, L.down, x, T, true, path, "down_proj");
+    if (!c.moe_layer[l]) {
+      record_dense_mlp(oc, s, lp, L.ffn_norm, eps, L.gate_up, L.down, Im);
+      return;
     }
-  }
-  tap(uint32_t(m.layers.size()));
-  record_logits(oc, s, pass, x, m.norm, m.lm_head_matrix(), eps);
+    // The normalised rows feed the shared expert, the router and the routed experts.
+    const vk::BufferRange ffn_w(L.ffn_norm);
+    ops::rms_norm(oc, x, &ffn_w, n2, T, H, eps, "ffn_norm");
+    // Shared expert, always added.
+    ops::Act gu(a[s.gate_up], 2 * I), act(a[s.act], I);
+    linear_swiglu(oc, n2, L.shared_gate_up, gu, act, T, I, path, "shared_gate_up");
+    linear(oc, act, L.shared_down, x, T, true, path, "shared_down");
+    // Routed experts: top-k by router logit, sigmoid score on the expert input.
+    ops::Act router(a[s.router], E), xin(a[s.expert_in], H), egu(a[s.expert_gate_up], 2 * I),
+        eact(a[s.expert_act], I);
+    linear(oc, n2, L.router, router, T, false, path, "router");
+    ops::IntVec ids{s.expert_ids};
+    ops::moe_route(oc, router, n2, T, E, K, H, ids, xin);
+    const ops::ExpertWeights wgu = L.experts_gate_up.weights(), wdn = L.experts_down.weights();
+    // A prefill groups its rows by expert, so that each expert's weights are read once for all
+    // its rows (a GEMM per expert); batch-invariant passes keep the per-row kernel.
+    const ops::IntVec by_expert{s.expert_rows};
+    const bool grouped = ops::expert_rows_grouped(T * K, path);
+    if (grouped) ops::group_rows_by_expert(oc, ids, T * K, E, by_expert);
+    const ops::IntVec* lists = grouped ? &by_expert : nullptr;
+    ops::matmul_id_swiglu(oc, xin, wgu, ids, egu, eact, T * K, "experts_gate_up", lists);
+    for (uint32_t slot = 0; slot < K; ++slot)
+      ops::matmul_id(oc, eact, wdn, ids, x, T * K, K, slot, true, "experts_down", lists);
+  });
 }
 
 }  // namespace eaglevk::models

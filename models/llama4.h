@@ -63,7 +63,9 @@ struct Llama4Model {
 };
 
 Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files);
-TargetShape llama4_shape(const Llama4Model& m);
-void record_llama4_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass);
+// Its family row's entries (models/family.h), as models/llama3.h describes them.
+inline const loader::LlamaConfig& shared_config(const Llama4Model& m) { return m.config.base; }
+TargetShape target_shape(const Llama4Model& m);
+void record_target_forward(ops::OpContext& oc, const Llama4Model& m, TargetState& s, const ForwardPass& pass);
 
 }  // namespace eaglevk::models

@@ -214,6 +214,25 @@ TEST(GgufTokenizer, Llama4PreTokenizerUsesTheO200kRegex) {
   EXPECT_EQ(llama4.encode("getElementById", false), joined({"get", "Element", "By", "Id"}));
 }
 
+TEST(GgufTokenizer, Qwen2PreTokenizerSplitsDigitsOneByOne) {
+  // Qwen2's and Qwen3's GGUF files say 'qwen2': their tokenizer.json's Split pattern, which
+  // is Llama-3's with every digit a pre-token of its own.
+  GgufHeader h = header(kPairs[0]);
+  h.metadata["tokenizer.ggml.pre"] = string_value("qwen2");
+  const Tokenizer qwen = eaglevk::loader::tokenizer_from_gguf(h);
+  json j = json::parse(read_file(kPairs[0].dir() / "tokenizer.json"));
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] =
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  const Tokenizer reference = Tokenizer::from_json(j.dump(), {}, {}, "qwen2 tokenizer.json");
+  for (const std::string& text : corpus()) ASSERT_EQ(qwen.encode(text, true), reference.encode(text, true)) << text;
+  std::vector<int32_t> digits;
+  for (const char* d : {"2", "0", "2", "6"}) {
+    const std::vector<int32_t> one = qwen.encode(d, false);
+    digits.insert(digits.end(), one.begin(), one.end());
+  }
+  EXPECT_EQ(qwen.encode("2026", false), digits);
+}
+
 TEST(GgufTokenizer, AddBosAndEosFollowTheKeys) {
   GgufHeader h = header(kPairs[0]);
   h.metadata["tokenizer.ggml.add_bos_token"] = {GgufType::BOOL, GgufType::U8, json(false)};
@@ -247,7 +266,7 @@ TEST(GgufTokenizer, BadMetadataGivesClearErrors) {
   expect_error(set("tokenizer.ggml.model", string_value("llama")), {"'llama'", "SentencePiece", "gpt2"});
   expect_error(set("tokenizer.ggml.model", string_value("bert")), {"'bert'"});
   expect_error(erase("tokenizer.ggml.model"), {"tokenizer.ggml.model"});
-  expect_error(set("tokenizer.ggml.pre", string_value("qwen2")), {"'qwen2'", "llama-bpe", "llama4"});
+  expect_error(set("tokenizer.ggml.pre", string_value("deepseek-llm")), {"'deepseek-llm'", "llama-bpe", "llama4", "qwen2"});
   expect_error(erase("tokenizer.ggml.pre"), {"tokenizer.ggml.pre"});
   expect_error(erase("tokenizer.ggml.tokens"), {"tokenizer.ggml.tokens"});
   expect_error(erase("tokenizer.ggml.token_type"), {"tokenizer.ggml.token_type"});

@@ -73,7 +73,8 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   MemoryPlan p;
   p.budget = ctx.memory_budget;
   p.budget_source = ctx.memory_budget_source;
-  const loader::LlamaConfig c = models::read_target_config(target);
+  const models::TargetPlanConfig plan = models::read_target_config(target);
+  const loader::LlamaConfig& c = plan.base;
   const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
   p.model_max_context = uint32_t(c.max_position_embeddings);
   const bool tower = models::usable_llama4_vision(target, uint32_t(c.hidden_size), c.vocab_size, nullptr).has_value();
@@ -100,10 +101,8 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   };
   cap_by_binding(kv_dim);
   cap_by_attention(uint32_t(c.head_dim));
-  uint64_t ffn = uint64_t(c.intermediate_size);
-  if (target.config.contains("text_config"))  // Llama-4: dense layers may be wider than experts
-    ffn = std::max<uint64_t>(ffn, target.config["text_config"].value("intermediate_size_mlp", 0));
-  p.per_pass = checked_bytes((unsigned __int128)max_rows * activation_row_bytes(c, ffn, uint64_t(c.vocab_size)),
+  p.per_pass = checked_bytes((unsigned __int128)max_rows *
+                                 activation_row_bytes(c, plan.ffn_width, uint64_t(c.vocab_size)),
                              "activations of a pass", c) +
                uint64_t(c.vocab_size) * 4 + kFixedBytes;
   if (draft) {

@@ -38,14 +38,16 @@ void layer_norm(OpContext& oc, Act x, vk::BufferRange weight, vk::BufferRange bi
   record_rows(oc, true, true, x, weight, bias, y, rows, dim, eps, name);
 }
 
-void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps) {
+void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps,
+                    const vk::BufferRange* weight, const char* name) {
   if (rows == 0) return;
-  const vk::Kernel& kernel = oc.gpu.pipelines.get("norm", {/*WG=*/oc.gpu.norm_workgroup, /*HAS_WEIGHT=*/0u, /*LAYER_NORM=*/0u});
+  const vk::Kernel& kernel = oc.gpu.pipelines.get(
+      "norm", {/*WG=*/oc.gpu.norm_workgroup, /*HAS_WEIGHT=*/weight ? 1u : 0u, /*LAYER_NORM=*/0u});
   const NormPush push{rows * heads, head_dim, x.offset, x.stride, x.offset, x.stride, eps, heads};
   oc.rec.dispatch(kernel,
-                  {x.reads(rows, heads * head_dim), vk::reads(oc.gpu.dummy), x.updates(rows, heads * head_dim),
-                   vk::reads(oc.gpu.dummy)},
-                  push, rows * heads, 1, 1, "qk_norm");
+                  {x.reads(rows, heads * head_dim), weight ? vk::reads(*weight) : vk::reads(oc.gpu.dummy),
+                   x.updates(rows, heads * head_dim), vk::reads(oc.gpu.dummy)},
+                  push, rows * heads, 1, 1, name);
 }
 
 void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r, float eps) {

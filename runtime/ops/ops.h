@@ -27,9 +27,11 @@ void rms_norm(OpContext& oc, Act x, const vk::BufferRange* weight, Act y, uint32
 void layer_norm(OpContext& oc, Act x, vk::BufferRange weight, vk::BufferRange bias, Act y, uint32_t rows, uint32_t dim,
                 float eps, const char* name = "layer_norm");
 
-// In place, without weight, over each of `heads` consecutive head_dim-wide pieces of each
-// row: Llama-4's QK norm on the q and k heads of a fused qkv row.
-void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps);
+// In place over each of `heads` consecutive head_dim-wide pieces of each row: without weight,
+// Llama-4's QK norm on the q and k heads of a fused qkv row; with one ([head_dim] f32, shared by
+// the heads), Qwen3's q_norm or k_norm.
+void rms_norm_heads(OpContext& oc, Act x, uint32_t rows, uint32_t heads, uint32_t head_dim, float eps,
+                    const vk::BufferRange* weight = nullptr, const char* name = "qk_norm");
 
 enum class MatmulPath {
   Auto,    // matrix-vector for up to MATVEC_MAX_ROWS rows, tiled GEMM above

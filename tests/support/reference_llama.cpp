@@ -19,6 +19,7 @@ struct Shape {
   uint32_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
   double eps, theta;
   nlohmann::json scaling;
+  bool qk_norm;  // Qwen3: an RMSNorm with its own weight on every q and k head before the rotation
 };
 
 Shape read_shape(const std::filesystem::path& dir) {
@@ -34,6 +35,7 @@ Shape read_shape(const std::filesystem::path& dir) {
   s.eps = j.at("rms_norm_eps");
   s.theta = j.value("rope_theta", 10000.0);
   s.scaling = j.value("rope_scaling", nlohmann::json());
+  s.qk_norm = j.at("architectures").at(0) == "Qwen3ForCausalLM";
   return s;
 }
 
@@ -120,10 +122,16 @@ std::vector<double> ref_llama3_last_logits(const std::filesystem::path& dir, con
   for (uint32_t l = 0; l < s.layers; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
     std::vector<float> n = rms_norm(x, vector_of(c, p + "input_layernorm.weight"), T, s);
-    std::vector<float> q = to_floats(ref_rope(linear(n, T, c.get(p + "self_attn.q_proj.weight")), pos, freqs, T,
-                                              s.heads, hd, false));
-    std::vector<float> k = to_floats(ref_rope(linear(n, T, c.get(p + "self_attn.k_proj.weight")), pos, freqs, T,
-                                              s.kv_heads, hd, false));
+    std::vector<float> q = linear(n, T, c.get(p + "self_attn.q_proj.weight"));
+    std::vector<float> k = linear(n, T, c.get(p + "self_attn.k_proj.weight"));
+    if (s.qk_norm) {  // rows of q are heads of hd after one another: one norm row per head
+      const std::vector<float> qw = vector_of(c, p + "self_attn.q_norm.weight"),
+                               kw = vector_of(c, p + "self_attn.k_norm.weight");
+      q = to_floats(ref_rms_norm(q, &qw, T * s.heads, hd, float(s.eps)));
+      k = to_floats(ref_rms_norm(k, &kw, T * s.kv_heads, hd, float(s.eps)));
+    }
+    q = to_floats(ref_rope(q, pos, freqs, T, s.heads, hd, false));
+    k = to_floats(ref_rope(k, pos, freqs, T, s.kv_heads, hd, false));
     std::vector<float> v = linear(n, T, c.get(p + "self_attn.v_proj.weight"));
     // The device keeps K and V in f16.
     for (auto* kv : {&k, &v})

@@ -32,6 +32,9 @@ constexpr Dims k8B{4096, 32, 8, 128, 14336, 128256};
 constexpr Dims kScout{5120, 40, 8, 128, 8192, 202048};
 constexpr int64_t kScoutExperts = 16, kScoutDenseMlp = 16384, kScoutDraftMlp = 16384;
 constexpr int64_t k8BDraftVocab = 32000;
+// head_dim 64 with hidden 128 and 4 heads: Qwen3 gives head_dim apart from hidden / heads.
+// Vocabulary 4096: tiny-llama3's tokenizer fits it (tests drive the CLI with it).
+constexpr Dims kQwen3Tiny{128, 4, 2, 64, 256, 4096};
 
 struct KindName {
   SynthKind kind;
@@ -40,7 +43,9 @@ struct KindName {
 constexpr KindName kKinds[] = {{SynthKind::Llama3_8B, "llama3-8b"},
                                {SynthKind::Llama4_Scout, "llama4-scout"},
                                {SynthKind::Eagle3_8B, "eagle3-8b"},
-                               {SynthKind::Eagle3_Scout, "eagle3-scout"}};
+                               {SynthKind::Eagle3_Scout, "eagle3-scout"},
+                               {SynthKind::Qwen3_Tiny, "qwen3-tiny"},
+                               {SynthKind::Eagle3_Qwen3_Tiny, "eagle3-qwen3-tiny"}};
 
 json llama3_rope_scaling(double factor) {
   return {{"factor", factor},
@@ -71,6 +76,33 @@ json llama_layer_config(const Dims& d, int64_t layers, int64_t mlp, int64_t max_
           {"rope_theta", 500000.0},
           {"tie_word_embeddings", false},
           {"torch_dtype", "bfloat16"},
+          {"vocab_size", d.vocab}};
+}
+
+// Qwen3's config.json fields (Qwen3-8B's, at the tiny sizes; ids inside the tiny vocabulary).
+json qwen3_config(const Dims& d, int64_t layers, bool tied) {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", d.vocab - 3},
+          {"eos_token_id", d.vocab - 1},
+          {"head_dim", d.head_dim},
+          {"hidden_act", "silu"},
+          {"hidden_size", d.hidden},
+          {"intermediate_size", d.mlp},
+          {"max_position_embeddings", 40960},
+          {"max_window_layers", layers},
+          {"model_type", "qwen3"},
+          {"num_attention_heads", d.heads},
+          {"num_hidden_layers", layers},
+          {"num_key_value_heads", d.kv_heads},
+          {"rms_norm_eps", 1e-6},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000.0},
+          {"sliding_window", nullptr},
+          {"tie_word_embeddings", tied},
+          {"torch_dtype", "bfloat16"},
+          {"use_sliding_window", false},
           {"vocab_size", d.vocab}};
 }
 
@@ -128,6 +160,20 @@ json make_config(SynthKind kind, const SynthOptions& o) {
       json c = llama_layer_config(k8B, 1, k8B.mlp, 2048);
       c["architectures"] = {"LlamaForCausalLMEagle3"};
       c["draft_vocab_size"] = k8BDraftVocab;
+      if (!o.aux_layers.empty()) c["eagle_aux_hidden_state_layer_ids"] = o.aux_layers;
+      return c;
+    }
+    case SynthKind::Qwen3_Tiny: return qwen3_config(kQwen3Tiny, L, o.tie_embeddings);
+    case SynthKind::Eagle3_Qwen3_Tiny: {
+      // A Llama layer with the target's rope, as published Qwen3 EAGLE-3 heads are.
+      json c = llama_layer_config(kQwen3Tiny, 1, kQwen3Tiny.mlp, 40960);
+      c["architectures"] = {"LlamaForCausalLMEagle3"};
+      c["bos_token_id"] = kQwen3Tiny.vocab - 3;
+      c["eos_token_id"] = kQwen3Tiny.vocab - 1;
+      c["rms_norm_eps"] = 1e-6;
+      c["rope_scaling"] = nullptr;
+      c["rope_theta"] = 1000000.0;
+      c["draft_vocab_size"] = kQwen3Tiny.vocab;
       if (!o.aux_layers.empty()) c["eagle_aux_hidden_state_layer_ids"] = o.aux_layers;
       return c;
     }
@@ -341,6 +387,36 @@ std::vector<SynthTensor> synthetic_tensors(SynthKind kind, const SynthOptions& o
       add(t, "lm_head.weight", {k8BDraftVocab, d.hidden});
       add(t, "d2t", {k8BDraftVocab}, "I64");
       add(t, "t2d", {d.vocab}, "BOOL");
+      break;
+    }
+    case SynthKind::Qwen3_Tiny: {
+      const Dims& d = kQwen3Tiny;
+      add(t, "model.embed_tokens.weight", {d.vocab, d.hidden});
+      for (uint32_t l = 0; l < o.layers; ++l) {
+        std::string p = fmt::format("model.layers.{}.", l);
+        add(t, p + "input_layernorm.weight", {d.hidden});
+        add_attention(t, p, d, d.hidden);
+        add(t, p + "self_attn.q_norm.weight", {d.head_dim});
+        add(t, p + "self_attn.k_norm.weight", {d.head_dim});
+        add(t, p + "post_attention_layernorm.weight", {d.hidden});
+        add_mlp(t, p + "mlp.", d.hidden, d.mlp);
+      }
+      add(t, "model.norm.weight", {d.hidden});
+      if (!o.tie_embeddings) add(t, "lm_head.weight", {d.vocab, d.hidden});
+      break;
+    }
+    case SynthKind::Eagle3_Qwen3_Tiny: {
+      // No embed_tokens and no d2t: the head reads the target's embeddings and drafts over its
+      // whole vocabulary.
+      const Dims& d = kQwen3Tiny;
+      add(t, "midlayer.input_layernorm.weight", {d.hidden});
+      add(t, "midlayer.hidden_norm.weight", {d.hidden});
+      add_attention(t, "midlayer.", d, 2 * d.hidden);
+      add(t, "midlayer.post_attention_layernorm.weight", {d.hidden});
+      add_mlp(t, "midlayer.mlp.", d.hidden, d.mlp);
+      add(t, "fc.weight", {d.hidden, 3 * d.hidden});
+      add(t, "norm.weight", {d.hidden});
+      add(t, "lm_head.weight", {d.vocab, d.hidden});
       break;
     }
     case SynthKind::Eagle3_Scout: {

@@ -18,6 +18,9 @@ enum class SynthKind {
                       // 16384, vocab 202048, QK norm, chunk 8192, NoPE every 4th layer
   Eagle3_8B,          // EAGLE-3 head for the 8B (original format, 32000-token draft vocab, d2t/t2d)
   Eagle3_Scout,       // EAGLE-3 head for Scout (speculators format, full 202048-token vocabulary)
+  Qwen3_Tiny,         // Qwen3ForCausalLM, tiny: hidden 128, 4/2 heads of 64 (not hidden / heads), MLP
+                      // 256, vocab 4096, per-head q/k norms, rope theta 1e6; tied when tie_embeddings
+  Eagle3_Qwen3_Tiny,  // EAGLE-3 head for it (original format, a Llama layer, full vocabulary)
 };
 
 struct SynthOptions {
@@ -31,9 +34,12 @@ struct SynthOptions {
   std::filesystem::path tokenizer_dir;
   // Drafts: the three target layers tapped (stored in the format's own convention).
   std::vector<int> aux_layers;
+  // Qwen3_Tiny: no lm_head.weight, tie_word_embeddings true (the output is embed_tokens).
+  bool tie_embeddings = false;
 };
 
-// Parses "llama3-8b", "llama4-scout", "eagle3-8b", "eagle3-scout"; false for anything else.
+// Parses "llama3-8b", "llama4-scout", "eagle3-8b", "eagle3-scout", "qwen3-tiny",
+// "eagle3-qwen3-tiny"; false for anything else.
 bool parse_synth_kind(const std::string& name, SynthKind& kind);
 const char* synth_kind_name(SynthKind kind);
 

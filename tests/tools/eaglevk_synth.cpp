@@ -2,7 +2,7 @@
 // tests/support/synthetic.h), for benchmarks and manual runs at real dimensions.
 //   eaglevk-synth KIND OUT_DIR [--layers N] [--moe-step N] [--tokenizer DIR] [--aux a,b,c]
 //                 [--shard-mb N] [--seed N]
-//   KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout
+//   KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout, qwen3-tiny, eagle3-qwen3-tiny
 //   eaglevk-synth llama3-8b-gguf|llama3-small-gguf OUT.gguf --tokenizer DIR [--layers N] [--seed N]
 //   (an F16 GGUF for llama.cpp and eaglevk alike: tests/support/synthetic_gguf.h)
 #include <chrono>
@@ -22,7 +22,8 @@ int main(int argc, char** argv) {
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: eaglevk-synth KIND OUT_DIR [--layers N] [--moe-step N] [--tokenizer DIR] [--aux a,b,c] "
-                 "[--shard-mb N] [--seed N]\n  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout\n"
+                 "[--shard-mb N] [--seed N]\n"
+                 "  KIND: llama3-8b, llama4-scout, eagle3-8b, eagle3-scout, qwen3-tiny, eagle3-qwen3-tiny\n"
                  "       eaglevk-synth llama3-8b-gguf|llama3-small-gguf OUT.gguf --tokenizer DIR [--layers N] "
                  "[--seed N]\n");
     return 2;

@@ -1,0 +1,48 @@
+#pragma once
+// The target families eaglevk runs, one row each. Every place that asks "which family is this
+// checkpoint" reads this table: loading, reading the config without weights (memory planning),
+// the error that lists what is supported. A family is a row here plus its own file
+// (models/<family>.{h,cpp}: config reading, weights struct, loader, shape and layer body on the
+// shared scaffold, models/forward_scaffold.h), an alternative of TargetModel::family, and, for
+// GGUF files, its name rules in the loader's GGUF table (loader/model_files.cpp: the loader
+// translates GGUF into Hugging Face's names and config and may not include models/).
+// docs/models.md counts the files a family touches.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "loader/hf_config.h"
+#include "loader/model_files.h"
+#include "runtime/vk/context.h"
+
+namespace eaglevk::models {
+
+struct TargetModel;
+
+// What memory planning needs of a target before any weight is loaded.
+struct TargetPlanConfig {
+  loader::LlamaConfig base;  // the fields every family shares (generation config as the loader applies it)
+  uint32_t ffn_width = 0;    // the widest dense MLP (TargetShape::ffn_width)
+};
+
+struct TargetFamily {
+  const char* name;                             // "llama3", "llama4", "qwen3"
+  std::span<const char* const> hf_architectures;  // config.json architectures[0] values
+  const char* gguf_architecture;                // GGUF general.architecture (opened as the first HF name)
+  TargetPlanConfig (*read_config)(const loader::ModelFiles& files);
+  TargetModel (*load)(const vk::Context& ctx, const loader::ModelFiles& files);
+};
+
+std::span<const TargetFamily> target_families();
+
+// The row whose hf_architectures hold config.json's architectures[0]; nullptr when none does.
+const TargetFamily* find_target_family(std::string_view hf_architecture);
+// The same for a model folder or GGUF file; an error naming the architecture and listing the
+// supported ones when no row has it (and saying so when it is an EAGLE-3 draft).
+const TargetFamily& target_family(const loader::ModelFiles& files);
+
+// "LlamaForCausalLM, Llama4ForConditionalGeneration, ..." for messages.
+std::string supported_architectures();
+
+}  // namespace eaglevk::models
