@@ -172,8 +172,9 @@ TEST(CliVision, GgufModelWithMmprojGivesTheGoldenPromptAndTokens) {
   EXPECT_EQ(m["text_hidden_size"], 256);
   EXPECT_EQ(m["vision_config"]["image_size"], golden()["preprocess"]["tile"]);
   EXPECT_EQ(m["tensor_types"]["F16"]["tensors"], 16);  // the matrices; norms and biases are F32
-  expect_clean_failure(run_cli(fmt::format("run -m {} --image {} --chat -p hi -n 1", gguf, image)),
-                       "--mmproj: a GGUF file holds the text model only");
+  const ProcessResult no_mmproj = run_cli(fmt::format("run -m {} --image {} --chat -p hi -n 1", gguf, image));
+  expect_clean_failure(no_mmproj, "a GGUF file holds the text model only");
+  EXPECT_NE(no_mmproj.out.find("eaglevk: error: --mmproj: "), std::string::npos) << no_mmproj.out;
   expect_clean_failure(run_cli(fmt::format("run -m {} --mmproj {} --image {} --chat -p hi -n 1",
                                            asset("gguf/tiny-llama4/tiny-llama4-f16.gguf"), mmproj, image)),
                        "no <|image_start|> token");

@@ -279,23 +279,26 @@ TEST_F(GpuTest, TreeSamplingPassesAChiSquareTestAgainstPlainSampling) {
   EXPECT_GT(stats.num_accepted_tokens, 20u);
 }
 
-// Shapes outside the rules or the kernels' limits are refused with the flag's name.
+// Shapes outside the rules or the kernels' limits are refused naming the setting in words, and
+// tagged with it (each front door puts its own name for it first).
 TEST(TreeParams, BadShapesAreRefused) {
-  auto refused = [](engine::TreeParams t, const char* words) {
+  auto refused = [](engine::TreeParams t, const char* words, Setting setting) {
     try {
       engine::check_tree_params(t);
       ADD_FAILURE() << "accepted S" << t.steps << " K" << t.topk << " M" << t.draft_tokens;
-    } catch (const std::exception& e) {
+    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("--"), std::string::npos) << e.what();
+      EXPECT_EQ(int(e.setting), int(setting)) << e.what();
     }
   };
-  refused({5, 2, 5}, "at least --spec-steps + 1");  // M < S + 1
-  refused({3, 8, 6}, "larger than --spec-draft-tokens");  // K > M
-  refused({17, 2, 40}, "--spec-steps 17 is out of range");
-  refused({3, 2, 65}, "--spec-draft-tokens 65 is out of range");
-  refused({3, 17, 20}, "--spec-topk 17 is out of range");
-  refused({3, 0, 6}, "--spec-topk 0 is out of range");
-  refused({2, 2, 8}, "exceeds the 6 candidates");  // M - 1 > K + (S - 1) K^2
+  refused({5, 2, 5}, "at least the steps + 1", Setting::TreeDraftTokens);  // M < S + 1
+  refused({3, 8, 6}, "top-k 8 is larger than the tree's 6 draft tokens", Setting::TreeTopK);  // K > M
+  refused({17, 2, 40}, "tree steps 17 is out of range", Setting::TreeSteps);
+  refused({3, 2, 65}, "tree draft tokens 65 is out of range", Setting::TreeDraftTokens);
+  refused({3, 17, 20}, "tree top-k 17 is out of range", Setting::TreeTopK);
+  refused({3, 0, 6}, "tree top-k 0 is out of range", Setting::TreeTopK);
+  refused({2, 2, 8}, "exceed the 6 candidates", Setting::TreeDraftTokens);  // M - 1 > K + (S - 1) K^2
   EXPECT_NO_THROW(engine::check_tree_params({16, 16, 64}));  // the largest: 3,856 candidates
   EXPECT_NO_THROW(engine::check_tree_params({4, 2, 6}));
   EXPECT_NO_THROW(engine::check_tree_params({9, 10, 60}));

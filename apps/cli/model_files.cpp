@@ -43,8 +43,7 @@ api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::pat
 
 void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check) {
   CLI::Option* on = sub->add_flag_callback("--check-tensors", [&check] { check = true; },
-                                           "scan the weights for NaN and infinity before the upload (the default up to "
-                                           "256 MiB of weights)");
+                                           "scan the weights for NaN and inf at load (default up to 256 MiB)");
   sub->add_flag_callback("--no-check-tensors", [&check] { check = false; }, "skip that scan")->excludes(on);
 }
 
