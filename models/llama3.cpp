@@ -20,6 +20,38 @@ loader::LlamaConfig read_llama3_config(const loader::ModelFiles& files) {
   return loader::parse_llama_config(files.config, files.source());
 }
 
+Llama3Layer load_llama3_layer(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, const loader::LlamaConfig& c,
+                              int layer) {
+  const int64_t H = c.hidden_size, I = c.intermediate_size, hd = c.head_dim;
+  const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
+  auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
+  const std::string p = fmt::format("model.layers.{}.", layer);
+  Llama3Layer L;
+  L.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
+  L.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
+                  {p + "self_attn.k_proj.weight", {kv_dim, H}},
+                  {p + "self_attn.v_proj.weight", {kv_dim, H}}},
+                 p + "qkv");
+  L.o = matrix({{p + "self_attn.o_proj.weight", {H, q_dim}}}, p + "o_proj");
+  L.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
+  L.gate_up = matrix({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}}, p + "gate_up");
+  L.down = matrix({{p + "mlp.down_proj.weight", {H, I}}}, p + "down_proj");
+  return L;
+}
+
+TargetShape dense_target_shape(const loader::LlamaConfig& c) {
+  TargetShape t;
+  t.layers = c.num_hidden_layers;
+  t.hidden = c.hidden_size;
+  t.heads = c.num_attention_heads;
+  t.kv_heads = c.num_key_value_heads;
+  t.head_dim = c.head_dim;
+  t.vocab = c.vocab_size;
+  t.ffn_width = c.intermediate_size;
+  t.rope_inv_freq = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
+  return t;
+}
+
 Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files) {
   Llama3Model m;
   const std::string source = files.source();
@@ -30,26 +62,11 @@ Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files)
   const loader::Checkpoint& ckpt = files.checkpoint;
   TensorUse use{ckpt, {}};
   vk::Uploader up(ctx);
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
-  const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
-
+  const int64_t H = c.hidden_size, V = c.vocab_size;
   auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
   m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    std::string p = fmt::format("model.layers.{}.", l);
-    Llama3Layer layer;
-    layer.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
-    layer.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
-                        {p + "self_attn.k_proj.weight", {kv_dim, H}},
-                        {p + "self_attn.v_proj.weight", {kv_dim, H}}},
-                       p + "qkv");
-    layer.o = matrix({{p + "self_attn.o_proj.weight", {H, q_dim}}}, p + "o_proj");
-    layer.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
-    layer.gate_up = matrix({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}}, p + "gate_up");
-    layer.down = matrix({{p + "mlp.down_proj.weight", {H, I}}}, p + "down_proj");
-    m.layers.push_back(std::move(layer));
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l) m.layers.push_back(load_llama3_layer(ctx, up, use, c, l));
   m.norm = upload_f32_vector(ctx, up, use.get("model.norm.weight"), H);
   if (ckpt.find("lm_head.weight")) {
     m.lm_head = matrix({{"lm_head.weight", {V, H}}}, "lm_head");
@@ -65,19 +82,7 @@ Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files)
   return m;
 }
 
-TargetShape target_shape(const Llama3Model& m) {
-  const loader::LlamaConfig& c = m.config;
-  TargetShape t;
-  t.layers = c.num_hidden_layers;
-  t.hidden = c.hidden_size;
-  t.heads = c.num_attention_heads;
-  t.kv_heads = c.num_key_value_heads;
-  t.head_dim = c.head_dim;
-  t.vocab = c.vocab_size;
-  t.ffn_width = c.intermediate_size;
-  t.rope_inv_freq = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  return t;
-}
+TargetShape target_shape(const Llama3Model& m) { return dense_target_shape(m.config); }
 
 void record_target_forward(ops::OpContext& oc, const Llama3Model& m, TargetState& s, const ForwardPass& pass) {
   const loader::LlamaConfig& c = m.config;

@@ -35,6 +35,12 @@ struct Llama3Model {
 
 // From a model folder or a GGUF file (loader/model_files.h).
 Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files);
+
+// The pieces a family whose layer is Llama's with more (Qwen3's q/k norms) shares: layer
+// `layer`'s Llama tensors (model.layers.<layer>.*), and the state sizes of such a target.
+Llama3Layer load_llama3_layer(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, const loader::LlamaConfig& c,
+                              int layer);
+TargetShape dense_target_shape(const loader::LlamaConfig& c);
 Llama3Model load_llama3(const vk::Context& ctx, const std::filesystem::path& path);
 
 // Its family row's entries (models/family.h): the config read without loading weights, the

@@ -7,6 +7,7 @@
 
 #include "loader/quant.h"
 #include "models/forward_scaffold.h"
+#include "models/llama3.h"
 #include "runtime/vk/uploader.h"
 
 namespace eaglevk::models {
@@ -31,26 +32,16 @@ Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files) {
   const loader::Checkpoint& ckpt = files.checkpoint;
   TensorUse use{ckpt, {}};
   vk::Uploader up(ctx);
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size, hd = c.head_dim;
-  const int64_t q_dim = c.num_attention_heads * hd, kv_dim = c.num_key_value_heads * hd;
-
+  const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
   m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
   for (int l = 0; l < c.num_hidden_layers; ++l) {
-    std::string p = fmt::format("model.layers.{}.", l);
+    const std::string p = fmt::format("model.layers.{}.", l);
     Qwen3Layer layer;
-    layer.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
-    layer.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
-                        {p + "self_attn.k_proj.weight", {kv_dim, H}},
-                        {p + "self_attn.v_proj.weight", {kv_dim, H}}},
-                       p + "qkv");
+    layer.llama = load_llama3_layer(ctx, up, use, c, l);
     layer.q_norm = upload_f32_vector(ctx, up, use.get(p + "self_attn.q_norm.weight"), hd);
     layer.k_norm = upload_f32_vector(ctx, up, use.get(p + "self_attn.k_norm.weight"), hd);
-    layer.o = matrix({{p + "self_attn.o_proj.weight", {H, q_dim}}}, p + "o_proj");
-    layer.ffn_norm = upload_f32_vector(ctx, up, use.get(p + "post_attention_layernorm.weight"), H);
-    layer.gate_up = matrix({{p + "mlp.gate_proj.weight", {I, H}}, {p + "mlp.up_proj.weight", {I, H}}}, p + "gate_up");
-    layer.down = matrix({{p + "mlp.down_proj.weight", {H, I}}}, p + "down_proj");
     m.layers.push_back(std::move(layer));
   }
   m.norm = upload_f32_vector(ctx, up, use.get("model.norm.weight"), H);
@@ -68,19 +59,7 @@ Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files) {
   return m;
 }
 
-TargetShape target_shape(const Qwen3Model& m) {
-  const loader::LlamaConfig& c = m.config;
-  TargetShape t;
-  t.layers = c.num_hidden_layers;
-  t.hidden = c.hidden_size;
-  t.heads = c.num_attention_heads;
-  t.kv_heads = c.num_key_value_heads;
-  t.head_dim = c.head_dim;
-  t.vocab = c.vocab_size;
-  t.ffn_width = c.intermediate_size;
-  t.rope_inv_freq = loader::rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling);
-  return t;
-}
+TargetShape target_shape(const Qwen3Model& m) { return dense_target_shape(m.config); }
 
 void record_target_forward(ops::OpContext& oc, const Qwen3Model& m, TargetState& s, const ForwardPass& pass) {
   const loader::LlamaConfig& c = m.config;
@@ -91,14 +70,15 @@ void record_target_forward(ops::OpContext& oc, const Qwen3Model& m, TargetState&
   const vk::Arena& a = s.arena;
   const ScaffoldWeights w{m.embed.matrix(), &m.norm, m.lm_head_matrix(), uint32_t(m.layers.size()), H, eps};
   record_target_scaffold(oc, s, pass, w, [&](uint32_t l, const LayerPass& lp) {
-    const Qwen3Layer& L = m.layers[l];
+    const Qwen3Layer& Q = m.layers[l];
+    const Llama3Layer& L = Q.llama;
     const ops::Act qkv(a[s.qkv], qkv_dim);
     // The per-head norms come between the product and the rotation, so neither folds into the
     // product: q | k | v first, the q heads' and k heads' norms in place, then rotation and
     // cache write in one dispatch.
     norm_linear(oc, {lp.x, vk::BufferRange(L.attn_norm), eps, ops::Act(a[s.attn_norm], H), "attn_norm"}, L.qkv, qkv,
                 lp.rows, lp.path, "qkv");
-    const vk::BufferRange q_w(L.q_norm), k_w(L.k_norm);
+    const vk::BufferRange q_w(Q.q_norm), k_w(Q.k_norm);
     ops::rms_norm_heads(oc, qkv, lp.rows, nh, hd, eps, &q_w, "q_norm");
     // The two norms touch disjoint columns of the same rows, which the recorder tracks apart, but
     // both bind the whole qkv buffer, where synchronization validation sees a write after write.

@@ -7,6 +7,7 @@
 
 #include "loader/hf_config.h"
 #include "loader/model_files.h"
+#include "models/llama3.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
 #include "runtime/ops/ops.h"
@@ -14,14 +15,9 @@
 namespace eaglevk::models {
 
 struct Qwen3Layer {
-  vk::Buffer attn_norm;  // [H] f32
-  DeviceMatrix qkv;      // [(nh + 2 nkv) hd, H]: q_proj | k_proj | v_proj rows
+  Llama3Layer llama;     // the Llama layer's norms and products (models/llama3.h)
   vk::Buffer q_norm;     // [hd] f32, applied to every q head
   vk::Buffer k_norm;     // [hd] f32, applied to every k head
-  DeviceMatrix o;        // [H, nh hd]
-  vk::Buffer ffn_norm;   // [H] f32
-  DeviceMatrix gate_up;  // [2 I, H]: gate_proj | up_proj rows
-  DeviceMatrix down;     // [H, I]
 };
 
 struct Qwen3Model {

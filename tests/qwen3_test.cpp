@@ -172,7 +172,7 @@ TEST_F(GpuTest, Qwen3ConfigAndWeights) {
     EXPECT_EQ(m.config().head_dim, 64);  // not hidden / heads = 32
     EXPECT_EQ(m.config().rope_theta, 1e6f);
     EXPECT_EQ(qwen->layers.size(), kLayers);
-    EXPECT_EQ(qwen->layers[0].qkv.rows, 4u * 64 + 2 * 2 * 64);
+    EXPECT_EQ(qwen->layers[0].llama.qkv.rows, 4u * 64 + 2 * 2 * 64);
     EXPECT_EQ(m.parameters(), synthetic_parameters(tied));
     EXPECT_EQ(qwen->lm_head.buffer ? false : true, tied);
     if (tied) EXPECT_EQ(m.lm_head().data.buffer, m.embed().data.buffer);
