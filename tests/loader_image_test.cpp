@@ -20,19 +20,24 @@
 #include "loader/image_decode.h"
 #include "loader/image_resize.h"
 #include "loader/llama4_image.h"
+#include "loader/sha256.h"
 #include "support/image_writers.h"
 #include "support/loader_test_util.h"
-#include "support/sha256.h"
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
 using eaglevk::testing::expect_error;
 using eaglevk::testing::JpegSpec;
 using eaglevk::testing::PngSpec;
-using eaglevk::testing::sha256_hex;
 using eaglevk::testing::write_jpeg;
 using eaglevk::testing::write_png;
 using nlohmann::json;
+
+// The loader's SHA-256 (checked against FIPS 180-2's vectors and sha256sum in
+// loader_fingerprint_test) over raw bytes; text goes to loader::sha256_hex itself.
+std::string sha256_hex(const void* data, size_t size) {
+  return eaglevk::loader::sha256_hex(std::string_view(static_cast<const char*>(data), size));
+}
 
 namespace {
 
