@@ -338,7 +338,9 @@ TEST(Cli, EveryBadInputIsACleanError) {
     const std::string message = r.out.substr(at, r.out.find('\n', at) - at);
     EXPECT_NE(message.find(entry.at("words").get<std::string>()), std::string::npos) << message;
     EXPECT_LT(message.size(), 1000u) << "an error message should be short: " << message.substr(0, 1000);
-    if (entry.contains("absent")) EXPECT_EQ(r.out.find(entry["absent"].get<std::string>()), std::string::npos) << r.out;
+    if (entry.contains("absent")) {
+      EXPECT_EQ(r.out.find(entry["absent"].get<std::string>()), std::string::npos) << r.out;
+    }
     fs::remove_all(dir);
   }
 }
