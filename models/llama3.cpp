@@ -75,10 +75,8 @@ Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files)
   }
   use.check_all_used({}, {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
-  for (const std::string& name : use.used) {
-    m.weight_bytes += loader::upload_bytes(ckpt.get(name));  // FP8 and 4-bit weights as their blocks
-    m.parameters += uint64_t(ckpt.get(name).numel());
-  }
+  m.weight_bytes = use.used_device_bytes();
+  m.parameters = use.used_parameters();
   return m;
 }
 

@@ -199,10 +199,8 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
   use.check_all_used(m.vision ? std::vector<std::string>{} : std::vector<std::string>{"vision_model.", "multi_modal_projector."},
                      {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
-  for (const std::string& name : use.used) {
-    m.weight_bytes += loader::upload_bytes(ckpt.get(name));  // FP8 and 4-bit weights as their blocks
-    m.parameters += uint64_t(ckpt.get(name).numel());
-  }
+  m.weight_bytes = use.used_device_bytes();
+  m.parameters = use.used_parameters();
   return m;
 }
 

@@ -302,6 +302,18 @@ const loader::TensorView& TensorUse::get(const std::string& name) {
   return t;
 }
 
+uint64_t TensorUse::used_device_bytes() const {
+  uint64_t bytes = 0;
+  for (const std::string& name : used) bytes += loader::upload_bytes(ckpt.get(name));
+  return bytes;
+}
+
+uint64_t TensorUse::used_parameters() const {
+  uint64_t count = 0;
+  for (const std::string& name : used) count += uint64_t(ckpt.get(name).numel());
+  return count;
+}
+
 void TensorUse::check_all_used(const std::vector<std::string>& ignored_prefixes,
                                const std::vector<std::string>& ignored_suffixes) const {
   for (const std::string& name : ckpt.names()) {

@@ -100,6 +100,10 @@ struct TensorUse {
   // Every tensor neither used nor matching one of the ignored prefixes/suffixes is an error.
   void check_all_used(const std::vector<std::string>& ignored_prefixes,
                       const std::vector<std::string>& ignored_suffixes) const;
+  // What the used tensors take on the device (FP8 and 4-bit weights as their blocks) and how
+  // many parameters they hold: a model's weight_bytes and parameters.
+  uint64_t used_device_bytes() const;
+  uint64_t used_parameters() const;
 };
 
 }  // namespace eaglevk::models

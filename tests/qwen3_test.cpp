@@ -175,7 +175,9 @@ TEST_F(GpuTest, Qwen3ConfigAndWeights) {
     EXPECT_EQ(qwen->layers[0].llama.qkv.rows, 4u * 64 + 2 * 2 * 64);
     EXPECT_EQ(m.parameters(), synthetic_parameters(tied));
     EXPECT_EQ(qwen->lm_head.buffer ? false : true, tied);
-    if (tied) EXPECT_EQ(m.lm_head().data.buffer, m.embed().data.buffer);
+    if (tied) {
+      EXPECT_EQ(m.lm_head().data.buffer, m.embed().data.buffer);
+    }
   }
 }
 
@@ -207,15 +209,20 @@ TEST_P(Qwen3Reference, GreedyDecodingFollowsTheFloatReference) {
   o.ignore_eos = true;
   const std::vector<int32_t> tokens = engine::generate(runner, ids, o).tokens;
   ASSERT_EQ(tokens.size(), 12u);
+  size_t decided = 0;  // steps whose top two the reference tells apart
   for (size_t i = 0; i < tokens.size(); ++i) {
     const std::vector<double> want = ref_llama3_last_logits(folder(tied), ids);
     std::vector<double> sorted = want;
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
     const int32_t best = int32_t(std::max_element(want.begin(), want.end()) - want.begin());
-    if (sorted[0] - sorted[1] > 2 * kLogitTolerance)
+    if (sorted[0] - sorted[1] > 2 * kLogitTolerance) {
       EXPECT_EQ(tokens[i], best) << "step " << i;
+      ++decided;
+    }
     ids.push_back(tokens[i]);
   }
+  // Near-ties everywhere would leave nothing compared.
+  EXPECT_GE(decided, tokens.size() / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen3, Qwen3Reference, ::testing::Values(false, true),

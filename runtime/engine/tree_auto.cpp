@@ -12,6 +12,7 @@
 #include <eaglevk/error.h>
 
 #include "loader/output_file.h"
+#include "loader/sha256.h"
 #include "runtime/ops/tree.h"
 
 namespace eaglevk::engine {
@@ -39,15 +40,10 @@ double interpolate(const std::vector<uint32_t>& at, const std::vector<double>& s
 
 uint32_t pool_size(uint32_t k, uint32_t s) { return k + (s - 1) * k * k; }
 
-// FNV-1a: a stable file name for a cache key.
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
+// A stable file name for a cache key: its digest's first 16 hex digits (the key itself is in
+// the file and checked on reading).
 std::filesystem::path cache_file(const AutoOptions& o) {
-  return o.cache_dir / fmt::format("pass-costs-{:016x}.json", fnv1a(o.cache_key));
+  return o.cache_dir / fmt::format("pass-costs-{}.json", loader::sha256_hex(o.cache_key).substr(0, 16));
 }
 
 bool load_costs(const AutoOptions& o, PassCosts& costs) {
