@@ -229,6 +229,67 @@ class Session {
                      bool reuse);
 };
 
+// Several sequences of one model decoding together (continuous batching, the C API's
+// eaglevk_batch and `eaglevk serve`): each starts between rounds with its own prompt and
+// settings, every round advances all of them in one submission (the weights are read once for
+// all), and each leaves when it finishes. At temperature 0 each sequence's tokens equal a
+// Session's on it alone, whichever sequences run beside it.
+struct BatchParams {
+  uint32_t sequences = 8;       // the most sequences at once (1..64)
+  uint32_t context = 2048;      // per sequence, prompt + generated; clipped to the model's maximum
+  uint32_t k = 3;               // draft tokens per round with a draft; 0: no speculation
+  bool greedy_drafts = false;   // as SessionParams::greedy_drafts
+};
+
+// What one sequence decides for itself.
+struct SequenceParams {
+  engine::SamplingParams sampling;
+  uint32_t max_new_tokens = 64;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;  // generation ends at the first of these texts
+  uint32_t logprobs = 0;          // as SessionParams::logprobs
+};
+
+class BatchSession {
+ public:
+  BatchSession(std::shared_ptr<const Model> model, const BatchParams& params);
+  ~BatchSession();
+  BatchSession(const BatchSession&) = delete;
+  BatchSession& operator=(const BatchSession&) = delete;
+
+  // Whether a sequence with these settings can start now: a slot is free and the running
+  // sequences share its sampling settings (the rounds sample every row with one set).
+  bool can_start(const SequenceParams& params) const;
+  // Checks the prompt and settings, prefills the prompt (one submission per chunk) and emits the
+  // first token; returns the sequence's id (0..sequences-1, reused once taken). on_piece is
+  // called with each token as for Session::generate, from start() and step(); returning false
+  // finishes the sequence (stopped_by_caller).
+  uint32_t start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece = {});
+  // One round of every running sequence; returns the ids that finished in it (or in start()
+  // since the last step), each to be taken.
+  std::vector<uint32_t> step();
+  // Whether any sequence is running (step() has work).
+  bool running() const;
+  bool finished(uint32_t id) const;
+  // A finished sequence's output and statistics; frees its id.
+  GenerateOutput take(uint32_t id);
+  // Finishes a running sequence before the next round (a client that went away); take() then
+  // gives what it generated, with stopped_by_caller.
+  void cancel(uint32_t id);
+
+  const Model& model() const { return *model_; }
+  const BatchParams& params() const { return params_; }
+  uint32_t context() const { return context_; }
+  bool speculative() const;
+
+ private:
+  struct State;
+  std::shared_ptr<const Model> model_;  // first: outlives the device state
+  BatchParams params_;
+  uint32_t context_ = 0;
+  std::unique_ptr<State> state_;
+};
+
 // The device behind a C handle (capi.cpp), for tests that check the validation layer's count.
 const Device& device_of(const eaglevk_runtime* runtime);
 const Device& device_of(const eaglevk_model* model);
