@@ -183,7 +183,7 @@ int eval_command(const EvalArgs& a) {
   }
   // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts: it
   // accepts more than proposing the draft's argmax (both keep the target's distribution).
-  const bool draft_sampling = !tree.enabled() && a.temp > 0 && !a.greedy_drafts;
+  const bool draft_sampling = engine::draws_drafts({a.temp}, tree.enabled(), a.greedy_drafts);
   const auto wall_start = std::chrono::steady_clock::now();
   loader::Dataset data = loader::load_dataset(a.dataset, a.strict, {a.allowed_image_dirs.begin(), a.allowed_image_dirs.end()});
   for (const auto& p : data.problems) fmt::print(stderr, "eaglevk: {}:{}: skipped: {}\n", a.dataset, p.line, p.message);

@@ -184,7 +184,7 @@ int run_command(const RunArgs& a) {
                           : std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, a.spec.k, kMaxRows);
     // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts:
     // it accepts more (both keep the target's distribution).
-    spec->set_draft_sampling(!tree.enabled() && a.temp > 0 && !a.greedy_drafts);
+    spec->set_draft_sampling(engine::draws_drafts(sampling, tree.enabled(), a.greedy_drafts));
     if (!a.dump_taps.empty()) spec->set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
   } else {
     // Built only without a draft: the speculative decoder has its own target state, and a

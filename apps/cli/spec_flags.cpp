@@ -36,7 +36,7 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
     usage_fail("-k chooses chain drafting; give either -k or the --spec-* tree flags, not both");
   engine::TreeParams t;
   t.steps = steps;
-  t.topk = topk ? topk : 1;
+  t.topk = topk;
   if (auto_tokens()) {
     // The search's bounds; the shape comes from resolve_tree once the models are loaded.
     t.steps = steps ? steps : 8;
@@ -48,12 +48,10 @@ engine::TreeParams SpecFlags::tree_params(bool with_k) const {
     return t;
   }
   if (steps == 0) usage_fail("tree drafting needs --spec-steps (draft levels, 1..16)");
-  if (draft_tokens.empty()) {
-    if (t.topk != 1) usage_fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
-    t.draft_tokens = steps + 1;  // the chain: every level's single node
-  } else {
+  if (!draft_tokens.empty())
     t.draft_tokens = uint32_t(parse_integer(draft_tokens, "--spec-draft-tokens", 2, ops::kTreeMaxNodes));
-  }
+  t = engine::tree_with_defaults(t);
+  if (t.draft_tokens == 0) usage_fail("tree drafting with --spec-topk {} needs --spec-draft-tokens", t.topk);
   as_usage_error([&] { engine::check_tree_params(t); });
   return t;
 }

@@ -99,8 +99,8 @@ BatchSession::BatchSession(std::shared_ptr<const Model> model, const BatchParams
   within(ErrorKind::Device, [&] {
     state_->decoder = std::make_unique<engine::BatchDecoder>(*device.gpu, *model_->target, *model_->draft, context_,
                                                              params_.k, params_.sequences);
-    // At T > 0 drafts are drawn from the draft unless the caller asks for the argmax (as Session).
-    state_->decoder->set_draft_sampling(!params_.greedy_drafts);
+    // Sequences bring their own temperatures: the decoder applies the scheme at T > 0 only.
+    state_->decoder->set_draft_sampling(engine::draws_drafts({1.0f}, /*tree=*/false, params_.greedy_drafts));
   });
 }
 

@@ -37,8 +37,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   check_params(params_);
   context_ = std::min(params_.context, model_->max_context());
   if (params_.tree.enabled()) {
-    if (params_.tree.topk == 0) params_.tree.topk = 1;
-    if (params_.tree.draft_tokens == 0 && params_.tree.topk == 1) params_.tree.draft_tokens = params_.tree.steps + 1;
+    params_.tree = engine::tree_with_defaults(params_.tree);
     within(ErrorKind::InvalidArgument, [&] { engine::check_tree_params(params_.tree); });
     if (params_.tree.draft_tokens >= context_)
       fail_as(ErrorKind::InvalidArgument, "spec_draft_tokens = {} does not fit a context of {} tokens",
@@ -61,8 +60,8 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
                                                                  context_, params_.k, kMaxRows);
     else
       runner_ = std::make_unique<engine::TargetRunner>(*device.gpu, *model_->target, context_, kMaxRows);
-    // At T > 0 chain drafts are drawn from the draft unless the caller asks for the argmax.
-    if (spec_) spec_->set_draft_sampling(!params_.tree.enabled() && !params_.greedy_drafts);
+    if (spec_)
+      spec_->set_draft_sampling(engine::draws_drafts(params_.sampling, params_.tree.enabled(), params_.greedy_drafts));
   });
 }
 

@@ -28,6 +28,14 @@ struct SamplingParams {
 // greedy and silently ignore the setting.
 void check_sampling(const SamplingParams& p);
 
+// The speculative scheme, for every front door: at temperature > 0 chain drafts are drawn from
+// the draft's own distribution (accepted with min(1, p/q)) unless the caller asks for greedy
+// drafts; a tree's children are the draft's top-K, never drawn; at temperature 0 drafts are
+// the draft's argmax.
+inline bool draws_drafts(const SamplingParams& sampling, bool tree, bool greedy_drafts) {
+  return !sampling.greedy() && !tree && !greedy_drafts;
+}
+
 // The most alternatives a generated token's log-probability report may list (the OpenAI API's
 // limit): every front door checks it with check_logprobs.
 constexpr uint32_t kMaxLogprobs = 20;
