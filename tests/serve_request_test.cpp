@@ -182,6 +182,7 @@ TEST(ServeRequest, EveryMalformedBodyIsA400NamingTheField) {
       {"", "", "not valid JSON"},
       {"{\"model\": \"m\",", "", "not valid JSON"},
       {"[1, 2]", "", "must be a JSON object"},
+      {"{\"model\": \"m\", \"prompt\": [1e400]}", "", "out of range", Endpoint::Completion},  // found by the fuzzer
       {std::string(100, '[') + std::string(100, ']'), "", "levels deep"},
       {"{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", "model", "required"},
       {with(chat, "model", 5), "model", "must be a string"},

@@ -311,6 +311,9 @@ Request parse_request(std::string_view body_text, Endpoint endpoint, const Reque
     refuse(400, "", fmt::format("the request body nests more than {} levels deep", kMaxDepth));
   } catch (const json::parse_error& e) {
     refuse(400, "", fmt::format("the request body is not valid JSON (at byte {})", e.byte));
+  } catch (const json::exception&) {
+    // nlohmann reports a number beyond double's range (1e400) as out_of_range, not a parse error.
+    refuse(400, "", "the request body is not valid JSON: it holds a number out of range");
   }
   if (!body.is_object()) refuse(400, "", fmt::format("the request body must be a JSON object, not {}", type_name(body)));
   const auto& own = endpoint == Endpoint::Chat ? kChatFields : kCompletionFields;
