@@ -140,17 +140,7 @@ uint32_t eval_batch(const EvalArgs& a, const engine::TreeParams& tree, bool has_
 // B sequences hold B contexts of KV cache, in one binding per layer: an explicit --batch that
 // does not fit is refused with what it needs; the default shrinks until it fits.
 uint32_t batch_that_fits(const EvalArgs& a, uint32_t batch, const engine::MemoryPlan& memory, uint32_t context) {
-  auto problem = [&](uint32_t b) -> std::string {
-    if (uint64_t(b) * context > memory.binding_max_tokens)
-      return fmt::format("{} contexts of {} tokens exceed one layer's KV binding of this device ({} tokens, "
-                         "maxStorageBufferRange)",
-                         b, context, memory.binding_max_tokens);
-    const uint64_t need = memory.total(context) + memory.kv_per_token * context * (b - 1);
-    if (need > memory.budget)
-      return fmt::format("{} sequences of {} tokens need {} of device memory, {} is available ({})", b, context,
-                         engine::format_bytes(need), engine::format_bytes(memory.budget), memory.budget_source);
-    return {};
-  };
+  auto problem = [&](uint32_t b) { return api::batch_memory_problem(memory, b, context); };
   if (a.batch > 1) {
     if (std::string p = problem(batch); !p.empty()) fail("--batch {}: {}; lower --batch or --ctx", batch, p);
     return batch;
@@ -180,7 +170,7 @@ int eval_command(const EvalArgs& a) {
         kind != loader::PathKind::File && kind != loader::PathKind::Missing)
       fail("--resume: {} (it is read, then appended to)", loader::file_problem(a.resume));
   as_usage_error([&] { engine::StopText check(a.stop); });
-  if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
+  as_usage_error([&] { engine::check_logprobs(a.logprobs); });
   if (a.batch > engine::kMaxBatch) usage_fail("--batch is at most {}, got {}", engine::kMaxBatch, a.batch);
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;

@@ -124,7 +124,7 @@ int run_command(const RunArgs& a) {
   }
   if (a.interactive && !a.chat) usage_fail("--interactive is a chat: it needs --chat");
   if (a.logprobs && !a.json) usage_fail("--logprobs goes with --json (they are reported there)");
-  if (a.logprobs > engine::kMaxLogprobs) usage_fail("--logprobs is at most {}, got {}", engine::kMaxLogprobs, a.logprobs);
+  as_usage_error([&] { engine::check_logprobs(a.logprobs); });
   if (a.interactive && !a.images.empty()) usage_fail("--interactive does not take images");
   if (a.interactive && !a.dump_taps.empty()) usage_fail("--dump-taps writes one generation's taps: not with --interactive");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");

@@ -13,6 +13,11 @@ const char* flag_of(Setting setting) {
     case Setting::TreeDraftTokens: return "--spec-draft-tokens";
     case Setting::TapLayers: return "--aux-layers";
     case Setting::VisionProjector: return "--mmproj";
+    case Setting::Temperature: return "--temp";
+    case Setting::TopK: return "--top-k";
+    case Setting::TopP: return "--top-p";
+    case Setting::Logprobs: return "--logprobs";
+    case Setting::StopStrings: return "--stop";
   }
   return "";
 }

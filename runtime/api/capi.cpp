@@ -12,6 +12,7 @@
 
 #include <eaglevk/eaglevk.hpp>
 
+#include "runtime/api/capi_support.h"
 #include "runtime/api/errors.h"
 
 #ifndef EAGLEVK_VERSION_STRING
@@ -20,14 +21,6 @@
 
 namespace api = eaglevk::api;
 
-struct eaglevk_runtime {
-  api::Runtime runtime;
-};
-
-struct eaglevk_model {
-  std::shared_ptr<const api::Model> model;
-};
-
 struct eaglevk_session {
   std::unique_ptr<api::Session> session;
   eaglevk::engine::SpecStats last_stats;  // of the last generate
@@ -35,106 +28,9 @@ struct eaglevk_session {
   std::vector<eaglevk::engine::TokenLogprobs> last_logprobs;
 };
 
-namespace {
-
+using namespace eaglevk::api::c_api;
 using api::ErrorKind;
 using api::fail_as;
-
-std::string& last_error() {
-  thread_local std::string message;
-  return message;
-}
-
-eaglevk_status status_of(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::InvalidArgument: return EAGLEVK_ERROR_INVALID_ARGUMENT;
-    case ErrorKind::Io: return EAGLEVK_ERROR_IO;
-    case ErrorKind::Model: return EAGLEVK_ERROR_MODEL;
-    case ErrorKind::Device: return EAGLEVK_ERROR_DEVICE;
-    case ErrorKind::ContextFull: return EAGLEVK_ERROR_CONTEXT_FULL;
-    case ErrorKind::BufferTooSmall: return EAGLEVK_ERROR_BUFFER_TOO_SMALL;
-    case ErrorKind::Internal: return EAGLEVK_ERROR_INTERNAL;
-    case ErrorKind::DeviceLost: return EAGLEVK_ERROR_DEVICE_LOST;
-    case ErrorKind::OutOfMemory: return EAGLEVK_ERROR_OUT_OF_MEMORY;
-  }
-  return EAGLEVK_ERROR_INTERNAL;
-}
-
-// The C API's words for the settings errors are about: the field or argument that sets it.
-const char* field_of(eaglevk::Setting setting) {
-  using eaglevk::Setting;
-  switch (setting) {
-    case Setting::None: return "";
-    case Setting::Context: return "eaglevk_session_params.context";
-    case Setting::ChainDraftTokens: return "eaglevk_session_params.k";
-    case Setting::Batch: return "";  // no batch in the C API yet: the message's words stand alone
-    case Setting::TreeSteps: return "eaglevk_session_params.spec_steps";
-    case Setting::TreeTopK: return "eaglevk_session_params.spec_topk";
-    case Setting::TreeDraftTokens: return "eaglevk_session_params.spec_draft_tokens";
-    case Setting::TapLayers: return "";  // the C API takes the draft config's tap layers
-    case Setting::VisionProjector: return "eaglevk_model_load_with_mmproj's mmproj";
-  }
-  return "";
-}
-
-// field: what the C API calls the setting the message is about ("" for none), put first.
-eaglevk_status failed(eaglevk_status status, const char* message, const char* field = "") noexcept {
-  try {
-    last_error() = *field ? fmt::format("{}: {}", field, message) : std::string(message);
-  } catch (...) {
-    // No memory for the message: the status still says what kind of failure it was.
-  }
-  return status;
-}
-
-// Runs one API call's body; exceptions become a status and the last-error message.
-template <typename Body>
-eaglevk_status guarded(Body&& body) noexcept {
-  try {
-    last_error().clear();
-    body();
-    return EAGLEVK_OK;
-  } catch (const api::ApiError& e) {
-    return failed(status_of(e.kind), e.what(), field_of(e.setting));
-  } catch (const eaglevk::vk::VulkanError& e) {
-    return failed(e.device_lost()     ? EAGLEVK_ERROR_DEVICE_LOST
-                  : e.out_of_memory() ? EAGLEVK_ERROR_OUT_OF_MEMORY
-                                      : EAGLEVK_ERROR_DEVICE,
-                  e.what());
-  } catch (const eaglevk::Error& e) {
-    // Thrown outside every classified stage: a bug.
-    return failed(EAGLEVK_ERROR_INTERNAL, e.what(), field_of(e.setting));
-  } catch (const std::bad_alloc&) {
-    return failed(EAGLEVK_ERROR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::exception& e) {
-    return failed(EAGLEVK_ERROR_INTERNAL, e.what());
-  } catch (...) {
-    return failed(EAGLEVK_ERROR_INTERNAL, "unknown exception");
-  }
-}
-
-template <typename T>
-void require(const T* pointer, const char* name) {
-  if (!pointer) fail_as(ErrorKind::InvalidArgument, "{} is NULL", name);
-}
-
-// The buffer protocol: `needed` items must fit `capacity`, else nothing is written.
-void require_capacity(const void* buffer, size_t capacity, size_t needed, const char* name) {
-  if (!buffer && capacity) fail_as(ErrorKind::InvalidArgument, "{} is NULL but its capacity is {}", name, capacity);
-  if (capacity < needed)
-    fail_as(ErrorKind::BufferTooSmall, "{} holds {} but {} are needed", name, capacity, needed);
-}
-
-// Text out: the capacity counts the terminating NUL, *out_length does not.
-void write_text(const std::string& text, char* buffer, size_t capacity, size_t* out_length) {
-  require(out_length, "out_length");
-  *out_length = text.size();
-  require_capacity(buffer, capacity, text.size() + 1, "the text buffer");
-  std::memcpy(buffer, text.data(), text.size());
-  buffer[text.size()] = '\0';
-}
-
-}  // namespace
 
 namespace eaglevk::api {
 const Device& device_of(const eaglevk_runtime* runtime) { return *runtime->runtime.device; }

@@ -8,6 +8,7 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/api/errors.h"
+#include "runtime/api/sequence_text.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/prompt_images.h"
 #include "runtime/engine/speculative.h"
@@ -22,17 +23,10 @@ namespace {
 constexpr uint32_t kMaxRows = kSessionMaxRows;
 
 void check_params(const SessionParams& p) {
-  // The C API's own field names in its messages; engine::check_sampling holds the same rules.
-  const engine::SamplingParams& s = p.sampling;
-  if (!std::isfinite(s.temperature) || s.temperature < 0)
-    fail_as(ErrorKind::InvalidArgument, "temperature must be a finite number >= 0, got {}", s.temperature);
-  if (s.top_k < 0) fail_as(ErrorKind::InvalidArgument, "top_k must be >= 0, got {}", s.top_k);
-  if (!(s.top_p > 0 && s.top_p <= 1)) fail_as(ErrorKind::InvalidArgument, "top_p must be in (0, 1], got {}", s.top_p);
-  if (p.context < 2) fail_as(ErrorKind::InvalidArgument, "context must hold at least 2 tokens, got {}", p.context);
-  if (p.logprobs > engine::kMaxLogprobs)
-    fail_as(ErrorKind::InvalidArgument, "logprobs is at most {}, got {}", engine::kMaxLogprobs, p.logprobs);
-  for (size_t i = 0; i < p.stop.size(); ++i)
-    if (p.stop[i].empty()) fail_as(ErrorKind::InvalidArgument, "stop_strings[{}] is empty", i);
+  check_generation_settings(p.sampling, p.logprobs, p.stop);
+  if (p.context < 2)
+    throw ApiError(ErrorKind::InvalidArgument, fmt::format("the context must hold at least 2 tokens, got {}", p.context),
+                   Setting::Context);
 }
 
 }  // namespace
@@ -76,15 +70,10 @@ Session::~Session() = default;
 
 GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece,
                                  std::span<const loader::RgbImage> images) {
-  if (prompt.empty()) fail_as(ErrorKind::InvalidArgument, "the prompt is empty");
+  check_prompt_ids(*model_, prompt);
   if (!images.empty() && !model_->images)
     throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", model_->no_images_reason),
                    model_->no_images_setting);
-  const int32_t vocab = model_->vocab_size();
-  for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || prompt[i] >= vocab)
-      fail_as(ErrorKind::InvalidArgument, "prompt token {} (at {}) is outside the vocabulary of {}", prompt[i], i,
-              vocab);
   // Images: expand their placeholders and run the vision tower (on the device queue).
   engine::ImagePrompt image_prompt;
   if (!images.empty()) {
@@ -106,10 +95,7 @@ GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCal
 GenerateOutput Session::continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece) {
   if (next.empty()) fail_as(ErrorKind::InvalidArgument, "nothing to append: the next turn is empty");
   if (sequence_.empty()) return generate(next, on_piece);
-  const int32_t vocab = model_->vocab_size();
-  for (size_t i = 0; i < next.size(); ++i)
-    if (next[i] < 0 || next[i] >= vocab)
-      fail_as(ErrorKind::InvalidArgument, "token {} (at {}) is outside the vocabulary of {}", next[i], i, vocab);
+  check_prompt_ids(*model_, next, "token");
   std::vector<int32_t> ids = sequence_;
   ids.insert(ids.end(), next.begin(), next.end());
   if (ids.size() >= context_)
@@ -129,15 +115,9 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   o.logprobs = params_.logprobs;
 
   GenerateOutput out;
-  engine::GeneratedText text(model_->tokenizer, params_.stop);
+  SequenceText text(model_->tokenizer, params_.stop, on_piece);
   engine::TokenCallback stream;
-  if (on_piece || !params_.stop.empty())
-    stream = [&](int32_t id) {
-      std::string piece = text.push(id);
-      if (on_piece && !on_piece(id, piece)) out.stopped_by_caller = true;
-      out.stopped_at_stop_string = text.stopped();
-      return !out.stopped_by_caller && !text.stopped();
-    };
+  if (text.needed()) stream = [&](int32_t id) { return text.push(id); };
 
   sequence_.clear();  // until this call succeeds
   std::vector<int32_t> prompt = ids;
@@ -153,10 +133,9 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
       }
     });
   }
-  if (on_piece && !out.stopped_by_caller) {
-    std::string rest = text.finish();
-    if (!rest.empty()) on_piece(-1, rest);
-  }
+  text.finish();
+  out.stopped_by_caller = text.stopped_by_caller();
+  out.stopped_at_stop_string = text.stopped_at_stop_string();
   if (!images) {
     sequence_ = std::move(prompt);
     sequence_.insert(sequence_.end(), r.tokens.begin(), r.tokens.end());

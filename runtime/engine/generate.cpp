@@ -25,7 +25,7 @@ void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t 
     if (prompt[i] < 0 || prompt[i] >= vocab)
       fail("prompt token {} (position {}) is outside the vocabulary of {}", prompt[i], i, vocab);
   if (o.prompt_argmax && !o.sampling.greedy()) fail("the prompt argmax report is for greedy decoding only");
-  if (o.logprobs > kMaxLogprobs) fail("logprobs is at most {}, got {}", kMaxLogprobs, o.logprobs);
+  check_logprobs(o.logprobs);
   if (o.images) o.images->check(prompt);
 }
 

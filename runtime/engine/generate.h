@@ -14,9 +14,6 @@ namespace eaglevk::engine {
 // Rows of one prefill pass (longer prompts go in chunks), as the CLI and the C API run them.
 constexpr uint32_t kPrefillRows = 128;
 
-// The most alternatives GenerationOptions::logprobs may ask for (the OpenAI API's limit).
-constexpr uint32_t kMaxLogprobs = 20;
-
 // The end-of-sequence ids generation stops at: the model config's, then the tokenizer's
 // (generation_config.json, GGUF eos/eot) that the config does not list.
 std::vector<int32_t> merge_eos_ids(std::vector<int32_t> config_ids, const std::vector<int32_t>& tokenizer_ids);

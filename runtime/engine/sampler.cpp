@@ -11,9 +11,14 @@ namespace eaglevk::engine {
 
 void check_sampling(const SamplingParams& p) {
   if (!std::isfinite(p.temperature) || p.temperature < 0)
-    fail("the temperature must be a finite number >= 0, got {}", p.temperature);
-  if (p.top_k < 0) fail("top-k must be >= 0, got {}", p.top_k);
-  if (!(p.top_p > 0 && p.top_p <= 1)) fail("top-p must be in (0, 1], got {}", p.top_p);
+    fail_setting(Setting::Temperature, "the temperature must be a finite number >= 0, got {}", p.temperature);
+  if (p.top_k < 0) fail_setting(Setting::TopK, "top-k must be >= 0, got {}", p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1)) fail_setting(Setting::TopP, "top-p must be in (0, 1], got {}", p.top_p);
+}
+
+void check_logprobs(uint32_t n) {
+  if (n > kMaxLogprobs)
+    fail_setting(Setting::Logprobs, "the most likely tokens reported per token are at most {}, got {}", kMaxLogprobs, n);
 }
 
 void check_row_token(int32_t id, uint64_t position, std::string_view whose) {

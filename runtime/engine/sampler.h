@@ -28,6 +28,11 @@ struct SamplingParams {
 // greedy and silently ignore the setting.
 void check_sampling(const SamplingParams& p);
 
+// The most alternatives a generated token's log-probability report may list (the OpenAI API's
+// limit): every front door checks it with check_logprobs.
+constexpr uint32_t kMaxLogprobs = 20;
+void check_logprobs(uint32_t n);
+
 // The token id the argmax and sampling kernels give a logits row that holds a NaN or an
 // infinity: no token. Every decoder checks the ids it reads back with check_row_token.
 constexpr int32_t kNonFiniteRow = NON_FINITE_ROW_ID;

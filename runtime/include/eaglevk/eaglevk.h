@@ -261,6 +261,97 @@ EAGLEVK_API eaglevk_status eaglevk_session_get_logprobs(const eaglevk_session* s
                                                         int32_t* top_ids, float* top_logprobs, size_t capacity,
                                                         size_t* out_count);
 
+/* ---- batches (since 0.7): several sequences of one model decoding together ----
+ * A batch runs up to `sequences` generations at once (continuous batching, as a server does):
+ * each starts with eaglevk_batch_start between rounds, every eaglevk_batch_step runs one round
+ * of all running sequences in one submission (the weights are read once for all of them), and a
+ * finished sequence's tokens are taken with eaglevk_batch_take, which frees its id for the next.
+ * With a draft, rounds are chain speculation of k tokens per sequence. At temperature 0 each
+ * sequence's tokens equal eaglevk_generate's on it alone, whichever sequences run beside it.
+ * Sequences that run together share their sampling settings (temperature, top_k, top_p, seed):
+ * one whose settings differ is refused (EAGLEVK_ERROR_INVALID_ARGUMENT) until those finish.
+ * A batch is used from one thread at a time; batches and sessions of one model may run on
+ * different threads. */
+typedef struct eaglevk_batch eaglevk_batch;
+
+typedef struct eaglevk_batch_params {
+  uint32_t sequences;    /* the most sequences at once, 1..64 (default 8) */
+  uint32_t context;      /* per sequence, prompt + generated (default 2048); clipped to max_context */
+  uint32_t k;            /* draft tokens per round with a draft, 1..16 (default 3); 0: no speculation */
+  int32_t greedy_drafts; /* as eaglevk_session_params.greedy_drafts */
+} eaglevk_batch_params;
+
+/* One sequence's settings, as the same fields of eaglevk_session_params. */
+typedef struct eaglevk_sequence_params {
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
+  uint32_t max_new_tokens;
+  int32_t ignore_eos;
+  const char* const* stop_strings; /* copied by eaglevk_batch_start */
+  size_t stop_count;
+} eaglevk_sequence_params;
+
+/* Both structs may grow at their ends, as eaglevk_session_params: the _sized calls take the
+ * size the caller was compiled with; programs use the inline wrappers. */
+EAGLEVK_API void eaglevk_batch_params_init(eaglevk_batch_params* params, size_t size);
+EAGLEVK_API void eaglevk_sequence_params_init(eaglevk_sequence_params* params, size_t size);
+/* Allocates the batch's device state: `sequences` KV caches of `context` tokens. A batch that
+ * does not fit the device is EAGLEVK_ERROR_DEVICE, naming what it needs. */
+EAGLEVK_API eaglevk_status eaglevk_batch_create_sized(eaglevk_model* model, const eaglevk_batch_params* params,
+                                                      size_t size, eaglevk_batch** out);
+EAGLEVK_API void eaglevk_batch_free(eaglevk_batch* batch);
+/* Starts a sequence: checks the prompt and settings, prefills the prompt and emits the first
+ * token (through the callback, as eaglevk_generate's; user is passed back to it, so one callback
+ * can serve every sequence). *out_id receives the sequence's id, 0..sequences-1. All ids in use
+ * (finished ones not yet taken) is EAGLEVK_ERROR_INVALID_ARGUMENT; a prompt of context or more
+ * tokens EAGLEVK_ERROR_CONTEXT_FULL. */
+EAGLEVK_API eaglevk_status eaglevk_batch_start_sized(eaglevk_batch* batch, const int32_t* prompt, size_t prompt_count,
+                                                     const eaglevk_sequence_params* params, size_t size,
+                                                     eaglevk_token_callback callback, void* user, uint32_t* out_id);
+/* One round of every running sequence. The ids that finished in it (or in eaglevk_batch_start
+ * since the last step) go to finished_ids (capacity at least `sequences`, or NULL with 0 to
+ * only count them) and their number to *out_count (may be NULL). A failed round (e.g.
+ * EAGLEVK_ERROR_MODEL for a non-finite logits row) leaves the batch unusable: free it. */
+EAGLEVK_API eaglevk_status eaglevk_batch_step(eaglevk_batch* batch, uint32_t* finished_ids, size_t capacity,
+                                              size_t* out_count);
+/* *out_running = 1 while a sequence is running or finished but not yet reported by a step. */
+EAGLEVK_API eaglevk_status eaglevk_batch_running(const eaglevk_batch* batch, int* out_running);
+/* A finished sequence's generated ids (out_tokens may be NULL; capacity at least its count,
+ * which *out_count receives, else EAGLEVK_ERROR_BUFFER_TOO_SMALL and nothing is taken) and its
+ * speculation counters (stats may be NULL); frees the id. A running id is
+ * EAGLEVK_ERROR_INVALID_ARGUMENT. */
+EAGLEVK_API eaglevk_status eaglevk_batch_take(eaglevk_batch* batch, uint32_t id, int32_t* out_tokens,
+                                              size_t capacity, size_t* out_count, eaglevk_spec_stats* stats);
+/* Ends a running sequence at the next round (a caller that went away); take it once a step has
+ * reported it. */
+EAGLEVK_API eaglevk_status eaglevk_batch_cancel(eaglevk_batch* batch, uint32_t id);
+
+#ifndef EAGLEVK_BUILDING_LIBRARY
+static inline eaglevk_batch_params eaglevk_batch_params_default(void) {
+  eaglevk_batch_params p;
+  eaglevk_batch_params_init(&p, sizeof p);
+  return p;
+}
+static inline eaglevk_sequence_params eaglevk_sequence_params_default(void) {
+  eaglevk_sequence_params p;
+  eaglevk_sequence_params_init(&p, sizeof p);
+  return p;
+}
+/* params NULL: the defaults. */
+static inline eaglevk_status eaglevk_batch_create(eaglevk_model* model, const eaglevk_batch_params* params,
+                                                  eaglevk_batch** out) {
+  return eaglevk_batch_create_sized(model, params, sizeof(eaglevk_batch_params), out);
+}
+static inline eaglevk_status eaglevk_batch_start(eaglevk_batch* batch, const int32_t* prompt, size_t prompt_count,
+                                                 const eaglevk_sequence_params* params,
+                                                 eaglevk_token_callback callback, void* user, uint32_t* out_id) {
+  return eaglevk_batch_start_sized(batch, prompt, prompt_count, params, sizeof(eaglevk_sequence_params), callback,
+                                   user, out_id);
+}
+#endif
+
 #ifdef __cplusplus
 }
 #endif

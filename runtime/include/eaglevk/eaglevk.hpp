@@ -250,6 +250,10 @@ struct SequenceParams {
   uint32_t logprobs = 0;          // as SessionParams::logprobs
 };
 
+// Why `sequences` contexts of `context` tokens do not fit the device (their KV caches share one
+// binding per layer, and the memory budget), or "" when they do.
+std::string batch_memory_problem(const engine::MemoryPlan& memory, uint32_t sequences, uint32_t context);
+
 class BatchSession {
  public:
   BatchSession(std::shared_ptr<const Model> model, const BatchParams& params);
@@ -271,6 +275,8 @@ class BatchSession {
   // Whether any sequence is running (step() has work).
   bool running() const;
   bool finished(uint32_t id) const;
+  // The tokens a sequence has generated so far.
+  size_t output_tokens(uint32_t id) const;
   // A finished sequence's output and statistics; frees its id.
   GenerateOutput take(uint32_t id);
   // Finishes a running sequence before the next round (a client that went away); take() then

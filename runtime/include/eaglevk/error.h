@@ -21,6 +21,11 @@ enum class Setting {
   TreeDraftTokens,  // verified tree tokens, the root included (or its automatic choice)
   TapLayers,        // the three target layers an EAGLE-3 head reads
   VisionProjector,  // llama.cpp's separate vision file (mmproj) for a GGUF text model
+  Temperature,      // the sampling temperature
+  TopK,             // top-k filtering of the sampled distribution
+  TopP,             // top-p (nucleus) filtering
+  Logprobs,         // most likely tokens reported per generated token
+  StopStrings,      // texts that end generation
 };
 
 struct Error : std::runtime_error {

@@ -1,0 +1,240 @@
+// The facade's batch session: several sequences of one model in one batch decoder, each with
+// its own streamed text, stop strings and result; sequences join and leave between rounds.
+#include <algorithm>
+#include <optional>
+
+#include <eaglevk/eaglevk.hpp>
+
+#include "models/eagle3.h"
+#include "models/target.h"
+#include "runtime/api/errors.h"
+#include "runtime/api/sequence_text.h"
+#include "runtime/engine/speculative.h"
+#include "runtime/engine/speculative_batch.h"
+#include "runtime/ops/gpu.h"
+
+namespace eaglevk::api {
+
+std::string batch_memory_problem(const engine::MemoryPlan& memory, uint32_t sequences, uint32_t context) {
+  if (uint64_t(sequences) * context > memory.binding_max_tokens)
+    return fmt::format("{} contexts of {} tokens exceed one layer's KV binding of this device ({} tokens, "
+                       "maxStorageBufferRange)",
+                       sequences, context, memory.binding_max_tokens);
+  const uint64_t need = memory.total(context) + memory.kv_per_token * context * (sequences - 1);
+  if (need > memory.budget)
+    return fmt::format("{} sequences of {} tokens need {} of device memory, {} is available ({})", sequences, context,
+                       engine::format_bytes(need), engine::format_bytes(memory.budget), memory.budget_source);
+  return {};
+}
+
+struct BatchSession::State {
+  // With a draft and k > 0 every sequence runs in the batch decoder's rounds. Without, until the
+  // decoder decodes plainly, a plain Session generates each sequence whole when it starts.
+  std::unique_ptr<engine::BatchDecoder> decoder;
+  struct Sequence {
+    SequenceParams params;
+    std::unique_ptr<SequenceText> text;
+    GenerateOutput out;     // a plain sequence's whole output
+    bool finished = false;  // no more rounds
+    bool reported = false;  // step() has returned it
+    bool cancelled = false;
+    size_t emitted = 0;     // tokens the decoder has emitted
+  };
+  std::vector<std::optional<Sequence>> sequences;  // by id; empty: free
+  bool broken = false;  // a round failed: the decoder's caches are in an unknown state
+
+  bool shares_sampling(const SequenceParams& p) const {
+    for (const auto& s : sequences)
+      if (s && !s->finished && !(s->params.sampling == p.sampling)) return false;
+    return true;
+  }
+  void check_usable() const {
+    if (broken) fail_as(ErrorKind::Device, "an earlier round of this batch session failed; make a new one");
+  }
+  Sequence& sequence(uint32_t id) {
+    if (id >= sequences.size() || !sequences[id]) fail_as(ErrorKind::InvalidArgument, "no sequence {} in this batch", id);
+    return *sequences[id];
+  }
+};
+
+namespace {
+
+// The decoder's failures as the facade reports them: a non-finite logits row is the model's.
+template <typename Body>
+void decoding(Body&& body) {
+  within(ErrorKind::Device, [&] {
+    try {
+      body();
+    } catch (const engine::NonFiniteLogits& e) {
+      throw ApiError(ErrorKind::Model, e.what());
+    }
+  });
+}
+
+}  // namespace
+
+BatchSession::BatchSession(std::shared_ptr<const Model> model, const BatchParams& params)
+    : model_(std::move(model)), params_(params), state_(std::make_unique<State>()) {
+  if (!model_) fail_as(ErrorKind::InvalidArgument, "no model");
+  if (params_.sequences == 0 || params_.sequences > engine::kMaxBatch)
+    throw ApiError(ErrorKind::InvalidArgument,
+                   fmt::format("the batch must hold 1..{} sequences, got {}", engine::kMaxBatch, params_.sequences),
+                   Setting::Batch);
+  if (params_.context < 2)
+    throw ApiError(ErrorKind::InvalidArgument,
+                   fmt::format("the context must hold at least 2 tokens, got {}", params_.context), Setting::Context);
+  context_ = std::min(params_.context, model_->max_context());
+  within(ErrorKind::Device, [&] { engine::choose_context(model_->memory, context_, nullptr); });
+  if (std::string problem = batch_memory_problem(model_->memory, params_.sequences, context_); !problem.empty())
+    throw ApiError(ErrorKind::Device, problem, Setting::Batch);
+  state_->sequences.resize(params_.sequences);
+  if (!model_->draft || params_.k == 0) return;
+  if (params_.k > engine::kMaxChainDraftTokens || params_.k + 1 >= context_)
+    throw ApiError(ErrorKind::InvalidArgument,
+                   fmt::format("{} draft tokens per round: 1..{}, and fewer than the context of {} tokens", params_.k,
+                               engine::kMaxChainDraftTokens, context_),
+                   Setting::ChainDraftTokens);
+  Device& device = *model_->device;
+  std::lock_guard lock(device.queue_mutex);
+  within(ErrorKind::Device, [&] {
+    state_->decoder = std::make_unique<engine::BatchDecoder>(*device.gpu, *model_->target, *model_->draft, context_,
+                                                             params_.k, params_.sequences);
+    // At T > 0 drafts are drawn from the draft unless the caller asks for the argmax (as Session).
+    state_->decoder->set_draft_sampling(!params_.greedy_drafts);
+  });
+}
+
+BatchSession::~BatchSession() = default;
+
+bool BatchSession::speculative() const { return state_->decoder != nullptr; }
+
+bool BatchSession::can_start(const SequenceParams& params) const {
+  const auto& seqs = state_->sequences;
+  const bool free = std::any_of(seqs.begin(), seqs.end(), [](const auto& s) { return !s; });
+  return free && !state_->broken && state_->shares_sampling(params);
+}
+
+uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece) {
+  State& st = *state_;
+  st.check_usable();
+  check_generation_settings(params.sampling, params.logprobs, params.stop);
+  check_prompt_ids(*model_, prompt);
+  if (prompt.size() >= context_)
+    throw ApiError(ErrorKind::ContextFull,
+                   fmt::format("the prompt has {} tokens but the context holds {} (one more is needed for the first "
+                               "new token)",
+                               prompt.size(), context_),
+                   Setting::Context);
+  const auto free = std::find_if(st.sequences.begin(), st.sequences.end(), [](const auto& s) { return !s; });
+  if (free == st.sequences.end())
+    fail_as(ErrorKind::InvalidArgument, "all {} sequences of the batch are in use: take a finished one first",
+            params_.sequences);
+  if (!st.shares_sampling(params))
+    fail_as(ErrorKind::InvalidArgument,
+            "sequences decoding together share their sampling settings (temperature, top-k, top-p, seed), and this "
+            "one's differ from a running sequence's: start it once those have finished");
+  const uint32_t id = uint32_t(free - st.sequences.begin());
+  State::Sequence& seq = free->emplace();
+  seq.params = params;
+  try {
+    if (!st.decoder) {
+      // The whole sequence now, through a plain session of these settings.
+      SessionParams p;
+      p.context = context_;
+      p.k = 0;
+      p.sampling = params.sampling;
+      p.max_new_tokens = params.max_new_tokens;
+      p.ignore_eos = params.ignore_eos;
+      p.stop = params.stop;
+      p.logprobs = params.logprobs;
+      seq.out = Session(model_, p).generate(prompt, [&seq, &on_piece](int32_t token, std::string_view piece) {
+        return (!on_piece || on_piece(token, piece)) && !seq.cancelled;
+      });
+      seq.finished = true;
+      return id;
+    }
+    seq.text = std::make_unique<SequenceText>(model_->tokenizer, params.stop, std::move(on_piece));
+    engine::GenerationOptions o;
+    o.n_predict = params.max_new_tokens;
+    o.ignore_eos = params.ignore_eos;
+    o.eos_ids = model_->eos_ids;
+    o.sampling = params.sampling;
+    o.logprobs = params.logprobs;
+    std::lock_guard lock(model_->device->queue_mutex);
+    decoding([&] {
+      st.decoder->start(id, std::vector<int32_t>(prompt.begin(), prompt.end()), o,
+                        [&seq](int32_t token) {
+                          ++seq.emitted;
+                          return seq.text->push(token) && !seq.cancelled;
+                        });
+    });
+  } catch (...) {
+    free->reset();
+    throw;
+  }
+  return id;
+}
+
+std::vector<uint32_t> BatchSession::step() {
+  State& st = *state_;
+  st.check_usable();
+  if (st.decoder && st.decoder->any_running()) {
+    std::lock_guard lock(model_->device->queue_mutex);
+    try {
+      decoding([&] { st.decoder->round(); });
+    } catch (...) {
+      st.broken = true;
+      throw;
+    }
+  }
+  std::vector<uint32_t> done;
+  for (uint32_t id = 0; id < st.sequences.size(); ++id) {
+    auto& s = st.sequences[id];
+    if (!s || s->reported) continue;
+    if (st.decoder && st.decoder->finished(id) && !s->finished) {
+      s->finished = true;
+      s->text->finish();  // the held-back bytes, before the caller hears it finished
+    }
+    if (!s->finished) continue;
+    s->reported = true;
+    done.push_back(id);
+  }
+  return done;
+}
+
+bool BatchSession::running() const {
+  const auto& seqs = state_->sequences;
+  return std::any_of(seqs.begin(), seqs.end(), [](const auto& s) { return s && !s->reported; });
+}
+
+bool BatchSession::finished(uint32_t id) const { return state_->sequence(id).reported; }
+
+size_t BatchSession::output_tokens(uint32_t id) const {
+  const State::Sequence& s = state_->sequence(id);
+  return state_->decoder ? s.emitted : s.out.tokens.size();
+}
+
+GenerateOutput BatchSession::take(uint32_t id) {
+  State& st = *state_;
+  State::Sequence& s = st.sequence(id);
+  if (!s.reported) fail_as(ErrorKind::InvalidArgument, "sequence {} has not finished (step() reports it when it has)", id);
+  GenerateOutput out = std::move(s.out);
+  if (st.decoder) {
+    engine::GenerationResult r;
+    within(ErrorKind::Internal, [&] { r = st.decoder->take(id, out.stats); });
+    out.tokens = std::move(r.tokens);
+    out.stopped_at_eos = r.stopped_at_eos;
+    out.stopped_at_context = r.stopped_at_context;
+    out.reused_tokens = r.reused_tokens;
+    out.logprobs = std::move(r.logprobs);
+    out.stopped_by_caller = s.text->stopped_by_caller();
+    out.stopped_at_stop_string = s.text->stopped_at_stop_string();
+  }
+  if (s.cancelled) out.stopped_by_caller = true;
+  st.sequences[id].reset();
+  return out;
+}
+
+void BatchSession::cancel(uint32_t id) { state_->sequence(id).cancelled = true; }
+
+}  // namespace eaglevk::api

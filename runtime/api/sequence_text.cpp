@@ -1,0 +1,38 @@
+#include "runtime/api/sequence_text.h"
+
+#include "runtime/api/errors.h"
+#include "runtime/engine/sampler.h"
+
+namespace eaglevk::api {
+
+bool SequenceText::push(int32_t token) {
+  std::string piece = text_.push(token);
+  if (on_piece_ && !on_piece_(token, piece)) stopped_by_caller_ = true;
+  return !stopped_by_caller_ && !text_.stopped();
+}
+
+void SequenceText::finish() {
+  if (!on_piece_ || stopped_by_caller_) return;
+  std::string rest = text_.finish();
+  if (!rest.empty()) on_piece_(-1, rest);
+}
+
+void check_generation_settings(const engine::SamplingParams& sampling, uint32_t logprobs,
+                               const std::vector<std::string>& stop) {
+  within(ErrorKind::InvalidArgument, [&] {
+    engine::check_sampling(sampling);
+    engine::check_logprobs(logprobs);
+    for (size_t i = 0; i < stop.size(); ++i)
+      if (stop[i].empty()) fail_setting(Setting::StopStrings, "stop string {} is empty", i);
+  });
+}
+
+void check_prompt_ids(const Model& model, std::span<const int32_t> prompt, const char* what) {
+  if (prompt.empty()) fail_as(ErrorKind::InvalidArgument, "the prompt is empty");
+  const int32_t vocab = model.vocab_size();
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      fail_as(ErrorKind::InvalidArgument, "{} {} (at {}) is outside the vocabulary of {}", what, prompt[i], i, vocab);
+}
+
+}  // namespace eaglevk::api
