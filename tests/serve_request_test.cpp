@@ -362,9 +362,13 @@ TEST(ServeMetrics, CountersAddUp) {
   m.count_request("/v1/completions", 200);
   m.count_request("/v1/completions", 200);
   m.count_request("/v1/chat/completions", 429);
+  m.count_request("/random/path/1", 404);
+  m.count_request("/random/path/2", 404);
   const std::string page = "\n" + m.text({2, 3, 4, 64});
   EXPECT_EQ(metric(page, "eaglevk_requests_total{endpoint=\"/v1/completions\",status=\"200\"}"), 2);
   EXPECT_EQ(metric(page, "eaglevk_requests_total{endpoint=\"/v1/chat/completions\",status=\"429\"}"), 1);
+  EXPECT_EQ(metric(page, "eaglevk_requests_total{endpoint=\"other\",status=\"404\"}"), 2);
+  EXPECT_EQ(page.find("/random"), std::string::npos);
   EXPECT_EQ(metric(page, "eaglevk_queue_length"), 2);
   EXPECT_EQ(metric(page, "eaglevk_sequences_running"), 3);
   EXPECT_EQ(metric(page, "eaglevk_sequences_capacity"), 4);

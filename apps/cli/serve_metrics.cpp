@@ -1,12 +1,18 @@
 #include "apps/cli/serve_metrics.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include <fmt/core.h>
 
 namespace eaglevk::cli::serve {
 
 void Metrics::count_request(const std::string& endpoint, int status) {
+  // Paths no route serves are one label: a client must not grow the page without bound.
+  static const char* const known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+  const bool listed = std::find(std::begin(known), std::end(known), endpoint) != std::end(known);
   std::lock_guard lock(mutex_);
-  ++requests_[{endpoint, status}];
+  ++requests_[{listed ? endpoint : "other", status}];
 }
 
 void Metrics::count_generation(uint64_t prompt_tokens, uint64_t generated_tokens, const engine::SpecStats& stats,
