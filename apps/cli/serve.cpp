@@ -97,7 +97,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--parallel", args->parallel, "the most requests decoding together")
       ->capture_default_str()
       ->check(integer_in(1, 64));
-  sub->add_option("--ctx", args->ctx, "context per request in tokens (default: the model's maximum, or what fits)")
+  sub->add_option("--ctx", args->ctx, "tokens of context per request (default: the most that fits)")
       ->check(integer_flag<uint32_t>());
   sub->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (or set EAGLEVK_API_KEY)");
   sub->add_option("--max-queue", args->max_queue, "the most requests waiting; more get 429")
