@@ -25,12 +25,14 @@ HttpError error_of(const api::ApiError& e) {
 }
 
 // Streams each token's text into the job's round (published after the round); false ends the
-// sequence when its client went away.
+// sequence when its client went away or its time is up (checked here too because a batch
+// without a draft decodes a sequence whole inside start()).
 api::PieceCallback collect_into(Job* job) {
   return [job](int32_t token, std::string_view piece) {
     job->round_text += piece;
     if (token >= 0) job->round_ids.push_back(token);
-    return !job->abandoned.load();
+    if (Clock::now() > job->deadline) job->timed_out = true;
+    return !job->abandoned.load() && !job->timed_out;
   };
 }
 
