@@ -226,6 +226,29 @@ await expectError(a.completions.create({ model, prompt: 'word '.repeat(3000), ma
   check(settled.filter((s) => s.status === 'fulfilled').every((s) => s.value.usage.completion_tokens === 40),
         'queue full: the accepted ones finish whole');
 }
+// A client that goes away mid-stream frees its sequence at the next round: far fewer than its
+// max_tokens are generated, and the sequence counts as cancelled.
+{
+  const page = async () => (await fetch(`${A.url}/metrics`, { headers: { Authorization: `Bearer ${key}` } })).text();
+  const before = await page();
+  const stream = await a.completions.create({ model, prompt: prompts[0], max_tokens: 1000, temperature: 0,
+                                              ignore_eos: true, stream: true });
+  for await (const chunk of stream) {
+    if (chunk.choices[0]?.text) break;  // leaving the loop aborts the request
+  }
+  let after = '';
+  for (let tries = 0; tries < 100; ++tries) {
+    after = await page();
+    if (metric(after, 'eaglevk_sequences_running') === 0 &&
+        metric(after, 'eaglevk_sequences_cancelled_total') > metric(before, 'eaglevk_sequences_cancelled_total')) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const generated = metric(after, 'eaglevk_generated_tokens_total') - metric(before, 'eaglevk_generated_tokens_total');
+  check(metric(after, 'eaglevk_sequences_cancelled_total') === metric(before, 'eaglevk_sequences_cancelled_total') + 1,
+        'dropped stream: its sequence is cancelled');
+  check(metric(after, 'eaglevk_sequences_running') === 0 && generated < 500,
+        `dropped stream: freed after ${generated} of 1000 tokens`);
+}
 {
   const page = await (await fetch(`${A.url}/metrics`, { headers: { Authorization: `Bearer ${key}` } })).text();
   check(metric(page, 'eaglevk_generated_tokens_total') > 0 && metric(page, 'eaglevk_drafts_total') > 0,
