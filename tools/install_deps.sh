@@ -5,7 +5,8 @@
 #   install_deps.sh build   the compiler, CMake, the libraries and lavapipe (the demo's needs)
 #   install_deps.sh tests   also GoogleTest, Google Benchmark, the validation layer, valgrind,
 #                           clang with libFuzzer, python3, Node.js and npm, then `npm ci` in
-#                           tests/tokenizer_ref (pinned by its package-lock.json)
+#                           tests/tokenizer_ref and tests/openai_client (pinned by their
+#                           package-lock.json files)
 #
 # apt is asked only for the packages not installed yet, so on a machine that has them all this
 # runs as any user and touches nothing; otherwise it needs root, or sudo. Node.js and npm come
@@ -18,7 +19,7 @@ mode=${1:-build}
 
 build_packages=(build-essential cmake ninja-build pkg-config ca-certificates libvulkan-dev glslc
   libfmt-dev libcli11-dev nlohmann-json3-dev libpcre2-dev libpng-dev libjpeg62-turbo-dev
-  mesa-vulkan-drivers)
+  libcpp-httplib-dev mesa-vulkan-drivers)
 test_packages=(libgtest-dev libgmock-dev libbenchmark-dev libglm-dev vulkan-validationlayers valgrind
   clang libclang-rt-dev bsdutils python3 python3-jinja2 git)
 
@@ -53,12 +54,15 @@ fi
 
 if [ "$mode" = tests ]; then
   # `npm ci` starts from an empty node_modules each time; skip it when the installed tree is
-  # the one the lock file describes (npm ls checks it without the network).
-  cd tests/tokenizer_ref
-  if [ -f node_modules/.package-lock.json ] && [ node_modules/.package-lock.json -nt package-lock.json ] &&
-     npm ls --all >/dev/null 2>&1; then
-    echo "install_deps.sh: tests/tokenizer_ref/node_modules is up to date"
-  else
-    npm ci --no-audit --no-fund
-  fi
+  # the one the lock file describes (npm ls checks it without the network). tests/tokenizer_ref
+  # makes the tokenizer reference; tests/openai_client drives `eaglevk serve` with OpenAI's client.
+  for folder in tests/tokenizer_ref tests/openai_client; do
+    if [ -f "$folder/node_modules/.package-lock.json" ] &&
+       [ "$folder/node_modules/.package-lock.json" -nt "$folder/package-lock.json" ] &&
+       (cd "$folder" && npm ls --all >/dev/null 2>&1); then
+      echo "install_deps.sh: $folder/node_modules is up to date"
+    else
+      (cd "$folder" && npm ci --no-audit --no-fund)
+    fi
+  done
 fi

@@ -13,6 +13,7 @@
 
 #include <eaglevk/error.h>
 
+#include "apps/cli/bench_concurrency.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/integer_flags.h"
 #include "apps/cli/model_files.h"
@@ -30,6 +31,7 @@ namespace {
 struct BenchArgs {
   std::string model, draft, device, output = "md";
   uint32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
+  std::vector<uint32_t> concurrency;  // --concurrency: clients per measurement
   bool profile = false;
   SpecFlags spec;
   std::optional<bool> check_tensors;
@@ -102,6 +104,11 @@ int bench_command(const BenchArgs& a) {
     tree = a.spec.tree_params(/*with_k=*/true);
   }
   if (!a.draft.empty()) a.spec.check_chain();
+  if (!a.concurrency.empty()) {
+    if (a.n_gen == 0) usage_fail("--concurrency measures generation: not with -n 0");
+    if (a.profile || a.depth || a.spec.tree())
+      usage_fail("--concurrency measures the batch decoder: not with --profile, --depth or the --spec-* tree flags");
+  }
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
@@ -121,6 +128,24 @@ int bench_command(const BenchArgs& a) {
   models::Eagle3Model* draft = loaded->draft.get();
   const auto& c = target.config();
   const std::string name = api::model_name(dir);
+  if (!a.concurrency.empty()) {
+    std::vector<ConcurrencyResult> results;
+    nlohmann::json j = nlohmann::json::array();
+    // Each sequence holds its prompt and everything it generates.
+    const uint64_t sequence = uint64_t(std::max<uint32_t>(a.n_prompt, 1)) + a.n_gen + 1;
+    if (sequence > loaded->max_context())
+      fail("-p {} and -n {} need {} positions a sequence; the model allows {}", a.n_prompt, a.n_gen, sequence,
+           loaded->max_context());
+    for (uint32_t clients : a.concurrency) {
+      if (std::string problem = api::batch_memory_problem(loaded->memory, clients, uint32_t(sequence)); !problem.empty())
+        fail("--concurrency {}: {}", clients, problem);
+      results.push_back(bench_concurrency(loaded, clients, a.reps, a.n_prompt, a.n_gen, a.spec.k, uint32_t(sequence)));
+      fmt::print(stderr, "bench: {} clients: {:.2f} requests/s\n", clients, results.back().requests / results.back().seconds);
+      j.push_back(concurrency_json(name, gpu->ctx.info.name, results.back()));
+    }
+    fmt::print("{}", a.output == "json" ? j.dump(2) + "\n" : concurrency_table(name, gpu->ctx.info.name, results));
+    return 0;
+  }
   engine::TargetRunner runner(*gpu, target, context, max_rows);
 
   const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
@@ -291,6 +316,10 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding");
   add_spec_flags(sub, args->spec);
   add_check_tensors_flags(sub, args->check_tensors);
+  sub->add_option("--concurrency", args->concurrency,
+                  "C clients through the batch decoder, -r requests each (a list: 1,4,8)")
+      ->delimiter(',')
+      ->check(integer_in(1, 64));
   sub->add_option("--device", args->device, "Vulkan device index or name");
   register_runner(sub, [args] { return bench_command(*args); });
 }

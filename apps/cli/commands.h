@@ -12,6 +12,7 @@ void add_bench_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_eval_merge_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 void register_runner(CLI::App* sub, std::function<int()> run);
 int run_selected(CLI::App& sub);
 

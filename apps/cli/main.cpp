@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   eaglevk::cli::add_eval_command(app);
   eaglevk::cli::add_eval_merge_command(app);
   eaglevk::cli::add_inspect_command(app);
+  eaglevk::cli::add_serve_command(app);
   // With no arguments eaglevk runs the bundled tiny model as a demo.
   std::vector<const char*> demo = {argv[0], "run", "-p", "The modules described in this chapter", "-n", "48"};
   if (argc == 1) {

@@ -21,6 +21,7 @@
 #   chat_template  the Jinja engine and rendering: the assets' chat templates, dataset
 #                  messages and seeds/chat_template/.
 #   dataset        the JSONL datasets of `eaglevk eval`: assets/*/prompts.jsonl, tests/data/*.jsonl.
+#   serve_request  `eaglevk serve`'s request bodies (chat and completion): seeds/serve_request/.
 set -euo pipefail
 target=${1:?usage: run_fuzz.sh TARGET [SECONDS] [libFuzzer flags...]}
 seconds=${2:-60}
@@ -46,8 +47,8 @@ case "$target" in
   image) max_len=65536 ;;
   safetensors) max_len=65536 ;;
   tokenizer) max_len=262144 ;;
-  config | chat_template | dataset) ;;
-  *) echo "run_fuzz.sh: unknown target '$target' (gguf, image, safetensors, config, tokenizer, chat_template, dataset)" >&2
+  config | chat_template | dataset | serve_request) ;;
+  *) echo "run_fuzz.sh: unknown target '$target' (gguf, image, safetensors, config, tokenizer, chat_template, dataset, serve_request)" >&2
      exit 2 ;;
 esac
 
@@ -92,6 +93,7 @@ case "$target_seeds" in
     rm -f "$corpus/tmp"
     cp "$seeds"/chat_template/* "$corpus"/ ;;
   dataset) cp "$root"/assets/tiny-llama3/prompts.jsonl "$root"/tests/data/*.jsonl "$corpus"/ ;;
+  serve_request) cp "$seeds"/serve_request/* "$corpus"/ ;;
 esac
 
 dict=()

@@ -39,9 +39,11 @@ fi
 # The sources as they are now (tracked and new files, not ignored ones), plus what the install
 # step and fetch.py would otherwise download again.
 git -C "$root" ls-files -z -co --exclude-standard | tar -C "$root" --null -T - -cf - | tar -C "$scratch/src" -xf -
-if [ -d "$root/tests/tokenizer_ref/node_modules" ]; then
-  cp -a "$root/tests/tokenizer_ref/node_modules" "$scratch/src/tests/tokenizer_ref/"
-fi
+for folder in tests/tokenizer_ref tests/openai_client; do
+  if [ -d "$root/$folder/node_modules" ]; then
+    cp -a "$root/$folder/node_modules" "$scratch/src/$folder/"
+  fi
+done
 if [ -d "$build/vulkan-stack/debs" ]; then
   mkdir -p "$scratch/src/build/vulkan-stack"
   cp -a "$build/vulkan-stack/debs" "$scratch/src/build/vulkan-stack/"

@@ -1,0 +1,119 @@
+// `eaglevk serve`: an OpenAI-compatible HTTP server on one model (docs/serve.md). The model
+// loads as for `run`; then a scheduler thread decodes the requests of every client together
+// (api::BatchSession) while cpp-httplib's threads take requests and stream the answers.
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/core.h>
+
+#include <eaglevk/error.h>
+
+#include "apps/cli/commands.h"
+#include "apps/cli/integer_flags.h"
+#include "apps/cli/model_files.h"
+#include "apps/cli/serve_http.h"
+#include "apps/cli/serve_scheduler.h"
+#include "apps/cli/spec_flags.h"
+#include "apps/cli/usage.h"
+#include "loader/input_path.h"
+#include "runtime/engine/speculative.h"
+
+namespace eaglevk::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, draft, mmproj, chat_template, device, host = "127.0.0.1", api_key, seed;
+  std::vector<std::string> allowed_image_dirs;
+  std::optional<bool> check_tensors;
+  CLI::Option *k_option = nullptr, *seed_option = nullptr;
+  uint32_t k = 3, parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
+  bool greedy_drafts = false;
+};
+
+int serve_command(const ServeArgs& a) {
+  if (a.draft.empty() && (a.k_option->count() || a.greedy_drafts))
+    usage_fail("{} needs a draft (-d)", a.k_option->count() ? "-k" : "--greedy-drafts");
+  if (a.host.empty()) usage_fail("--host is empty");
+  for (const std::string& folder : a.allowed_image_dirs)
+    if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
+  serve::ServerOptions options;
+  options.host = a.host;
+  options.port = uint16_t(a.port);
+  // The key may come from the environment, where other users cannot read it (a command line
+  // shows in `ps`).
+  options.api_key = a.api_key;
+  if (const char* key = std::getenv("EAGLEVK_API_KEY"); key && options.api_key.empty()) options.api_key = key;
+  options.max_body_bytes = uint64_t(a.max_body_mib) << 20;
+  options.timeout = std::chrono::seconds(a.timeout);
+  options.allowed_image_dirs.assign(a.allowed_image_dirs.begin(), a.allowed_image_dirs.end());
+  const std::optional<uint64_t> seed = a.seed_option->count() ? parse_seed(a.seed) : std::nullopt;
+  options.default_seed = seed ? *seed : announced_random_seed();
+  if (a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1" && options.api_key.empty())
+    fmt::print(stderr, "eaglevk: warning: --host {} lets other machines reach the server, and no --api-key is set\n",
+               a.host);
+
+  serve::StopSignals signals;  // first: before any thread starts
+  const std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
+  const api::Runtime runtime = api::open_runtime(a.device);
+  const std::shared_ptr<const api::Model> model = load_planned(
+      runtime, plan_model(runtime, dir, {a.draft, {}, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors}));
+  options.model_name = api::model_name(dir);
+
+  api::BatchParams batch;
+  batch.sequences = a.parallel;
+  batch.context = model->planned_context;
+  batch.k = model->draft ? a.k : 0;
+  batch.greedy_drafts = a.greedy_drafts;
+  if (std::string problem = api::batch_memory_problem(model->memory, batch.sequences, batch.context); !problem.empty())
+    fail("{} (lower --parallel or --ctx)", problem);
+  // Every handler thread may hold a running, a queued or a refused request; a few more answer
+  // /health and /metrics while all of those wait.
+  options.http_threads = size_t(a.parallel) + a.max_queue + 4;
+
+  serve::Metrics metrics;
+  serve::Scheduler scheduler(model, batch, a.max_queue, metrics);
+  return serve::run_server(model, scheduler, metrics, options, signals);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* sub = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/serve.md)");
+  sub->footer("Example: eaglevk serve -m assets/tiny-llama3 -d assets/tiny-llama3-eagle3 --port 8080");
+  sub->add_option("-m,--model", args->model, "model: a Hugging Face folder or a GGUF file (default: the bundled one)");
+  sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
+  args->k_option = sub->add_option("-k", args->k, "draft tokens per round (0: no speculation)")
+                       ->capture_default_str()
+                       ->check(integer_in(0, engine::kMaxChainDraftTokens));
+  sub->add_flag("--greedy-drafts", args->greedy_drafts, "at temperature > 0: propose the draft's argmax");
+  sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model");
+  sub->add_option("--chat-template", args->chat_template, "a Jinja chat template file to use instead of the model's")
+      ->type_name("FILE");
+  add_check_tensors_flags(sub, args->check_tensors);
+  sub->add_option("--host", args->host, "address to listen on (other machines reach only a public one)")
+      ->capture_default_str();
+  sub->add_option("--port", args->port, "TCP port (0: a free one, printed)")->capture_default_str()->check(integer_in(0, 65535));
+  sub->add_option("--parallel", args->parallel, "the most requests decoding together")
+      ->capture_default_str()
+      ->check(integer_in(1, 64));
+  sub->add_option("--ctx", args->ctx, "tokens of context per request (default: the most that fits)")
+      ->check(integer_flag<uint32_t>());
+  sub->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (or set EAGLEVK_API_KEY)");
+  sub->add_option("--max-queue", args->max_queue, "the most requests waiting; more get 429")
+      ->capture_default_str()
+      ->check(integer_in(0, 100000));
+  sub->add_option("--timeout", args->timeout, "seconds a request may take, queue included")
+      ->capture_default_str()
+      ->check(integer_in(1, 86400));
+  sub->add_option("--max-body-mib", args->max_body_mib, "the largest request body in MiB; larger get 413")
+      ->capture_default_str()
+      ->check(integer_in(1, 4096));
+  sub->add_option("--allowed-image-dir", args->allowed_image_dirs, "a folder image paths in requests may be in")
+      ->type_name("DIR");
+  args->seed_option = sub->add_option("--seed", args->seed, "seed of requests at temperature > 0 that give none");
+  sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
+  register_runner(sub, [args] { return serve_command(*args); });
+}
+
+}  // namespace eaglevk::cli

@@ -1,0 +1,389 @@
+#include "apps/cli/serve_http.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include <fmt/core.h>
+#include <httplib.h>
+
+#include <eaglevk/error.h>
+
+#include "apps/cli/model_files.h"
+#include "apps/cli/serve_response.h"
+#include "loader/input_path.h"
+
+namespace eaglevk::cli::serve {
+namespace {
+
+using json = nlohmann::json;
+
+struct Server {
+  Server(std::shared_ptr<const api::Model> model, Scheduler& scheduler, Metrics& metrics, const ServerOptions& options)
+      : model(std::move(model)), scheduler(scheduler), metrics(metrics), options(options) {}
+  std::shared_ptr<const api::Model> model;
+  Scheduler& scheduler;
+  Metrics& metrics;
+  const ServerOptions& options;
+  // The chat template, the tokenizer and the image decoders run on handler threads; one at a
+  // time, which costs little next to decoding and leaves no doubt about what they share.
+  std::mutex text_mutex;
+  std::atomic<uint64_t> next_id{1};
+};
+
+void send_error(httplib::Response& res, const HttpError& e) {
+  res.status = e.status;
+  res.set_content(json_text(error_json(e)), "application/json");
+}
+
+// Whether every byte of `given` equals `expected`, in time that does not depend on where they differ.
+bool same_key(std::string_view given, std::string_view expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i) diff |= uint8_t(given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)]);
+  return diff == 0;
+}
+
+std::vector<int32_t> prompt_of(Server& s, const Request& r, uint32_t context) {
+  const api::Model& m = *s.model;
+  std::vector<int32_t> ids;
+  try {
+    if (r.endpoint == Endpoint::Chat) {
+      if (!m.chat) refuse(400, "messages", fmt::format("this model has no usable chat template: {}", m.chat_error));
+      const std::string rendered = api::apply_chat_template(m, r.messages, true);
+      check_text_fits(m, rendered, "the chat prompt");
+      ids = api::tokenize(m, rendered, false);  // the rendered template carries BOS itself
+    } else if (!r.prompt_ids.empty()) {
+      ids = r.prompt_ids;
+      for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] >= m.vocab_size())
+          refuse(400, "prompt", fmt::format("prompt token {} (at {}) is outside the vocabulary of {}", ids[i], i, m.vocab_size()));
+    } else {
+      check_text_fits(m, r.prompt, "the prompt");
+      ids = api::tokenize(m, r.prompt, true);
+    }
+  } catch (const Error& e) {
+    refuse(400, r.endpoint == Endpoint::Chat ? "messages" : "prompt", e.what());
+  }
+  if (ids.size() >= context)
+    refuse(400, r.endpoint == Endpoint::Chat ? "messages" : "prompt",
+           fmt::format("the prompt has {} tokens but the context holds {} (one more is needed for the first new token)",
+                       ids.size(), context),
+           "context_length_exceeded");
+  return ids;
+}
+
+std::vector<loader::RgbImage> images_of(Server& s, const Request& r) {
+  std::vector<loader::RgbImage> images;
+  if (r.images.empty()) return images;
+  if (!s.model->images) refuse(400, "messages", fmt::format("this model cannot take images: {}", s.model->no_images_reason));
+  for (size_t i = 0; i < r.images.size(); ++i) {
+    const ImageInput& in = r.images[i];
+    const std::string name = fmt::format("image {}", i + 1);
+    try {
+      if (!in.bytes.empty()) {
+        const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(in.bytes.data()), in.bytes.size());
+        images.push_back(loader::decode_image(bytes, {}, name));
+        continue;
+      }
+      // A file is read only from a folder the server was told to allow (never "../../.ssh/...").
+      const auto& dirs = s.options.allowed_image_dirs;
+      if (dirs.empty())
+        refuse(400, "messages", fmt::format("{} is a file path; the server reads image files only with "
+                                            "--allowed-image-dir (or send a data URL)", name));
+      if (std::none_of(dirs.begin(), dirs.end(), [&](const auto& d) { return loader::path_is_inside(in.path, d); }))
+        refuse(400, "messages", fmt::format("{} lies outside --allowed-image-dir", name));
+      images.push_back(loader::load_image(in.path));
+    } catch (const Error& e) {
+      refuse(400, "messages", fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  return images;
+}
+
+std::shared_ptr<Job> prepare(Server& s, const std::string& body, Endpoint endpoint) {
+  auto job = std::make_shared<Job>();
+  job->request = parse_request(body, endpoint);
+  const Request& r = job->request;
+  if (r.model != s.options.model_name)
+    refuse(404, "model", fmt::format("the model '{}' does not exist; this server serves '{}'", r.model.substr(0, 200),
+                                     s.options.model_name),
+           "model_not_found");
+  const uint32_t context = s.scheduler.context();
+  {
+    std::lock_guard lock(s.text_mutex);
+    job->prompt = prompt_of(s, r, context);
+    job->images = images_of(s, r);
+  }
+  api::SequenceParams& p = job->params;
+  // At temperature 0 the other settings change nothing: cleared, so that greedy requests share
+  // a batch whatever else they say.
+  if (r.temperature > 0) p.sampling = {r.temperature, r.top_k, r.top_p, r.seed.value_or(s.options.default_seed)};
+  try {
+    engine::check_sampling(p.sampling);
+  } catch (const Error& e) {
+    refuse(400, "", e.what());
+  }
+  const uint32_t room = context - uint32_t(job->prompt.size());
+  p.max_new_tokens = std::min(r.max_tokens.value_or(room), room);
+  p.ignore_eos = r.ignore_eos;
+  p.stop = r.stop;
+  p.logprobs = r.logprobs ? std::max(r.top_logprobs, 1u) : 0;  // 1 at least: the token's own
+  job->deadline = Clock::now() + s.options.timeout;
+  return job;
+}
+
+Usage usage_of(const Server& s, const Job& job) {
+  const api::GenerateOutput& out = job.output;
+  Usage u;
+  u.prompt_tokens = job.prompt.size();
+  u.completion_tokens = out.tokens.size();
+  u.speculative = s.model->draft && s.scheduler.speculative();
+  u.drafts = out.stats.num_drafts;
+  u.draft_tokens = out.stats.num_draft_tokens;
+  u.accepted_tokens = out.stats.num_accepted_tokens;
+  u.acceptance_length = out.stats.num_drafts ? out.stats.mean_acceptance_length() : 0;
+  return u;
+}
+
+std::string finish_reason(const api::GenerateOutput& out) {
+  return out.stopped_at_eos || out.stopped_at_stop_string ? "stop" : "length";
+}
+
+Answer answer_of(Server& s, const Job& job, std::string text) {
+  Answer a;
+  a.text = std::move(text);
+  a.finish_reason = finish_reason(job.output);
+  a.token_ids = job.output.tokens;
+  a.usage = usage_of(s, job);
+  if (job.request.logprobs) {
+    std::lock_guard lock(s.text_mutex);
+    auto token_text = [&](int32_t id) { return api::detokenize(*s.model, std::span(&id, 1), false); };
+    for (const engine::TokenLogprobs& t : job.output.logprobs) {
+      TokenLogprob entry{token_text(t.token), t.logprob, {}};
+      for (const auto& [id, logprob] : t.top) entry.top.emplace_back(token_text(id), logprob);
+      a.logprobs.push_back(std::move(entry));
+    }
+  }
+  return a;
+}
+
+AnswerId answer_id(Server& s, Endpoint endpoint) {
+  return {fmt::format("{}-{}", endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl", s.next_id++), int64_t(std::time(nullptr)),
+          s.options.model_name};
+}
+
+// Streams the answer: one event per round's text, the finish reason, usage when asked, [DONE].
+// A client that goes away makes a write fail: the job is abandoned and the scheduler cancels
+// its sequence at the next round.
+void stream_answer(Server& s, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+                   std::string first_text, std::vector<int32_t> first_ids) {
+  struct State {
+    AnswerId id;
+    bool first = true, sent_first = false;
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  auto state = std::make_shared<State>();
+  state->id = answer_id(s, job->request.endpoint);
+  state->text = std::move(first_text);
+  state->ids = std::move(first_ids);
+  const std::string path = req.path;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&s, job, state, path](size_t, httplib::DataSink& sink) {
+        const Request& r = job->request;
+        const bool finished =
+            job->wait(state->text, state->ids, std::chrono::milliseconds(state->sent_first ? 250 : 0));
+        auto send = [&](const std::string& event) {
+          if (sink.write(event.data(), event.size())) return true;
+          job->abandoned = true;
+          return false;
+        };
+        if (!state->text.empty() || !state->sent_first) {
+          if (!send(sse_event(chunk_json(r, state->id, state->text, state->first, std::nullopt, state->ids)))) return false;
+          state->first = false;
+          state->sent_first = true;
+          state->text.clear();
+          state->ids.clear();
+        }
+        if (!finished) return true;
+        if (job->error) {
+          send(sse_event(error_json(*job->error)));
+          s.metrics.count_request(path, job->error->status);
+        } else {
+          send(sse_event(chunk_json(r, state->id, "", false, finish_reason(job->output))));
+          if (r.include_usage) send(sse_event(usage_chunk_json(r, state->id, usage_of(s, *job))));
+          send(std::string(kSseDone));
+          s.metrics.count_request(path, 200);
+        }
+        sink.done();
+        return true;
+      },
+      [job](bool success) {
+        if (!success) job->abandoned = true;
+      });
+}
+
+void completions(Server& s, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  std::shared_ptr<Job> job;
+  try {
+    if (!s.scheduler.healthy()) throw RequestRefused{{503, "the server cannot decode any more (see its log)", "server_error", "", "unavailable"}};
+    job = prepare(s, req.body, endpoint);
+    if (!s.scheduler.submit(job))
+      throw RequestRefused{{429, fmt::format("the queue is full ({} requests wait): try again later",
+                                             s.scheduler.gauges().max_queue),
+                            "rate_limit_exceeded", "", "queue_full"}};
+  } catch (const RequestRefused& e) {
+    send_error(res, e.error);
+    s.metrics.count_request(req.path, e.error.status);
+    return;
+  }
+  // Wait for the first text (or the end): an error found by the scheduler (a prompt too long
+  // once its images are laid out) still gets its status instead of a stream already begun.
+  std::string text;
+  std::vector<int32_t> ids;
+  bool finished = false;
+  while (!(finished = job->wait(text, ids, std::chrono::milliseconds(500))) && text.empty() && ids.empty()) {
+  }
+  if (finished && job->error) {
+    send_error(res, *job->error);
+    s.metrics.count_request(req.path, job->error->status);
+    return;
+  }
+  if (job->request.stream) return stream_answer(s, req, res, job, std::move(text), std::move(ids));
+  while (!finished) finished = job->wait(text, ids, std::chrono::milliseconds(500));
+  if (job->error) {
+    send_error(res, *job->error);
+    s.metrics.count_request(req.path, job->error->status);
+    return;
+  }
+  res.set_content(json_text(answer_json(job->request, answer_id(s, endpoint), answer_of(s, *job, std::move(text)))),
+                  "application/json");
+  s.metrics.count_request(req.path, 200);
+}
+
+// Bodies for the answers httplib makes itself (no route, a body over the limit), in OpenAI's shape.
+void describe_error(const Server& s, const httplib::Request& req, httplib::Response& res) {
+  if (!res.body.empty()) return;
+  HttpError e{res.status, fmt::format("HTTP {}", res.status), "invalid_request_error", "", ""};
+  if (res.status == 404) {
+    e.message = fmt::format("unknown endpoint: {} {}", req.method, req.path.substr(0, 200));
+    e.code = "unknown_url";
+  } else if (res.status == 413) {
+    e.message = fmt::format("the request body is larger than --max-body-mib ({} bytes)", s.options.max_body_bytes);
+    e.code = "request_too_large";
+  } else if (res.status == 400) {
+    e.message = "malformed HTTP request";
+  }
+  res.set_content(json_text(error_json(e)), "application/json");
+  s.metrics.count_request(req.path, res.status);
+}
+
+}  // namespace
+
+StopSignals::StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  waiter_ = std::thread([this, set] {
+    int signal = 0;
+    sigwait(&set, &signal);
+    if (closing_) return;
+    std::lock_guard lock(mutex_);
+    if (!stop_) {
+      fmt::print(stderr, "eaglevk: stopped by signal {} before serving\n", signal);
+      std::_Exit(130);
+    }
+    stop_();
+  });
+}
+
+StopSignals::~StopSignals() {
+  closing_ = true;
+  pthread_kill(waiter_.native_handle(), SIGTERM);  // wakes the waiter if no signal came
+  waiter_.join();
+}
+
+void StopSignals::on_stop(std::function<void()> stop) {
+  std::lock_guard lock(mutex_);
+  stop_ = std::move(stop);
+}
+
+int run_server(const std::shared_ptr<const api::Model>& model, Scheduler& scheduler, Metrics& metrics,
+               const ServerOptions& options, StopSignals& signals) {
+  Server s(model, scheduler, metrics, options);
+  httplib::Server http;
+  const size_t threads = options.http_threads;
+  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http.set_payload_max_length(options.max_body_bytes);
+  http.set_read_timeout(options.timeout);
+  http.set_write_timeout(options.timeout);
+
+  http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (s.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+    const std::string header = req.get_header_value("Authorization");
+    if (header.starts_with("Bearer ") && same_key(std::string_view(header).substr(7), s.options.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, {401, "Incorrect API key provided (the server was started with --api-key)",
+                     "invalid_request_error", "", "invalid_api_key"});
+    s.metrics.count_request(req.path, 401);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) { describe_error(s, req, res); });
+  http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, {500, what, "server_error", "", ""});
+    s.metrics.count_request(req.path, 500);
+  });
+
+  http.Post("/v1/chat/completions",
+            [&s](const httplib::Request& req, httplib::Response& res) { completions(s, req, res, Endpoint::Chat); });
+  http.Post("/v1/completions",
+            [&s](const httplib::Request& req, httplib::Response& res) { completions(s, req, res, Endpoint::Completion); });
+  http.Get("/v1/models", [&s](const httplib::Request& req, httplib::Response& res) {
+    json model = {{"id", s.options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "eaglevk"}};
+    res.set_content(json_text({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+    s.metrics.count_request(req.path, 200);
+  });
+  http.Get("/health", [&s](const httplib::Request& req, httplib::Response& res) {
+    const bool ok = s.scheduler.healthy();
+    res.status = ok ? 200 : 503;
+    res.set_content(json_text({{"status", ok ? "ok" : "error"}}), "application/json");
+  });
+  http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_content(s.metrics.text(s.scheduler.gauges()), "text/plain; version=0.0.4");
+  });
+
+  int port = options.port;
+  if (port == 0) {
+    port = http.bind_to_any_port(options.host);
+  } else if (!http.bind_to_port(options.host, port)) {
+    port = -1;
+  }
+  if (port < 0) fail("cannot listen on {}:{} (is the port taken, or the address not this machine's?)", options.host, options.port);
+  fmt::print(stderr, "eaglevk: serving {} on http://{}:{} (OpenAI API under /v1; Ctrl-C stops)\n", options.model_name,
+             options.host, port);
+
+  signals.on_stop([&http] { http.stop(); });
+  const bool listened = http.listen_after_bind();
+  signals.on_stop({});
+  if (!listened) fail("serving on {}:{} failed", options.host, port);
+  fmt::print(stderr, "eaglevk: server stopped\n");
+  return 0;
+}
+
+}  // namespace eaglevk::cli::serve

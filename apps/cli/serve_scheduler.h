@@ -1,0 +1,61 @@
+#pragma once
+// The one thread that decodes for `eaglevk serve`. It owns the BatchSession: between rounds it
+// admits queued requests (in arrival order), runs one round of every running sequence, hands
+// each request its new text, and takes the sequences that finished. HTTP handler threads only
+// parse, queue and wait (serve_job.h).
+//
+// Two rules decide when a queued request starts:
+//  - Sequences decoding together share their sampling settings (temperature, top-k, top-p,
+//    seed): the rounds sample every row with one set (BatchSession::can_start). A request whose
+//    settings differ from the running batch's waits at the head of the queue until that batch
+//    drains, and the requests behind it wait too (first come, first served).
+//  - A request with images decodes alone, in an api::Session run between two rounds (the
+//    batch's sequences pause meanwhile): BatchSession takes no images. One at a time.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include <eaglevk/eaglevk.hpp>
+
+#include "apps/cli/serve_job.h"
+#include "apps/cli/serve_metrics.h"
+#include "apps/cli/serve_queue.h"
+
+namespace eaglevk::cli::serve {
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<const api::Model> model, const api::BatchParams& params, size_t max_queue,
+            Metrics& metrics);
+  ~Scheduler();  // ends the thread; waiting and running requests are failed with 503
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request; false when the queue is full.
+  bool submit(std::shared_ptr<Job> job);
+  // False once decoding failed on the device: the server then answers 503.
+  bool healthy() const { return healthy_; }
+  uint32_t context() const { return batch_.context(); }
+  bool speculative() const { return batch_.speculative(); }
+  MetricsGauges gauges() const;
+
+ private:
+  void loop();
+  void admit();
+  void run_with_images(const std::shared_ptr<Job>& job);
+  void end_abandoned();
+  void deliver();
+  void fail_all(const HttpError& e);
+
+  std::shared_ptr<const api::Model> model_;
+  api::BatchSession batch_;
+  Metrics& metrics_;
+  BoundedQueue<Job> queue_;
+  std::map<uint32_t, std::shared_ptr<Job>> running_;  // by sequence id
+  std::atomic<size_t> running_count_{0};
+  std::atomic<bool> stop_{false}, healthy_{true};
+  std::thread thread_;
+};
+
+}  // namespace eaglevk::cli::serve
