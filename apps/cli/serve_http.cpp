@@ -140,7 +140,7 @@ std::shared_ptr<Job> prepare(Server& s, const std::string& body, Endpoint endpoi
 Usage usage_of(const Server& s, const Job& job) {
   const api::GenerateOutput& out = job.output;
   Usage u;
-  u.prompt_tokens = job.prompt.size();
+  u.prompt_tokens = out.prompt_tokens;  // with images, their tile tokens too
   u.completion_tokens = out.tokens.size();
   u.speculative = s.model->draft && s.scheduler.speculative();
   u.drafts = out.stats.num_drafts;

@@ -144,7 +144,7 @@ void Scheduler::run_with_images(const std::shared_ptr<Job>& job) {
         },
         job->images);
     metrics_.add_busy_seconds(seconds_since(start));
-    metrics_.count_generation(job->prompt.size(), out.tokens.size(), out.stats, out.stopped_by_caller);
+    metrics_.count_generation(out.prompt_tokens, out.tokens.size(), out.stats, out.stopped_by_caller);
     if (j->timed_out)
       job->fail(server_error(503, "the request ran past --timeout", "timeout"));
     else
@@ -173,7 +173,7 @@ void Scheduler::deliver() {
       continue;
     }
     api::GenerateOutput out = batch_.take(id);
-    metrics_.count_generation(job->prompt.size(), out.tokens.size(), out.stats, out.stopped_by_caller);
+    metrics_.count_generation(out.prompt_tokens, out.tokens.size(), out.stats, out.stopped_by_caller);
     if (job->timed_out)
       job->fail(server_error(503, "the request ran past --timeout", "timeout"));
     else

@@ -226,6 +226,7 @@ GenerateOutput BatchSession::take(uint32_t id) {
     out.stopped_at_eos = r.stopped_at_eos;
     out.stopped_at_context = r.stopped_at_context;
     out.reused_tokens = r.reused_tokens;
+    out.prompt_tokens = uint32_t(r.prompt.size());
     out.logprobs = std::move(r.logprobs);
     out.stopped_by_caller = s.text->stopped_by_caller();
     out.stopped_at_stop_string = s.text->stopped_at_stop_string();

@@ -143,6 +143,7 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   out.stopped_at_eos = r.stopped_at_eos;
   out.stopped_at_context = r.stopped_at_context;
   out.reused_tokens = r.reused_tokens;
+  out.prompt_tokens = uint32_t(r.prompt.size());
   out.logprobs = std::move(r.logprobs);
   return out;
 }

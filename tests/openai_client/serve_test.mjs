@@ -160,6 +160,9 @@ for (const [c, name, speculative] of [[a, 'draft', true], [b, 'plain', false]]) 
   const byData = await ask(dataUrl);
   check(sameIds(byData.choices[0].token_ids, visionRef.tokens), `image as data URL: ${JSON.stringify(byData.choices[0].token_ids)} are run's ${JSON.stringify(visionRef.tokens)}`);
   check(byData.choices[0].message.content === visionRef.text, 'image as data URL: run\'s text');
+  // The image's tile tokens count, as the context holds them and run reports them.
+  check(byData.usage.prompt_tokens === visionRef.prompt_tokens.length,
+        `image as data URL: usage.prompt_tokens ${byData.usage.prompt_tokens}, run's prompt has ${visionRef.prompt_tokens.length}`);
   const byFile = await ask(`file://${imagePath}`);
   check(sameIds(byFile.choices[0].token_ids, visionRef.tokens), 'image as a file under --allowed-image-dir: run\'s tokens');
   for (const [url, words, c, m] of [[`file://${target}/config.json`, 'outside --allowed-image-dir', v, 'tiny-llama4-vision'],

@@ -182,6 +182,7 @@ struct GenerateOutput {
   bool stopped_at_stop_string = false;
   std::vector<engine::TokenLogprobs> logprobs;  // with SessionParams::logprobs
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
+  uint32_t prompt_tokens = 0;  // positions the prompt took: with images, each image's tile tokens
 };
 
 // Called with each generated token and its text (whole UTF-8 characters, special tokens
