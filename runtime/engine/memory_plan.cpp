@@ -1,7 +1,6 @@
 #include "runtime/engine/memory_plan.h"
 
 #include <algorithm>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -39,6 +38,24 @@ uint64_t checked_bytes(unsigned __int128 bytes, const char* what, const loader::
          "config's sizes are not a real model's",
          what, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.hidden_size);
   return uint64_t(bytes);
+}
+
+// The arenas of the decoders: the models loaded dry (no memory, no weight read), their forwards
+// recorded dry as make_target_state and make_eagle3_state record them.
+uint64_t arena_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                     uint32_t max_rows) {
+  const bool reuse = vk::arena_reuse_from_env();
+  vk::DryAllocations dry;
+  const models::TargetModel t = models::load_target(gpu.ctx, target);
+  uint64_t bytes = models::target_arena_bytes(gpu, t, max_rows, reuse);
+  if (draft) {
+    // Tap ids 0, 1, 2: the arena does not depend on them, and the ids the head's config gives
+    // (or the caller overrides) are checked when it loads.
+    const loader::LlamaConfig& tc = t.config();
+    const std::vector<uint32_t> taps = tc.num_hidden_layers >= 2 ? std::vector<uint32_t>{0, 1, 2} : std::vector<uint32_t>{};
+    bytes += models::eagle3_arena_bytes(gpu, models::load_eagle3(gpu.ctx, draft->path, tc, taps), max_rows, reuse);
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -94,15 +111,9 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
   };
   cap_by_binding(kv_dim);
   cap_by_attention(uint32_t(c.head_dim));
-  const bool reuse = vk::arena_reuse_from_env();
-  // Per pass besides the arenas: a row of logits read back, and the fixed part.
+  // Per pass besides the arenas: a row of logits read back, the fixed part, and with a draft the
+  // taps (3 hidden rows) the target hands it and two more logits rows.
   p.per_pass = uint64_t(c.vocab_size) * 4 + kFixedBytes;
-  std::optional<models::TargetModel> dry_target;
-  {
-    vk::DryAllocations dry;
-    dry_target = models::load_target(ctx, target);
-    p.activations = models::target_arena_bytes(gpu, *dry_target, max_rows, reuse);
-  }
   if (draft) {
     const models::Eagle3Config d = models::load_eagle3_config(*draft);
     p.weights += tensor_bytes(draft->checkpoint, false);
@@ -110,22 +121,16 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
                                     "draft's KV cache of one token", d.layer);
     cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
     cap_by_attention(uint32_t(d.layer.head_dim));
-    // The draft's arena, the taps (3 hidden rows) the target hands it and two more logits rows.
-    {
-      vk::DryAllocations dry;
-      // Tap ids 0, 1, 2: the arena does not depend on them, and the ids the head's config gives
-      // (or the caller overrides) are checked when it loads.
-      const loader::LlamaConfig& tc = dry_target->config();
-      const std::vector<uint32_t> taps = tc.num_hidden_layers >= 2 ? std::vector<uint32_t>{0, 1, 2} : std::vector<uint32_t>{};
-      const models::Eagle3Model head = models::load_eagle3(ctx, draft->path, tc, taps);
-      p.activations += models::eagle3_arena_bytes(gpu, head, max_rows, reuse);
-    }
     p.per_pass += checked_bytes((unsigned __int128)max_rows * 12ull * c.hidden_size, "taps of a pass", d.layer) +
                   uint64_t(c.vocab_size) * 4 * 2;
   }
   // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
   // where one row of a very long context needs more).
   if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * (16ull << 20);
+  // A model that does not fit even without its activations is refused with the budget message
+  // (choose_context) before anything more is read of it.
+  if (p.total(64) >= p.budget) return p;
+  p.activations = arena_bytes(gpu, target, draft, max_rows);
   p.per_pass += p.activations;
   return p;
 }

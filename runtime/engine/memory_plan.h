@@ -17,7 +17,8 @@ struct MemoryPlan {
   uint64_t per_pass = 0;      // activations, taps and read-back for passes of max_rows rows
   // The arenas of the target and the draft for passes of max_rows rows (part of per_pass):
   // what models::make_target_state and make_eagle3_state will allocate, from the same dry
-  // recordings of the forwards (models::target_arena_bytes, eagle3_arena_bytes).
+  // recordings of the forwards (models::target_arena_bytes, eagle3_arena_bytes). 0 when the
+  // model does not fit without them: it is refused then, and no dry load is made.
   uint64_t activations = 0;
   uint64_t budget = 0;        // vk::Context::memory_budget
   std::string budget_source;
