@@ -81,6 +81,7 @@ std::vector<vk::CommandLog> record_eagle3_arena_passes(ops::Gpu& gpu, const Eagl
       }
     }
   vk::Recorder rec(ctx, vk::Recorder::Dry{});
+  vk::DeferredPipelines deferred(gpu.pipelines);  // the dry recorder needs interfaces only
   ops::OpContext oc{gpu, rec};
   std::vector<vk::CommandLog> logs;
   for (const DraftPass& pass : passes) {

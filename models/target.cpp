@@ -62,6 +62,7 @@ std::vector<ForwardPass> arena_passes(const TargetState& s) {
 
 std::vector<vk::CommandLog> record_target_arena_passes(ops::Gpu& gpu, const TargetModel& m, TargetState& s) {
   vk::Recorder rec(gpu.ctx, vk::Recorder::Dry{});
+  vk::DeferredPipelines deferred(gpu.pipelines);  // the dry recorder needs interfaces only
   ops::OpContext oc{gpu, rec};
   std::vector<vk::CommandLog> logs;
   for (const ForwardPass& pass : arena_passes(s)) {
