@@ -1,8 +1,8 @@
 #pragma once
 // llama.cpp's (ggml's) block-quantized weight formats on the host: their geometry, a plain
 // dequantizer (the reference the GPU kernels are tested against, and what `to_f32` uses for
-// small tensors) and a quantizer that writes the same blocks (test data, and byte-for-byte
-// checks against llama-quantize's output where its algorithm is a fixed formula).
+// small tensors). The quantizer that writes the same blocks is test data's and lives with the
+// tests (tests/support/quantize.h).
 //
 // Block layouts (little-endian, f16 = IEEE half); x = the dequantized value:
 //   Q4_0  32 elems, 18 B: d; qs[16]                 x[j] = d * (lo(qs[j]) - 8), x[j+16] = d * (hi(qs[j]) - 8)
@@ -56,16 +56,5 @@ uint64_t upload_bytes(const TensorView& weight);
 // Decodes `out.size()` elements (a multiple of the block) from their blocks at `blocks`.
 // Works for the plain float types too (F32, F16, BF16).
 void dequantize(DType dtype, const std::byte* blocks, std::span<float> out);
-
-// Encodes `in` (a multiple of the block) into blocks, appended to `out`. Every type follows the
-// quantizer llama-quantize runs without an importance matrix and gives the same bytes: ggml's
-// quantize_row_*_ref (MXFP4 included), and for IQ4_NL and IQ4_XS its quantize_iq4_* (seven grid tries each way,
-// which the _ref entry points skip); the K-quants and IQ4 choose scales by its weighted
-// least-squares searches over candidate grid spacings. The lattice formats (IQ1_S ... IQ3_S) are
-// decoded only: quantize refuses them (llama-quantize needs an importance matrix for them).
-// INT4_B32 follows GPTQ's round-to-nearest without calibration (asymmetric, f16 d, 4-bit zero).
-// FP8_B32 follows llm-compressor's recipe per block (scale = amax / 448, codes rounded to nearest
-// even): test data shaped like the FP8 checkpoints.
-void quantize(DType dtype, std::span<const float> in, std::vector<std::byte>& out);
 
 }  // namespace eaglevk::loader

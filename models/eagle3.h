@@ -73,9 +73,19 @@ struct Eagle3State {
 };
 
 // `capacity` includes any scratch rows of tree steps; `logit_rows` is 1 for the chain, the
-// number of sequences for batched chains.
-Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
+// number of sequences for batched chains. The arena's lifetimes are derived from dry
+// recordings of the head's forward (derive_eagle3_arena).
+Eagle3State make_eagle3_state(ops::Gpu& gpu, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
                               uint32_t max_steps, bool arena_reuse, uint32_t logit_rows = 1);
+// Records every kind of draft pass the engine runs (catch-up, step, tree step, several
+// sequences; short and full context; both paths) dry into s, its arena as it is laid out, with
+// dry stand-ins for the pass's inputs, and returns what each touched.
+std::vector<vk::CommandLog> record_eagle3_arena_passes(ops::Gpu& gpu, const Eagle3Model& m, Eagle3State& s);
+// Lays s's arena out dry and derives its tensors' conflicts from those recordings.
+void derive_eagle3_arena(ops::Gpu& gpu, const Eagle3Model& m, Eagle3State& s);
+// The bytes make_eagle3_state's arena takes (one sequence), for memory planning; m may be a dry
+// load (vk::DryAllocations).
+uint64_t eagle3_arena_bytes(ops::Gpu& gpu, const Eagle3Model& m, uint32_t max_rows, bool arena_reuse);
 
 // One draft forward over `rows` rows.
 //   catch-up (from_taps): feature = fc(taps rows), tokens from `ids`;

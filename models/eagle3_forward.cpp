@@ -13,8 +13,93 @@ ops::KvLayer Eagle3State::kv() const {
                       uint32_t(k_cache.bytes / (uint64_t(capacity) * 2))};
 }
 
-Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
+namespace {
+
+// Dry stand-ins for what the engine hands a draft pass (vk::DryAllocations): no pass is run.
+// The target's embedding and lm_head serve heads without their own; their type may differ from
+// the real target's, which can only change whether a norm folds into the product, and a fold
+// touches fewer activations, never more.
+struct DryPassInputs {
+  vk::Buffer taps, ids, out_token, slots, proposal_rows, u_history, gather, tree_table;
+  vk::Buffer target_embed, target_lm_head;
+};
+
+}  // namespace
+
+std::vector<vk::CommandLog> record_eagle3_arena_passes(ops::Gpu& gpu, const Eagle3Model& m, Eagle3State& s) {
+  const vk::Context& ctx = gpu.ctx;
+  const uint32_t H = m.config.layer.hidden_size, Ht = m.fc.cols / 3, R = s.max_rows, K = s.logit_rows;
+  const uint32_t V = uint32_t(m.config.target_vocab_size);
+  DryPassInputs in;
+  {
+    vk::DryAllocations dry;
+    auto buffer = [&](uint64_t bytes, const char* name) {
+      return vk::Buffer(ctx, std::max<uint64_t>(bytes, 4), vk::MemoryKind::Device, name);
+    };
+    in.taps = buffer(uint64_t(R) * 3 * Ht * 4, "dry taps");
+    in.ids = buffer(R * 4ull, "dry ids");
+    in.out_token = buffer(std::max(R, K) * 4ull, "dry out_token");
+    in.slots = buffer(std::max(R, K) * 4ull, "dry slots");
+    in.proposal_rows = buffer(K * 4ull, "dry proposal rows");
+    in.u_history = buffer(uint64_t(2 * K) * H * 4, "dry u_history");
+    in.gather = buffer(K * 4ull, "dry gather");
+    in.tree_table = buffer(uint64_t(K) * (K + 1) * 4, "dry tree");
+    in.target_embed = buffer(uint64_t(V) * H * 2, "dry target embed");
+    in.target_lm_head = buffer(uint64_t(V) * H * 2, "dry target lm_head");
+  }
+  const TargetWeights target{{vk::BufferRange(in.target_embed), ops::WeightType::F16, V, H},
+                             {vk::BufferRange(in.target_lm_head), ops::WeightType::F16, V, H}};
+  // The kinds of pass the engine runs: a catch-up from the target's taps, a step of one row, a
+  // tree step of K nodes, and for several sequences their catch-up and steps; each at a short
+  // and at the full context (attention split in two dispatches or not), each path.
+  std::vector<DraftPass> passes;
+  DraftTreeStep tree{ops::Act(in.u_history, H), K, ops::IntVec{in.gather}, ops::IntVec{in.slots},
+                     ops::TreePath{in.tree_table, 0, K + 1, 0}, K};
+  const ops::IntVec slots{in.slots};
+  for (uint32_t kv_len : {R, std::max(R, s.split_keys + 1)})
+    for (bool batch_invariant : {false, true}) {
+      DraftPass p;
+      p.ids = ops::IntVec{in.ids};
+      p.positions = ops::IntVec{s.positions};
+      p.out_token = ops::IntVec{in.out_token};
+      p.batch_invariant = batch_invariant;
+      p.kv_len = std::min(kv_len, s.capacity);
+      DraftPass catch_up = p;
+      catch_up.rows = R, catch_up.from_taps = true, catch_up.taps = ops::Act(in.taps, 3 * Ht);
+      DraftPass step = p;
+      step.rows = 1;
+      DraftPass tree_step = p;
+      tree_step.rows = K, tree_step.tree = &tree;
+      passes.insert(passes.end(), {catch_up, step, tree_step});
+      if (K > 1) {
+        DraftPass batched_catch_up = catch_up;
+        batched_catch_up.slots = &slots, batched_catch_up.proposal_rows = ops::IntVec{in.proposal_rows};
+        batched_catch_up.proposals = std::min(R, K);
+        DraftPass batched_step = p;
+        batched_step.rows = K, batched_step.slots = &slots, batched_step.proposals = K;
+        passes.insert(passes.end(), {batched_catch_up, batched_step});
+      }
+    }
+  vk::Recorder rec(ctx, vk::Recorder::Dry{});
+  vk::DeferredPipelines deferred(gpu.pipelines);  // the dry recorder needs interfaces only
+  ops::OpContext oc{gpu, rec};
+  std::vector<vk::CommandLog> logs;
+  for (const DraftPass& pass : passes) {
+    rec.log = &logs.emplace_back();
+    rec.begin();
+    record_eagle3_forward(oc, m, s, target, pass);
+  }
+  return logs;
+}
+
+void derive_eagle3_arena(ops::Gpu& gpu, const Eagle3Model& m, Eagle3State& s) {
+  s.arena.lay_out_dry(gpu.ctx, "draft activations (dry)");
+  for (const vk::CommandLog& log : record_eagle3_arena_passes(gpu, m, s)) s.arena.plan.derive(s.arena.buffer, log);
+}
+
+Eagle3State make_eagle3_state(ops::Gpu& gpu, const Eagle3Model& m, uint32_t capacity, uint32_t max_rows,
                               uint32_t max_steps, bool arena_reuse, uint32_t logit_rows) {
+  const vk::Context& ctx = gpu.ctx;
   const loader::LlamaConfig& c = m.config.layer;
   Eagle3State s;
   s.capacity = (capacity + 63) / 64 * 64;
@@ -34,23 +119,31 @@ Eagle3State make_eagle3_state(const vk::Context& ctx, const Eagle3Model& m, uint
   s.split_scratch = ops::make_attention_split_scratch(ctx, c.num_attention_heads, c.head_dim, s.capacity, max_rows,
                                                       s.split_keys, "draft attention splits");
 
-  // Lifetimes in steps of one pass. The feature buffer carries the pre-norm output from one
-  // pass to the next, so it lives throughout.
+  // Sizes only: the lifetimes come from dry recordings of the forward (derive_eagle3_arena).
+  // The feature buffer carries the pre-norm output from one pass to the next; the engine
+  // samples the logits after a pass.
   vk::ArenaPlan& plan = s.arena.plan;
   const uint64_t R = max_rows;
-  s.feature = plan.add("feature", R * H * 4, 0, 9);
-  s.embedded = plan.add("embedded", R * H * 4, 0, 1);
-  s.attn_in = plan.add("attn_in", R * 2 * H * 4, 1, 2);
-  s.qkv = plan.add("qkv", R * (q_dim + 2 * kv_dim) * 4, 2, 4);
-  s.attn = plan.add("attn", R * q_dim * 4, 4, 5);
-  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 5, 6);
-  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 6, 7);
-  s.act = plan.add("act", R * I * 4, 6, 8);  // from gate_up's step: see target_state.cpp
-  s.out_norm = plan.add("out_norm", s.logit_rows * H * 4, 8, 9);
-  s.logits = plan.add("logits", s.logit_rows * Vd * 4, 9, 10);
-  s.proposing = plan.add("proposing", s.logit_rows * H * 4, 8, 9);
+  s.feature = plan.add("feature", R * H * 4, vk::Lifetime::Carried);
+  s.embedded = plan.add("embedded", R * H * 4);
+  s.attn_in = plan.add("attn_in", R * 2 * H * 4);
+  s.qkv = plan.add("qkv", R * (q_dim + 2 * kv_dim) * 4);
+  s.attn = plan.add("attn", R * q_dim * 4);
+  s.ffn_norm = plan.add("ffn_norm", R * H * 4);
+  s.gate_up = plan.add("gate_up", R * 2 * I * 4);
+  s.act = plan.add("act", R * I * 4);
+  s.out_norm = plan.add("out_norm", s.logit_rows * H * 4);
+  s.logits = plan.add("logits", s.logit_rows * Vd * 4, vk::Lifetime::Output);
+  s.proposing = plan.add("proposing", s.logit_rows * H * 4);
+  derive_eagle3_arena(gpu, m, s);
   s.arena.allocate(ctx, arena_reuse, "draft activations");
   return s;
+}
+
+uint64_t eagle3_arena_bytes(ops::Gpu& gpu, const Eagle3Model& m, uint32_t max_rows, bool arena_reuse) {
+  vk::DryAllocations dry;
+  const uint32_t capacity = std::max(64u, ops::attention_split_keys(gpu.ctx) + 64);  // see target_arena_bytes
+  return make_eagle3_state(gpu, m, capacity, max_rows, 1, arena_reuse).arena.plan.total_bytes;
 }
 
 uint32_t record_eagle3_forward(ops::OpContext& oc, const Eagle3Model& m, Eagle3State& s, const TargetWeights& target,

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "models/family.h"
 #include "models/llama3.h"
@@ -36,8 +37,20 @@ TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files)
 // loading any weights (memory planning). Same architecture rules as load_target.
 TargetPlanConfig read_target_config(const loader::ModelFiles& files);
 
-TargetState make_target_state(const vk::Context& ctx, const TargetModel& m, uint32_t capacity, uint32_t max_rows,
+// The state of one sequence (or of several sharing the cache). The arena's lifetimes are
+// derived from dry recordings of m's forward (arena_passes, derive_target_arena), so that they
+// follow the forward's op order, whatever it becomes.
+TargetState make_target_state(ops::Gpu& gpu, const TargetModel& m, uint32_t capacity, uint32_t max_rows,
                               bool arena_reuse);
+// The passes whose dry recordings the arena's lifetimes are derived from.
+std::vector<ForwardPass> arena_passes(const TargetState& s);
+// Records those passes dry into s (its arena as it is laid out) and returns what each touched.
+std::vector<vk::CommandLog> record_target_arena_passes(ops::Gpu& gpu, const TargetModel& m, TargetState& s);
+// Lays s's arena out dry and derives its tensors' conflicts from those recordings.
+void derive_target_arena(ops::Gpu& gpu, const TargetModel& m, TargetState& s);
+// The bytes make_target_state's arena takes, for memory planning: the same derivation on a
+// state made dry (vk::DryAllocations), so m may be a dry load.
+uint64_t target_arena_bytes(ops::Gpu& gpu, const TargetModel& m, uint32_t max_rows, bool arena_reuse);
 void record_target_forward(ops::OpContext& oc, const TargetModel& m, TargetState& s, const ForwardPass& pass);
 
 }  // namespace eaglevk::models

@@ -12,8 +12,7 @@ ops::KvLayer TargetState::kv_layer(uint32_t layer) const {
   return ops::KvLayer{vk::BufferRange(k_cache.at(layer)), vk::BufferRange(v_cache.at(layer)), capacity, kv_dim};
 }
 
-TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint32_t capacity, uint32_t max_rows,
-                              bool arena_reuse) {
+TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint32_t capacity, uint32_t max_rows) {
   TargetState s;
   s.capacity = (capacity + 63) / 64 * 64;
   s.max_rows = max_rows;
@@ -37,33 +36,29 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   s.split_scratch =
       ops::make_attention_split_scratch(ctx, t.heads, t.head_dim, s.capacity, max_rows, s.split_keys, "attention splits");
 
-  // Lifetimes in steps of one layer; x (the residual stream) lives through the pass.
+  // Sizes only: the lifetimes come from dry recordings of the forward (models/target.cpp,
+  // derive_target_arena). The engine samples and reads back the logits after the pass.
   vk::ArenaPlan& plan = s.arena.plan;
-  s.x = plan.add("x", R * H * 4, 0, 14);
-  s.attn_norm = plan.add("attn_norm", R * H * 4, 0, 1);
-  s.qkv = plan.add("qkv", R * qkv_dim * 4, 1, 3);
-  s.attn = plan.add("attn", R * q_dim * 4, 3, 4);
-  s.ffn_norm = plan.add("ffn_norm", R * H * 4, 4, 9);
-  s.gate_up = plan.add("gate_up", R * 2 * I * 4, 5, 6);
-  // act is written by the gate/up product itself where swiglu is folded into it (ops::matmul_swiglu),
-  // while ffn_norm is still being read: it starts with gate_up.
-  s.act = plan.add("act", R * I * 4, 5, 7);
+  s.x = plan.add("x", R * H * 4);
+  s.attn_norm = plan.add("attn_norm", R * H * 4);
+  s.qkv = plan.add("qkv", R * qkv_dim * 4);
+  s.attn = plan.add("attn", R * q_dim * 4);
+  s.ffn_norm = plan.add("ffn_norm", R * H * 4);
+  s.gate_up = plan.add("gate_up", R * 2 * I * 4);
+  s.act = plan.add("act", R * I * 4);
   if (t.experts) {
     const uint64_t slots = R * t.experts_per_token, IE = t.expert_width;
     s.expert_ids = vk::Buffer(ctx, slots * 4, vk::MemoryKind::Device, "expert_ids");
     s.expert_rows = vk::Buffer(ctx, ops::moe_row_lists_bytes(uint32_t(slots), t.experts), vk::MemoryKind::Device,
                                "expert_rows");
-    s.router = plan.add("router_logits", R * t.experts * 4, 7, 8);
-    s.expert_in = plan.add("expert_in", slots * H * 4, 8, 9);
-    s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4, 9, 10);
-    // Written by the experts' gate/up product itself where swiglu is folded into it
-    // (ops::matmul_id_swiglu), while expert_in is still being read: it starts with expert_gate_up.
-    s.expert_act = plan.add("expert_act", slots * IE * 4, 9, 11);
+    s.router = plan.add("router_logits", R * t.experts * 4);
+    s.expert_in = plan.add("expert_in", slots * H * 4);
+    s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4);
+    s.expert_act = plan.add("expert_act", slots * IE * 4);
   }
-  s.out_norm = plan.add("out_norm", R * H * 4, 12, 13);
+  s.out_norm = plan.add("out_norm", R * H * 4);
   s.logits_rows = uint32_t(std::clamp<uint64_t>(ctx.max_binding_range / (V * 4), 1, R));
-  s.logits = plan.add("logits", uint64_t(s.logits_rows) * V * 4, 13, 14);
-  s.arena.allocate(ctx, arena_reuse, "activations");
+  s.logits = plan.add("logits", uint64_t(s.logits_rows) * V * 4, vk::Lifetime::Output);
   return s;
 }
 

@@ -41,6 +41,8 @@ struct TargetState {
   // states' scratch.
   uint32_t split_keys = 0;
   vk::Buffer split_scratch;
+  // The activations: tensor sizes from the shape, offsets planned from lifetimes that dry
+  // recordings of the forward derive (models::make_target_state in models/target.h).
   vk::Arena arena;
   uint32_t x = 0, attn_norm = 0, qkv = 0, attn = 0, ffn_norm = 0, gate_up = 0, act = 0, out_norm = 0, logits = 0;
   uint32_t router = 0, expert_in = 0, expert_gate_up = 0, expert_act = 0;  // MoE only
@@ -48,8 +50,9 @@ struct TargetState {
   ops::KvLayer kv_layer(uint32_t layer) const;
 };
 
-TargetState make_target_state(const vk::Context& ctx, const TargetShape& shape, uint32_t capacity, uint32_t max_rows,
-                              bool arena_reuse);
+// Everything but the arena's memory: its tensors are declared, not yet planned or allocated
+// (models::make_target_state of a TargetModel does that from the model's forward).
+TargetState make_target_state(const vk::Context& ctx, const TargetShape& shape, uint32_t capacity, uint32_t max_rows);
 
 // Where the residual stream entering the listed layers goes: tap i of row r lands at
 // columns [i H, (i + 1) H) of row r of `out`. A layer id equal to L taps the last layer's

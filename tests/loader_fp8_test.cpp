@@ -13,10 +13,12 @@
 #include "loader/quant.h"
 #include "loader/quantization_config.h"
 #include "support/loader_test_util.h"
+#include "support/quantize.h"
 
 using namespace eaglevk::loader;
 using eaglevk::testing::expect_error;
 using eaglevk::testing::FakeCheckpoint;
+using eaglevk::testing::quantize;
 using nlohmann::json;
 
 namespace {

@@ -21,10 +21,12 @@
 #include "loader/safetensors.h"
 #include "loader/tensor_check.h"
 #include "support/loader_test_util.h"
+#include "support/quantize.h"
 
 namespace fs = std::filesystem;
 using namespace eaglevk::loader;
 using eaglevk::testing::expect_error;
+using eaglevk::testing::quantize;
 
 namespace {
 

@@ -1,6 +1,6 @@
 // Block-quantized weights (ggml's Q4_0 ... Q6_K, IQ1_S ... IQ4_XS) decoded inside the kernels:
 // the matrix-vector kernel, the tiled GEMM, the embedding gather and the MoE indexed matvec.
-// Seeded random weights are quantized with loader::quantize (the lattice formats: random blocks);
+// Seeded random weights are quantized with testing::quantize (tests/support/quantize.h) (the lattice formats: random blocks);
 // the reference is loader::dequantize followed by the plain double-precision loops of
 // support/reference.h.
 //
@@ -22,6 +22,7 @@
 #include "runtime/ops/ops.h"
 #include "shaders/shared_constants.h"
 #include "support/gpu_fixture.h"
+#include "support/quantize.h"
 #include "support/reference.h"
 #include "support/rope_fold_check.h"
 
@@ -153,7 +154,7 @@ QuantMatrix quantized(WeightType t, uint32_t rows, uint32_t cols, uint32_t seed)
   else if (lattice_format(t))
     m.blocks = random_lattice_blocks(t, size_t(rows) * cols / ops::weight_type_block_elements(t), seed);
   else
-    loader::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
+    testing::quantize(dtype_of(t), random_floats(size_t(rows) * cols, seed), m.blocks);
   EXPECT_EQ(m.blocks.size(), rows * ops::weight_row_bytes(t, cols));
   m.values = decode(t, m.blocks, size_t(rows) * cols);
   return m;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -21,6 +22,7 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
 #include "support/real_dims.h"
@@ -128,6 +130,19 @@ TEST_F(GpuTest, Llama8BShapePrefillFoldsGridsPastTheWorkgroupLimitBitForBit) {
 TEST_F(GpuTest, Llama8BShapeSpeculativeK3IsLosslessWithA32000TokenDraftVocabulary) {
   models::Eagle3Model draft = models::load_eagle3(gpu().ctx, checkpoints().draft, target().config());
   EXPECT_EQ(draft.config.draft_vocab_size, 32000);
+  {
+    // The memory plan's activations are the arenas these decoders allocate (its dry load of the
+    // same files records the same forwards).
+    const loader::ModelFiles tf = loader::open_model_files(checkpoints().target);
+    const loader::ModelFiles df = loader::open_model_files(checkpoints().draft);
+    const bool reuse = vk::arena_reuse_from_env();
+    const engine::MemoryPlan plan = engine::plan_memory(gpu(), tf, &df, 64);
+    const auto ts = models::make_target_state(gpu(), target(), 256, 64, reuse);
+    const auto ds = models::make_eagle3_state(gpu(), draft, 256, 64, 1, reuse);
+    EXPECT_EQ(plan.activations, ts.arena.plan.total_bytes + ds.arena.plan.total_bytes);
+    std::printf("memory plan at 64 rows: activations %llu bytes, per pass %llu bytes\n",
+                (unsigned long long)plan.activations, (unsigned long long)plan.per_pass);
+  }
   const std::vector<int32_t> ids = prompt_ids(8, 3);
   engine::GenerationOptions o;
   o.n_predict = 4;

@@ -8,6 +8,7 @@
 // decoding at k = 3 lossless against plain decoding. About 12 GB of host memory: run alone.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/memory_plan.h"
 #include "runtime/engine/speculative.h"
 #include "support/gpu_fixture.h"
 #include "support/real_dims.h"
@@ -90,6 +92,19 @@ TEST_F(GpuTest, ScoutShapeLoadsItsSplitExpertTensorsAndPrefillsInOnePass) {
 TEST_F(GpuTest, ScoutShapeSpeculativeK3IsLosslessWithTheFull202048TokenDraftVocabulary) {
   models::Eagle3Model draft = models::load_eagle3(gpu().ctx, checkpoints().draft, target().config());
   EXPECT_EQ(draft.config.draft_vocab_size, 202048);
+  {
+    // The memory plan's activations are the arenas these decoders allocate (its dry load of the
+    // same files records the same forwards).
+    const loader::ModelFiles tf = loader::open_model_files(checkpoints().target);
+    const loader::ModelFiles df = loader::open_model_files(checkpoints().draft);
+    const bool reuse = vk::arena_reuse_from_env();
+    const engine::MemoryPlan plan = engine::plan_memory(gpu(), tf, &df, 32);
+    const auto ts = models::make_target_state(gpu(), target(), 128, 32, reuse);
+    const auto ds = models::make_eagle3_state(gpu(), draft, 128, 32, 1, reuse);
+    EXPECT_EQ(plan.activations, ts.arena.plan.total_bytes + ds.arena.plan.total_bytes);
+    std::printf("memory plan at 32 rows: activations %llu bytes, per pass %llu bytes\n",
+                (unsigned long long)plan.activations, (unsigned long long)plan.per_pass);
+  }
   // Each step reads two 202,048 x 5,120 output matrices (2 GB each), about 15 minutes of
   // lavapipe for 4 tokens after a 24-token prompt: 3 tokens after 8 make one round and more.
   const std::vector<int32_t> ids = prompt_ids(8, 9);

@@ -6,6 +6,8 @@
 #include <map>
 #include <random>
 
+#include <eaglevk/error.h>
+
 #include "runtime/ops/ops.h"
 #include "runtime/vk/arena.h"
 #include "runtime/vk/context.h"
@@ -224,6 +226,23 @@ TEST_F(RecorderTest, DescriptorSetsAreWrittenOncePerKernelAndRanges) {
   }
 }
 
+// Records `record` dry against the arena laid out without reuse, derives its tensors' lifetimes
+// from what the commands touched, then plans and allocates it: what models::make_target_state
+// does with a forward.
+template <class Record>
+void plan_from_dry_run(vk::Arena& arena, bool reuse, Record&& record) {
+  arena.lay_out_dry(gpu().ctx, "arena (dry)");
+  vk::Recorder dry(gpu().ctx, vk::Recorder::Dry{});
+  vk::CommandLog log;
+  dry.log = &log;
+  dry.begin();
+  ops::OpContext oc{gpu(), dry};
+  record(oc);
+  EXPECT_THROW(dry.submit(), Error);  // a dry recorder records nothing to submit
+  arena.plan.derive(arena.buffer, log);
+  arena.allocate(gpu().ctx, reuse, "arena");
+}
+
 // A small transformer-layer-shaped op sequence on an arena: embedding, norm, fused qkv,
 // rope, KV write, attention, o_proj with residual, norm, gate/up, SwiGLU, down with residual,
 // final norm, lm_head, argmax. Returns the logits followed by the ids as floats.
@@ -248,36 +267,39 @@ std::vector<float> run_layer(vk::SyncMode sync, bool reuse) {
 
   vk::Arena arena;
   auto& plan = arena.plan;
-  uint32_t x = plan.add("x", T * H * 4, 0, 12), n1 = plan.add("attn_norm", T * H * 4, 1, 2),
-           qkv = plan.add("qkv", T * qkv_dim * 4, 2, 5), att = plan.add("attn", T * q_dim * 4, 5, 6),
-           n2 = plan.add("ffn_norm", T * H * 4, 7, 8), gu = plan.add("gate_up", T * 2 * I * 4, 8, 9),
-           act = plan.add("act", T * I * 4, 9, 10), n3 = plan.add("out_norm", T * H * 4, 11, 12),
-           logits = plan.add("logits", T * V * 4, 12, 14), out_ids = plan.add("ids", T * 4, 13, 14);
-  arena.allocate(ctx, reuse, "arena");
+  uint32_t x = plan.add("x", T * H * 4), n1 = plan.add("attn_norm", T * H * 4), qkv = plan.add("qkv", T * qkv_dim * 4),
+           att = plan.add("attn", T * q_dim * 4), n2 = plan.add("ffn_norm", T * H * 4),
+           gu = plan.add("gate_up", T * 2 * I * 4), act = plan.add("act", T * I * 4),
+           n3 = plan.add("out_norm", T * H * 4), logits = plan.add("logits", T * V * 4, vk::Lifetime::Output),
+           out_ids = plan.add("ids", T * 4, vk::Lifetime::Output);
+  vk::BufferRange nw(nb);
+  ops::KvLayer kv{kc, vc, cap, kv_dim};
+  auto record = [&](ops::OpContext& oc) {
+    ops::embed(oc, ops::IntVec{idb}, T, E, ops::Act(arena[x], H));
+    ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n1], H), T, H, 1e-5f);
+    ops::matmul(oc, ops::Act(arena[n1], H), Wqkv, ops::Act(arena[qkv], qkv_dim), T);
+    ops::rope(oc, ops::Act(arena[qkv], qkv_dim), T, heads + kv_heads, hd, ops::IntVec{posb}, table, cap,
+              ops::RopePairing::RotateHalf);
+    ops::Act rows(arena[qkv], qkv_dim);
+    ops::kv_write(oc, rows.cols(q_dim), rows.cols(q_dim + kv_dim), T, ops::IntVec{posb}, kv);
+    ops::attention(oc, rows, kv, ops::IntVec{posb}, ops::Act(arena[att], q_dim), T,
+                   ops::AttentionParams{heads, kv_heads, hd, T, 0, 0.25f});
+    ops::matmul(oc, ops::Act(arena[att], q_dim), Wo, ops::Act(arena[x], H), T, /*accumulate=*/true);
+    ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n2], H), T, H, 1e-5f);
+    ops::matmul(oc, ops::Act(arena[n2], H), Wgu, ops::Act(arena[gu], 2 * I), T);
+    ops::Act g(arena[gu], 2 * I);
+    ops::swiglu(oc, g, g.cols(I), ops::Act(arena[act], I), T, I);
+    ops::matmul(oc, ops::Act(arena[act], I), Wd, ops::Act(arena[x], H), T, true);
+    ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n3], H), T, H, 1e-5f);
+    ops::matmul(oc, ops::Act(arena[n3], H), E, ops::Act(arena[logits], V), T);
+    ops::argmax(oc, ops::Act(arena[logits], V), T, V, ops::IntVec{arena[out_ids]});
+  };
+  plan_from_dry_run(arena, reuse, record);
   vk::Recorder rec(ctx);
   rec.sync = sync;
   ops::OpContext oc{gpu(), rec};
-  vk::BufferRange nw(nb);
-  ops::KvLayer kv{kc, vc, cap, kv_dim};
   rec.begin();
-  ops::embed(oc, ops::IntVec{idb}, T, E, ops::Act(arena[x], H));
-  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n1], H), T, H, 1e-5f);
-  ops::matmul(oc, ops::Act(arena[n1], H), Wqkv, ops::Act(arena[qkv], qkv_dim), T);
-  ops::rope(oc, ops::Act(arena[qkv], qkv_dim), T, heads + kv_heads, hd, ops::IntVec{posb}, table, cap,
-            ops::RopePairing::RotateHalf);
-  ops::Act rows(arena[qkv], qkv_dim);
-  ops::kv_write(oc, rows.cols(q_dim), rows.cols(q_dim + kv_dim), T, ops::IntVec{posb}, kv);
-  ops::attention(oc, rows, kv, ops::IntVec{posb}, ops::Act(arena[att], q_dim), T,
-                 ops::AttentionParams{heads, kv_heads, hd, T, 0, 0.25f});
-  ops::matmul(oc, ops::Act(arena[att], q_dim), Wo, ops::Act(arena[x], H), T, /*accumulate=*/true);
-  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n2], H), T, H, 1e-5f);
-  ops::matmul(oc, ops::Act(arena[n2], H), Wgu, ops::Act(arena[gu], 2 * I), T);
-  ops::Act g(arena[gu], 2 * I);
-  ops::swiglu(oc, g, g.cols(I), ops::Act(arena[act], I), T, I);
-  ops::matmul(oc, ops::Act(arena[act], I), Wd, ops::Act(arena[x], H), T, true);
-  ops::rms_norm(oc, ops::Act(arena[x], H), &nw, ops::Act(arena[n3], H), T, H, 1e-5f);
-  ops::matmul(oc, ops::Act(arena[n3], H), E, ops::Act(arena[logits], V), T);
-  ops::argmax(oc, ops::Act(arena[logits], V), T, V, ops::IntVec{arena[out_ids]});
+  record(oc);
   rec.submit_and_wait();
   if (sync == vk::SyncMode::Tracked) {
     EXPECT_LT(rec.barriers(), rec.dispatches());
@@ -347,24 +369,110 @@ TEST_F(GpuTest, EveryKernelRequiresTheDevicesSubgroupSizeWhereItCan) {
   EXPECT_EQ(shape.one_subgroup, shape.workgroup == f.subgroup_size ? 1u : 0u);
 }
 
-TEST(ArenaPlan, ReusesBytesOnlyAcrossDisjointLifetimes) {
+// A hand-made log over four tensors laid out without reuse: command i writes tensor i and reads
+// tensor i - 1 (a chain, as a forward's intermediates are).
+struct ChainLog {
   vk::ArenaPlan plan;
-  uint32_t a = plan.add("a", 1000, 0, 1), b = plan.add("b", 1000, 1, 2), c = plan.add("c", 1000, 2, 3),
-           d = plan.add("d", 500, 3, 4);
+  vk::Buffer layout;  // no memory: only its address names the arena in the log
+  uint32_t a, b, c, d;
+  ChainLog() {
+    a = plan.add("a", 1000), b = plan.add("b", 1000), c = plan.add("c", 1000), d = plan.add("d", 500);
+    plan.plan(false);
+    layout.bytes = plan.total_bytes;
+  }
+  void access(vk::CommandLog& log, uint32_t command, uint32_t tensor, bool read) const {
+    const vk::ArenaPlan::Tensor& t = plan.tensors[tensor];
+    log.entries.push_back({command, vk::Access{&layout, t.offset, t.bytes, t.bytes, 1, read, !read}});
+    log.commands = std::max(log.commands, command + 1);
+  }
+  vk::CommandLog chain() const {
+    vk::CommandLog log;
+    for (uint32_t i = 0; i < 4; ++i) {
+      if (i) access(log, i, i - 1, true);
+      access(log, i, i, false);
+    }
+    access(log, 4, 3, true);
+    return log;
+  }
+};
+
+// Byte ranges that meet, from the offsets alone.
+bool share_bytes(const vk::ArenaPlan& plan, uint32_t i, uint32_t j) {
+  const auto &x = plan.tensors[i], &y = plan.tensors[j];
+  return x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+}
+
+TEST(ArenaPlan, LiveRangesComeFromTheCommandsThatTouchEachTensor) {
+  ChainLog c;
+  const auto ranges = vk::live_ranges(c.plan, c.layout, c.chain());
+  ASSERT_EQ(ranges.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(ranges[i].size(), 1u) << i;
+    EXPECT_EQ(ranges[i][0].first, i);
+    EXPECT_EQ(ranges[i][0].last, i + 1);
+  }
+  // A write after the reads starts a second value: two ranges, with the gap between them free.
+  vk::CommandLog twice = c.chain();
+  c.access(twice, 5, c.a, false);
+  c.access(twice, 6, c.a, true);
+  const auto again = vk::live_ranges(c.plan, c.layout, twice);
+  ASSERT_EQ(again[c.a].size(), 2u);
+  EXPECT_EQ(again[c.a][1].first, 5u);
+  EXPECT_EQ(again[c.a][1].last, 6u);
+  // An Output tensor lives to the end of the pass (the commands recorded after it read it).
+  ChainLog out;
+  out.plan.tensors[out.b].lifetime = vk::Lifetime::Output;
+  EXPECT_EQ(vk::live_ranges(out.plan, out.layout, out.chain())[out.b][0].last, 5u);
+  // A tensor of one pass read before the pass writes it would read a stale value.
+  vk::CommandLog stale;
+  c.access(stale, 0, c.b, true);
+  EXPECT_THROW(vk::live_ranges(c.plan, c.layout, stale), Error);
+}
+
+TEST(ArenaPlan, ReusesBytesOnlyAcrossDisjointLifetimes) {
+  ChainLog c;
+  vk::ArenaPlan& plan = c.plan;
+  EXPECT_THROW(plan.plan(true), Error);  // no derived pass: nothing says what may share
+  plan.derive(c.layout, c.chain());
   plan.plan(true);
-  auto overlap = [&](uint32_t i, uint32_t j) {
-    auto& x = plan.tensors[i];
-    auto& y = plan.tensors[j];
-    return x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
-  };
-  EXPECT_FALSE(overlap(a, b));
-  EXPECT_FALSE(overlap(b, c));
-  EXPECT_FALSE(overlap(c, d));
-  EXPECT_TRUE(overlap(a, c) || overlap(a, d) || overlap(b, d));  // something was reused
+  EXPECT_FALSE(share_bytes(plan, c.a, c.b));
+  EXPECT_FALSE(share_bytes(plan, c.b, c.c));
+  EXPECT_FALSE(share_bytes(plan, c.c, c.d));
+  EXPECT_TRUE(share_bytes(plan, c.a, c.c) || share_bytes(plan, c.a, c.d) || share_bytes(plan, c.b, c.d));
   EXPECT_LT(plan.total_bytes, 3500u);
+  EXPECT_TRUE(plan.aliased().empty());
   plan.plan(false);
-  EXPECT_FALSE(overlap(a, c));
+  EXPECT_FALSE(share_bytes(plan, c.a, c.c));
   EXPECT_GE(plan.total_bytes, 3500u);
+}
+
+// The negative control: a plan made for one op order, checked against a pass whose order changed
+// (a reads again after c is written, as a fixed, hand-numbered plan would not know), shows the
+// tensors it lets share bytes while both are live; the plan derived from the new order has none.
+TEST(ArenaPlan, AnOpOrderChangeThatAStalePlanWouldAliasIsCaught) {
+  ChainLog c;
+  vk::CommandLog changed = c.chain();
+  c.access(changed, 3, c.a, true);  // command 3 now reads a as well
+  vk::ArenaPlan stale = c.plan, fresh = c.plan;
+  stale.derive(c.layout, c.chain());
+  stale.plan(true);
+  ASSERT_TRUE(share_bytes(stale, c.a, c.c) || share_bytes(stale, c.a, c.d));
+  fresh.derive(c.layout, changed);
+  // The stale offsets under the new order's conflicts.
+  vk::ArenaPlan check = fresh;
+  for (size_t i = 0; i < check.tensors.size(); ++i) check.tensors[i].offset = stale.tensors[i].offset;
+  EXPECT_FALSE(check.aliased().empty());
+  fresh.plan(true);
+  EXPECT_TRUE(fresh.aliased().empty());
+  // An untouched tensor may be used by a pass no recording saw: it shares with nothing.
+  ChainLog idle;
+  vk::CommandLog without_d;
+  for (const auto& e : idle.chain().entries)
+    if (e.access.offset != idle.plan.tensors[idle.d].offset) without_d.entries.push_back(e);
+  without_d.commands = 5;
+  idle.plan.derive(idle.layout, without_d);
+  idle.plan.plan(true);
+  for (uint32_t other : {idle.a, idle.b, idle.c}) EXPECT_FALSE(share_bytes(idle.plan, idle.d, other));
 }
 
 // llama.cpp's EAGLE-3 race: two independent RMSNorms (token embedding, hidden state) write
@@ -378,22 +486,26 @@ TEST_F(RecorderTest, TwoNormsIntoOneBufferThenMatmul) {
   vk::Buffer wib = device_buffer(w_in, "input_layernorm"), whb = device_buffer(w_hidden, "hidden_norm"),
              wqb = device_buffer(wq, "q_proj");
   vk::Arena arena;
-  // Lifetimes as a draft step has them: the sources die as the concat buffer is born, so
-  // with reuse on the planner may put the concat buffer right over them.
-  uint32_t e = arena.plan.add("embedding", T * H * 4, 0, 1), h = arena.plan.add("hidden", T * H * 4, 0, 1),
-           cat = arena.plan.add("attn_in", T * 2 * H * 4, 1, 2), q = arena.plan.add("q", T * N * 4, 2, 3);
-  arena.allocate(gpu().ctx, true, "draft arena");
+  // Lifetimes derived from the recording, with reuse on. The sources are uploaded before the
+  // pass, so they are carried into it.
+  uint32_t e = arena.plan.add("embedding", T * H * 4, vk::Lifetime::Carried),
+           h = arena.plan.add("hidden", T * H * 4, vk::Lifetime::Carried), cat = arena.plan.add("attn_in", T * 2 * H * 4),
+           q = arena.plan.add("q", T * N * 4, vk::Lifetime::Output);
+  vk::BufferRange wi(wib), wh(whb);
+  auto record = [&](ops::OpContext& oc) {
+    ops::rms_norm(oc, ops::Act(arena[e], H), &wi, ops::Act(arena[cat], 2 * H), T, H, 1e-5f);
+    ops::rms_norm(oc, ops::Act(arena[h], H), &wh, ops::Act(arena[cat], 2 * H, H), T, H, 1e-5f);
+    ops::matmul(oc, ops::Act(arena[cat], 2 * H), ops::WeightMatrix{wqb, ops::WeightType::F32, N, 2 * H},
+                ops::Act(arena[q], N), T);
+  };
+  plan_from_dry_run(arena, true, record);
   vk::Recorder rec(gpu().ctx);
   rec.sync = vk::SyncMode::Tracked;
   ops::OpContext oc{gpu(), rec};
   vk::upload(gpu().ctx, arena[e], emb.data(), emb.size() * 4);
   vk::upload(gpu().ctx, arena[h], hidden.data(), hidden.size() * 4);
-  vk::BufferRange wi(wib), wh(whb);
   rec.begin();
-  ops::rms_norm(oc, ops::Act(arena[e], H), &wi, ops::Act(arena[cat], 2 * H), T, H, 1e-5f);
-  ops::rms_norm(oc, ops::Act(arena[h], H), &wh, ops::Act(arena[cat], 2 * H, H), T, H, 1e-5f);
-  ops::matmul(oc, ops::Act(arena[cat], 2 * H), ops::WeightMatrix{wqb, ops::WeightType::F32, N, 2 * H},
-              ops::Act(arena[q], N), T);
+  record(oc);
   rec.submit_and_wait();
   auto ne = ref_rms_norm(emb, &w_in, T, H, 1e-5f), nh = ref_rms_norm(hidden, &w_hidden, T, H, 1e-5f);
   std::vector<float> concat;

@@ -96,7 +96,7 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
       if (auto warning = loader::verifier_mismatch(head->config, files->config, target_dir))
         plan.notes.push_back("warning: " + *warning);
     }
-    plan.memory = engine::plan_memory(runtime.device->gpu->ctx, *files, head ? &*head : nullptr, options.max_rows);
+    plan.memory = engine::plan_memory(*runtime.device->gpu, *files, head ? &*head : nullptr, options.max_rows);
     if (loader::should_check_tensors(options.check_tensors, plan.memory.weights)) {
       loader::check_tensors_finite(files->checkpoint, files->source());
       if (head) loader::check_tensors_finite(head->checkpoint, head->source());

@@ -11,6 +11,7 @@
 #include "models/llama4_vision.h"
 #include "models/target.h"
 #include "runtime/ops/ops.h"
+#include "runtime/vk/arena.h"
 
 namespace eaglevk::engine {
 namespace {
@@ -39,14 +40,22 @@ uint64_t checked_bytes(unsigned __int128 bytes, const char* what, const loader::
   return uint64_t(bytes);
 }
 
-// Per row of a pass, f32: the residual stream and norms, q|k|v and attention, the widest MLP
-// (gate|up and its product), and a row of logits.
-uint64_t activation_row_bytes(const loader::LlamaConfig& c, uint64_t ffn, uint64_t vocab) {
-  using u128 = unsigned __int128;
-  const u128 hd = u128(c.head_dim), H = u128(c.hidden_size);
-  return checked_bytes(4 * (4 * H + (u128(c.num_attention_heads) * 2 + u128(2) * c.num_key_value_heads) * hd +
-                            3 * u128(ffn) + vocab),
-                       "activations of one row", c);
+// The arenas of the decoders: the models loaded dry (no memory, no weight read), their forwards
+// recorded dry as make_target_state and make_eagle3_state record them.
+uint64_t arena_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                     uint32_t max_rows) {
+  const bool reuse = vk::arena_reuse_from_env();
+  vk::DryAllocations dry;
+  const models::TargetModel t = models::load_target(gpu.ctx, target);
+  uint64_t bytes = models::target_arena_bytes(gpu, t, max_rows, reuse);
+  if (draft) {
+    // Tap ids 0, 1, 2: the arena does not depend on them, and the ids the head's config gives
+    // (or the caller overrides) are checked when it loads.
+    const loader::LlamaConfig& tc = t.config();
+    const std::vector<uint32_t> taps = tc.num_hidden_layers >= 2 ? std::vector<uint32_t>{0, 1, 2} : std::vector<uint32_t>{};
+    bytes += models::eagle3_arena_bytes(gpu, models::load_eagle3(gpu.ctx, draft->path, tc, taps), max_rows, reuse);
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -68,8 +77,9 @@ uint32_t MemoryPlan::max_context_that_fits() const {
   return uint32_t(std::min<uint64_t>({tokens / 64 * 64, device_max_context, UINT32_MAX}));  // KV comes in 64s
 }
 
-MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
                        uint32_t max_rows) {
+  const vk::Context& ctx = gpu.ctx;
   MemoryPlan p;
   p.budget = ctx.memory_budget;
   p.budget_source = ctx.memory_budget_source;
@@ -101,10 +111,9 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
   };
   cap_by_binding(kv_dim);
   cap_by_attention(uint32_t(c.head_dim));
-  p.per_pass = checked_bytes((unsigned __int128)max_rows *
-                                 activation_row_bytes(c, plan.ffn_width, uint64_t(c.vocab_size)),
-                             "activations of a pass", c) +
-               uint64_t(c.vocab_size) * 4 + kFixedBytes;
+  // Per pass besides the arenas: a row of logits read back, the fixed part, and with a draft the
+  // taps (3 hidden rows) the target hands it and two more logits rows.
+  p.per_pass = uint64_t(c.vocab_size) * 4 + kFixedBytes;
   if (draft) {
     const models::Eagle3Config d = models::load_eagle3_config(*draft);
     p.weights += tensor_bytes(draft->checkpoint, false);
@@ -112,17 +121,17 @@ MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target,
                                     "draft's KV cache of one token", d.layer);
     cap_by_binding(uint64_t(d.layer.num_key_value_heads) * d.layer.head_dim);
     cap_by_attention(uint32_t(d.layer.head_dim));
-    // The draft's activations, and the taps (3 hidden rows) the target hands it.
-    p.per_pass += checked_bytes((unsigned __int128)max_rows *
-                                    (activation_row_bytes(d.layer, uint64_t(d.layer.intermediate_size),
-                                                          uint64_t(d.draft_vocab_size)) +
-                                     12ull * c.hidden_size),
-                                "draft's activations of a pass", d.layer) +
+    p.per_pass += checked_bytes((unsigned __int128)max_rows * 12ull * c.hidden_size, "taps of a pass", d.layer) +
                   uint64_t(c.vocab_size) * 4 * 2;
   }
   // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
   // where one row of a very long context needs more).
   if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * (16ull << 20);
+  // A model that does not fit even without its activations is refused with the budget message
+  // (choose_context) before anything more is read of it.
+  if (p.total(64) >= p.budget) return p;
+  p.activations = arena_bytes(gpu, target, draft, max_rows);
+  p.per_pass += p.activations;
   return p;
 }
 

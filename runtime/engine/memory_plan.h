@@ -7,7 +7,7 @@
 #include <string>
 
 #include "loader/model_files.h"
-#include "runtime/vk/context.h"
+#include "runtime/ops/gpu.h"
 
 namespace eaglevk::engine {
 
@@ -15,6 +15,11 @@ struct MemoryPlan {
   uint64_t weights = 0;       // target + draft tensors as the files store them
   uint64_t kv_per_token = 0;  // K and V of every target layer and the draft layer, f16
   uint64_t per_pass = 0;      // activations, taps and read-back for passes of max_rows rows
+  // The arenas of the target and the draft for passes of max_rows rows (part of per_pass):
+  // what models::make_target_state and make_eagle3_state will allocate, from the same dry
+  // recordings of the forwards (models::target_arena_bytes, eagle3_arena_bytes). 0 when the
+  // model does not fit without them: it is refused then, and no dry load is made.
+  uint64_t activations = 0;
   uint64_t budget = 0;        // vk::Context::memory_budget
   std::string budget_source;
   uint32_t model_max_context = 0;
@@ -34,7 +39,9 @@ struct MemoryPlan {
   uint32_t max_context_that_fits() const;
 };
 
-MemoryPlan plan_memory(const vk::Context& ctx, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+// Loads the models dry (vk::DryAllocations: no memory, no weight read) to record their
+// forwards for the arenas' sizes.
+MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
                        uint32_t max_rows);
 
 // The context to run with. `requested` 0 means "the model's maximum if it fits, else what

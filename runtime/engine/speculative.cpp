@@ -75,9 +75,9 @@ SpeculativeDecoder::SpeculativeDecoder(ops::Gpu& gpu, const models::TargetModel&
       context_(context),
       k_(k),
       max_rows_(std::max({max_rows, k + 1, tree.draft_tokens})),
-      tstate_(models::make_target_state(gpu.ctx, target, context, max_rows_, arena_reuse)),
+      tstate_(models::make_target_state(gpu, target, context, max_rows_, arena_reuse)),
       // Tree steps write K (S - 1) scratch rows past the committed draft KV.
-      dstate_(models::make_eagle3_state(gpu.ctx, draft, context + tree.topk * tree.steps, max_rows_, k, arena_reuse,
+      dstate_(models::make_eagle3_state(gpu, draft, context + tree.topk * tree.steps, max_rows_, k, arena_reuse,
                                         std::max(1u, tree.topk))),
       taps_(gpu.ctx, uint64_t(max_rows_) * 3 * target.config().hidden_size * 4, vk::MemoryKind::Device, "taps"),
       draft_tokens_(gpu.ctx, std::max(k, 1u) * 4, vk::MemoryKind::Device, "draft tokens"),

@@ -41,8 +41,8 @@ BatchDecoder::BatchDecoder(ops::Gpu& gpu, const models::TargetModel& target, con
       // The last round's steps of a sequence near the end of the context write k - 1 draft rows
       // past it (their tokens are never used).
       draft_region_(context + k),
-      tstate_(models::make_target_state(gpu.ctx, target, batch * context, max_rows_, arena_reuse)),
-      dstate_(models::make_eagle3_state(gpu.ctx, draft, batch * draft_region_, max_rows_, k * batch, arena_reuse,
+      tstate_(models::make_target_state(gpu, target, batch * context, max_rows_, arena_reuse)),
+      dstate_(models::make_eagle3_state(gpu, draft, batch * draft_region_, max_rows_, k * batch, arena_reuse,
                                         batch)),
       rec_(gpu.ctx),
       slots_(batch) {

@@ -14,7 +14,7 @@ TargetRunner::TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint
     : gpu_(gpu),
       model_(model),
       context_(context),
-      state_(models::make_target_state(gpu.ctx, model, context, max_rows, arena_reuse)),
+      state_(models::make_target_state(gpu, model, context, max_rows, arena_reuse)),
       rec_(gpu.ctx),
       upload_(gpu.ctx, uint64_t(max_rows) * 8, vk::MemoryKind::Upload, "pass inputs"),
       readback_(gpu.ctx, readback_bytes(max_rows, model.config().vocab_size, 1), vk::MemoryKind::Readback,

@@ -8,38 +8,102 @@
 #include <eaglevk/error.h>
 
 namespace eaglevk::vk {
+namespace {
 
-uint32_t ArenaPlan::add(std::string name, uint64_t bytes, uint32_t first_use, uint32_t last_use) {
-  if (last_use < first_use) fail("arena tensor '{}' dies before it is born", name);
-  tensors.push_back({std::move(name), bytes, first_use, last_use, 0});
+uint64_t padded(const ArenaPlan& p, const ArenaPlan::Tensor& t) {
+  return (std::max<uint64_t>(t.bytes, 1) + p.alignment - 1) / p.alignment * p.alignment;
+}
+
+bool meet(const std::vector<LiveRange>& a, const std::vector<LiveRange>& b) {
+  for (const LiveRange& x : a)
+    for (const LiveRange& y : b)
+      if (x.first <= y.last && y.first <= x.last) return true;
+  return false;
+}
+
+}  // namespace
+
+uint32_t ArenaPlan::add(std::string name, uint64_t bytes, Lifetime lifetime) {
+  if (passes_derived) fail("arena tensor '{}' added after lifetimes were derived", name);
+  tensors.push_back({std::move(name), bytes, lifetime, 0});
   return uint32_t(tensors.size() - 1);
 }
 
+std::vector<std::vector<LiveRange>> live_ranges(const ArenaPlan& plan, const Buffer& layout, const CommandLog& pass) {
+  const size_t n = plan.tensors.size();
+  std::vector<std::vector<LiveRange>> ranges(n);
+  std::vector<uint8_t> read_in_range(n, 0);
+  for (const CommandLog::Entry& e : pass.entries) {
+    if (e.access.buffer != &layout) continue;
+    for (size_t i = 0; i < n; ++i) {
+      const ArenaPlan::Tensor& t = plan.tensors[i];
+      if (!overlaps(e.access, Access{&layout, t.offset, t.bytes, t.bytes, 1, true, false})) continue;
+      std::vector<LiveRange>& r = ranges[i];
+      if (e.access.read) {
+        if (r.empty()) {
+          if (t.lifetime == Lifetime::Pass)
+            fail("arena tensor '{}' is read by command {} before the pass writes it", t.name, e.command);
+          r.push_back({0, e.command});
+        }
+        r.back().last = std::max(r.back().last, e.command);
+        read_in_range[i] = 1;
+      } else if (r.empty() || read_in_range[i]) {
+        // A write after the range's reads: the value read so far is dead, a new one starts.
+        r.push_back({e.command, e.command});
+        read_in_range[i] = 0;
+      } else {
+        r.back().last = std::max(r.back().last, e.command);  // another part of the same value
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const Lifetime l = plan.tensors[i].lifetime;
+    if (l == Lifetime::Carried) ranges[i] = {{0, pass.commands}};
+    if (l == Lifetime::Output && !ranges[i].empty()) ranges[i].back().last = pass.commands;
+  }
+  return ranges;
+}
+
+void ArenaPlan::derive(const Buffer& layout, const CommandLog& pass) {
+  const size_t n = tensors.size();
+  if (conflicts.size() != n * n) conflicts.assign(n * n, 0);
+  const std::vector<std::vector<LiveRange>> ranges = live_ranges(*this, layout, pass);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j)
+      if (meet(ranges[i], ranges[j])) conflicts[i * n + j] = conflicts[j * n + i] = 1;
+  if (touched.size() != n) touched.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) touched[i] |= !ranges[i].empty();
+  ++passes_derived;
+}
+
+bool ArenaPlan::conflict(uint32_t a, uint32_t b) const {
+  const size_t n = tensors.size();
+  if (a == b) return true;
+  const bool unknown = touched.size() != n || !touched[a] || !touched[b];
+  return unknown || conflicts[size_t(a) * n + b];
+}
+
 void ArenaPlan::plan(bool reuse) {
-  auto round_up = [&](uint64_t x) { return (x + alignment - 1) / alignment * alignment; };
   total_bytes = 0;
   if (!reuse) {
     for (Tensor& t : tensors) {
       t.offset = total_bytes;
-      total_bytes += round_up(std::max<uint64_t>(t.bytes, 1));
+      total_bytes += padded(*this, t);
     }
     return;
   }
-  // Greedy by size, largest first: place each tensor at the lowest offset that does not
-  // overlap a placed tensor whose lifetime meets its own.
+  if (!passes_derived) fail("arena reuse needs lifetimes derived from a recorded pass");
   std::vector<uint32_t> order(tensors.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return tensors[a].bytes > tensors[b].bytes; });
   std::vector<uint32_t> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;
   for (uint32_t id : order) {
     Tensor& t = tensors[id];
-    uint64_t size = round_up(std::max<uint64_t>(t.bytes, 1));
-    std::vector<std::pair<uint64_t, uint64_t>> busy;
-    for (uint32_t other : placed) {
-      const Tensor& o = tensors[other];
-      if (o.first_use <= t.last_use && t.first_use <= o.last_use)
-        busy.push_back({o.offset, o.offset + round_up(std::max<uint64_t>(o.bytes, 1))});
-    }
+    const uint64_t size = padded(*this, t);
+    busy.clear();
+    for (uint32_t other : placed)
+      if (conflict(id, other)) busy.push_back({tensors[other].offset, tensors[other].offset + padded(*this, tensors[other])});
     std::sort(busy.begin(), busy.end());
     uint64_t offset = 0;
     for (auto [begin, end] : busy) {
@@ -52,6 +116,17 @@ void ArenaPlan::plan(bool reuse) {
   }
 }
 
+std::vector<std::pair<uint32_t, uint32_t>> ArenaPlan::aliased() const {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (uint32_t i = 0; i < tensors.size(); ++i)
+    for (uint32_t j = i + 1; j < tensors.size(); ++j) {
+      const Tensor &a = tensors[i], &b = tensors[j];
+      const bool share = a.offset < b.offset + padded(*this, b) && b.offset < a.offset + padded(*this, a);
+      if (share && conflict(i, j)) out.push_back({i, j});
+    }
+  return out;
+}
+
 bool arena_reuse_from_env() {
   const char* v = std::getenv("EAGLEVK_ARENA_REUSE");
   return !(v && std::strcmp(v, "0") == 0);
@@ -59,6 +134,12 @@ bool arena_reuse_from_env() {
 
 void Arena::allocate(const Context& ctx, bool reuse, const std::string& name) {
   plan.plan(reuse);
+  buffer = Buffer(ctx, std::max<uint64_t>(plan.total_bytes, 256), MemoryKind::Device, name);
+}
+
+void Arena::lay_out_dry(const Context& ctx, const std::string& name) {
+  plan.plan(false);
+  DryAllocations dry;
   buffer = Buffer(ctx, std::max<uint64_t>(plan.total_bytes, 256), MemoryKind::Device, name);
 }
 

@@ -14,8 +14,13 @@ namespace {
 
 std::atomic<uint64_t> bytes_in_use{0};
 std::atomic<uint64_t> next_serial{1};
+thread_local bool dry_allocations = false;
 
 }  // namespace
+
+DryAllocations::DryAllocations() : was_active_(dry_allocations) { dry_allocations = true; }
+DryAllocations::~DryAllocations() { dry_allocations = was_active_; }
+bool DryAllocations::active() { return dry_allocations; }
 
 uint64_t memory_in_use() { return bytes_in_use.load(); }
 
@@ -23,6 +28,11 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
     : ctx(&context), bytes(size), kind(memory_kind), serial(next_serial++), name(std::move(buffer_name)) {
   if (size == 0) fail("buffer '{}' has size 0", name);
   ctx->check_usable();
+  // A dry buffer may be larger than one allocation: the arena laid out without reuse is.
+  if (dry_allocations) {
+    made_dry = true;
+    return;
+  }
   if (size > ctx->max_allocation)
     fail("buffer '{}' needs {} MiB in one allocation, more than the device allows ({} MiB, maxMemoryAllocationSize)",
          name, (size + (1 << 20) - 1) >> 20, ctx->max_allocation >> 20);
@@ -77,6 +87,7 @@ void Buffer::release() {
   handle = VK_NULL_HANDLE;
   memory = VK_NULL_HANDLE;
   mapped = nullptr;
+  made_dry = false;
 }
 
 Buffer::Buffer(Buffer&& other) noexcept { *this = std::move(other); }
@@ -91,6 +102,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     kind = other.kind;
     serial = std::exchange(other.serial, 0);
     mapped = std::exchange(other.mapped, nullptr);
+    made_dry = std::exchange(other.made_dry, false);
     name = std::move(other.name);
     views = std::move(other.views);
     other.views.clear();
@@ -157,7 +169,7 @@ VkBufferView texel_view(const BufferRange& r, VkFormat format, const char* what)
 }
 
 void upload(const Context& ctx, BufferRange dst, const void* data, uint64_t bytes) {
-  if (bytes == 0) return;
+  if (bytes == 0 || dst.buffer->dry()) return;
   if (bytes > dst.bytes) fail("upload of {} bytes into a {}-byte range of '{}'", bytes, dst.bytes, dst.buffer->name);
   Buffer staging(ctx, bytes, MemoryKind::Upload, "upload staging");
   std::memcpy(staging.mapped, data, bytes);

@@ -22,7 +22,23 @@ enum class MemoryKind {
 // Buffer's): the soak test checks that generation does not grow it.
 uint64_t memory_in_use();
 
-// One VkBuffer with its own memory. Move-only; destroyed with its owner.
+// While one is alive on a thread, the buffers that thread makes are dry: a size, a name and a
+// serial, no VkBuffer and no memory, and copies into them (upload, Uploader::put) do nothing.
+// Memory planning loads a model and records its forward so, to learn the arena's size before
+// a byte is allocated (models::target_arena_bytes).
+class DryAllocations {
+ public:
+  DryAllocations();
+  ~DryAllocations();
+  DryAllocations(const DryAllocations&) = delete;
+  DryAllocations& operator=(const DryAllocations&) = delete;
+  static bool active();
+
+ private:
+  bool was_active_;
+};
+
+// One VkBuffer with its own memory (none when dry). Move-only; destroyed with its owner.
 struct Buffer {
   const Context* ctx = nullptr;
   VkBuffer handle = VK_NULL_HANDLE;
@@ -38,6 +54,7 @@ struct Buffer {
   // it. Kernels bind the same few ranges (weights, arena slots) every step, so this stays small.
   // Recording on a device takes turns (the C API's queue lock), as for the pipeline cache.
   mutable std::map<std::tuple<uint64_t, uint64_t, VkFormat>, VkBufferView> views;
+  bool made_dry = false;
 
   Buffer() = default;
   Buffer(const Context& ctx, uint64_t bytes, MemoryKind kind, std::string name);
@@ -48,7 +65,10 @@ struct Buffer {
   Buffer& operator=(const Buffer&) = delete;
 
   void release();
-  explicit operator bool() const { return handle != VK_NULL_HANDLE; }
+  // A dry buffer counts as present: code that asks whether a model has a tensor must take the
+  // same path on a dry load as on a real one.
+  explicit operator bool() const { return handle != VK_NULL_HANDLE || made_dry; }
+  bool dry() const { return made_dry; }  // made under DryAllocations
 };
 
 // A byte range of a buffer: what an op binds and declares as read or written.

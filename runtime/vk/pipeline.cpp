@@ -47,26 +47,35 @@ const Kernel& PipelineCache::get(const std::string& shader, std::initializer_lis
   return get(shader, std::vector<uint32_t>(spec));
 }
 
+namespace {
+
+// A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of a required size. A
+// larger one (a test's explicit configuration) runs without the requirement only where the
+// driver has one size anyway; elsewhere its subgroups would not be the ones it was chosen for.
+bool fits_required_subgroups(const Context& ctx, const ShaderInterface& iface, const std::vector<uint32_t>& spec) {
+  const uint32_t max_subgroups = ctx.info.features.max_compute_workgroup_subgroups;  // 0: not reported
+  return !(ctx.required_subgroup_size > 0 && max_subgroups &&
+           workgroup_invocations(iface, spec) > uint64_t(ctx.required_subgroup_size) * max_subgroups);
+}
+
+}  // namespace
+
 const Kernel& PipelineCache::get(const std::string& shader, const std::vector<uint32_t>& spec) {
   std::string key = fmt::format("{}<{}>", shader, fmt::join(spec, ","));
   auto found = kernels_.find(key);
-  if (found != kernels_.end()) return *found->second;
+  if (found != kernels_.end()) {
+    Kernel& k = *found->second;
+    if (!k.pipeline && !defer_pipelines) create_pipeline(k, module(shader), spec);
+    return k;
+  }
 
   const Module& m = module(shader);
   if (spec.size() > m.interface.spec_constants)
     fail("shader '{}' takes {} specialization constants, {} given", shader, m.interface.spec_constants, spec.size());
-  // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of a required size. A
-  // larger one (a test's explicit configuration) runs without the requirement only where the
-  // driver has one size anyway; elsewhere its subgroups would not be the ones it was chosen for.
-  bool require_size = ctx_.required_subgroup_size > 0;
-  const uint32_t max_subgroups = ctx_.info.features.max_compute_workgroup_subgroups;  // 0: not reported
-  if (require_size && max_subgroups &&
-      workgroup_invocations(m.interface, spec) > uint64_t(ctx_.required_subgroup_size) * max_subgroups) {
-    if (ctx_.driver_picks_subgroup_size)
-      fail("kernel {}: a workgroup of {} invocations is more than {} subgroups of {} (maxComputeWorkgroupSubgroups)",
-           key, workgroup_invocations(m.interface, spec), max_subgroups, ctx_.required_subgroup_size);
-    require_size = false;
-  }
+  if (!fits_required_subgroups(ctx_, m.interface, spec) && ctx_.driver_picks_subgroup_size)
+    fail("kernel {}: a workgroup of {} invocations is more than {} subgroups of {} (maxComputeWorkgroupSubgroups)",
+         key, workgroup_invocations(m.interface, spec), ctx_.info.features.max_compute_workgroup_subgroups,
+         ctx_.required_subgroup_size);
   auto k = std::make_unique<Kernel>();
   k->name = key;
   k->interface = m.interface;
@@ -90,6 +99,13 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   layout_info.pPushConstantRanges = &push;
   EAGLEVK_VK(vkCreatePipelineLayout(ctx_.device, &layout_info, nullptr, &k->layout));
 
+  if (!defer_pipelines) create_pipeline(*k, m, spec);
+  return *(kernels_[key] = std::move(k));
+}
+
+void PipelineCache::create_pipeline(Kernel& kernel, const Module& m, const std::vector<uint32_t>& spec) {
+  Kernel* k = &kernel;
+  const bool require_size = ctx_.required_subgroup_size > 0 && fits_required_subgroups(ctx_, m.interface, spec);
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
   VkSpecializationInfo spec_info{uint32_t(entries.size()), entries.data(), spec.size() * 4, spec.data()};
@@ -112,8 +128,12 @@ const Kernel& PipelineCache::get(const std::string& shader, const std::vector<ui
   info.layout = k->layout;
   if (ctx_.pipeline_statistics) info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   EAGLEVK_VK(vkCreateComputePipelines(ctx_.device, VK_NULL_HANDLE, 1, &info, nullptr, &k->pipeline));
-  return *(kernels_[key] = std::move(k));
 }
+
+DeferredPipelines::DeferredPipelines(PipelineCache& cache) : cache_(cache), was_(cache.defer_pipelines) {
+  cache.defer_pipelines = true;
+}
+DeferredPipelines::~DeferredPipelines() { cache_.defer_pipelines = was_; }
 
 std::vector<PipelineStatistic> pipeline_statistics(const Context& ctx, VkPipeline pipeline) {
   std::vector<PipelineStatistic> out;

@@ -35,6 +35,9 @@ class PipelineCache {
   const Kernel& get(const std::string& shader, std::initializer_list<uint32_t> spec = {});
   const Kernel& get(const std::string& shader, const std::vector<uint32_t>& spec);
   size_t size() const { return kernels_.size(); }
+  // While set, get() makes a kernel's interface and layouts but not its pipeline (a dry
+  // recording needs no more: Recorder::Dry); a later get() with it unset compiles it.
+  bool defer_pipelines = false;
   // Whether this build embeds the shader (the coopmat variants exist only where glslc knew the
   // extension at build time).
   static bool has_shader(const std::string& shader);
@@ -45,10 +48,25 @@ class PipelineCache {
     ShaderInterface interface;
   };
   const Module& module(const std::string& shader);
+  void create_pipeline(Kernel& k, const Module& m, const std::vector<uint32_t>& spec);
 
   const Context& ctx_;
   std::map<std::string, Module> modules_;
   std::map<std::string, std::unique_ptr<Kernel>> kernels_;
+};
+
+// Defers pipeline compilation for its lifetime (PipelineCache::defer_pipelines): dry recordings
+// of a forward for arena planning compile nothing the real passes may never run.
+class DeferredPipelines {
+ public:
+  explicit DeferredPipelines(PipelineCache& cache);
+  ~DeferredPipelines();
+  DeferredPipelines(const DeferredPipelines&) = delete;
+  DeferredPipelines& operator=(const DeferredPipelines&) = delete;
+
+ private:
+  PipelineCache& cache_;
+  bool was_;
 };
 
 // A pipeline's compiler statistics ("Register Count", "Spill Count", ... as the driver names

@@ -64,7 +64,10 @@ Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
   EAGLEVK_VK(vkCreateFence(ctx.device, &fence_info, nullptr, &fence_));
 }
 
+Recorder::Recorder(const Context& ctx, Dry) : ctx_(ctx), dry_(true) {}
+
 Recorder::~Recorder() {
+  if (dry_) return;
   // The command buffer may not be freed while it runs. A lost device's driver answers at once;
   // a hung one gets a second only, since the user already waited fence_timeout_ns for it, and
   // if it still runs its pool and fence are left allocated: destroying objects a device may
@@ -80,6 +83,13 @@ Recorder::~Recorder() {
 }
 
 void Recorder::begin() {
+  if (dry_) {
+    recording_ = true;
+    ++recordings_;
+    hazards_.clear();
+    barriers_ = dispatches_ = 0;
+    return;
+  }
   if (pending_) wait();
   ctx_.check_usable();
   if (!cache_descriptor_sets || sets_.size() >= kMaxCachedSets) {
@@ -122,7 +132,7 @@ void Recorder::barrier() {
   b.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                     VK_ACCESS_TRANSFER_WRITE_BIT;
   VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
+  if (!dry_) vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &b, 0, nullptr, 0, nullptr);
   hazards_.clear();
   ++barriers_;
 }
@@ -135,6 +145,11 @@ void Recorder::before_command(std::span<const Arg> args) {
       break;
     }
   command_bytes_ = 0;
+  if (log) {
+    for (const Arg& a : args)
+      if (a.access.read || a.access.write) log->entries.push_back({log->commands, a.access});
+    ++log->commands;
+  }
   for (const Arg& a : args) {
     hazards_.add(a.access);
     wrote_anything_ |= a.access.write;
@@ -200,7 +215,7 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
   const uint64_t align = ctx_.info.features.min_storage_buffer_offset_alignment;
   for (size_t i = 0; i < args.size(); ++i) {
     const BufferRange& r = args[i].bind;
-    if (!r.buffer || !r.buffer->handle) fail("dispatch of {}: unbound buffer", kernel.name);
+    if (!r.buffer || !(r.buffer->handle || (dry_ && r.buffer->dry()))) fail("dispatch of {}: unbound buffer", kernel.name);
     if (r.offset + r.bytes > r.buffer->bytes)
       fail("dispatch of {}: range [{}, +{}) outside buffer '{}' of {} bytes", kernel.name, r.offset, r.bytes,
            r.buffer->name, r.buffer->bytes);
@@ -213,12 +228,13 @@ void Recorder::dispatch(const Kernel& kernel, std::span<const Arg> args, const v
            align);
   }
   before_command(args);
+  ++dispatches_;
+  if (dry_) return;
   VkDescriptorSet set = descriptor_set(kernel, args);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline);
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) vkCmdPushConstants(cmd_, kernel.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes, push);
   vkCmdDispatch(cmd_, gx, gy, gz);
-  ++dispatches_;
   after_command(name, &kernel.name);
 }
 
@@ -272,6 +288,7 @@ void Recorder::copy(BufferRange src, BufferRange dst, const char* name) {
     fail("copy '{}' outside its buffers", name);
   Arg args[] = {reads(src), writes(dst)};
   before_command(args);
+  if (dry_) return;
   VkBufferCopy region{src.offset, dst.offset, src.bytes};
   vkCmdCopyBuffer(cmd_, src.buffer->handle, dst.buffer->handle, 1, &region);
   after_command(name);
@@ -282,12 +299,14 @@ void Recorder::fill(BufferRange dst, uint32_t value, const char* name) {
   if (dst.offset % 4 || dst.bytes % 4) fail("fill '{}' needs 4-byte aligned offset and size", name);
   Arg args[] = {writes(dst)};
   before_command(args);
+  if (dry_) return;
   vkCmdFillBuffer(cmd_, dst.buffer->handle, dst.offset, dst.bytes, value);
   after_command(name);
 }
 
 void Recorder::submit() {
   if (!recording_) fail("submit without begin()");
+  if (dry_) fail("a dry recorder submits nothing");
   if (wrote_anything_) {
     // Make device writes visible to the host before the fence releases the read-back.
     VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -304,6 +323,7 @@ void Recorder::submit() {
 }
 
 void Recorder::resubmit() {
+  if (dry_) fail("a dry recorder submits nothing");
   if (recording_) fail("resubmit while recording");
   if (recordings_ == 0) fail("resubmit before anything was recorded");
   if (pending_) wait();

@@ -52,6 +52,17 @@ SyncMode sync_mode_from_env();
 // (EAGLEVK_REPLAY=0 records every pass: the reference for tests, and for measuring replay).
 bool replay_from_env();
 
+// The buffer ranges each recorded command touched, in order: what arena lifetimes are derived
+// from (vk::ArenaPlan::derive). Command i's accesses carry command == i.
+struct CommandLog {
+  struct Entry {
+    uint32_t command = 0;
+    Access access;
+  };
+  std::vector<Entry> entries;
+  uint32_t commands = 0;
+};
+
 struct TimedCommand {
   std::string name;
   double ms = 0;
@@ -61,6 +72,10 @@ struct TimedCommand {
 class Recorder {
  public:
   explicit Recorder(const Context& ctx);
+  // A dry recorder checks and logs commands as a real one does but records nothing: it makes no
+  // Vulkan object, accepts dry buffers (vk::DryAllocations) and refuses to submit.
+  struct Dry {};
+  Recorder(const Context& ctx, Dry);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -70,6 +85,8 @@ class Recorder {
   // Reuse a descriptor set written for the same kernel layout and bound ranges (below); off,
   // every dispatch writes a set of its own, as before: for measuring what the cache saves.
   bool cache_descriptor_sets = true;
+  // Where each command's accesses are appended, when set (dry recordings for arena planning).
+  CommandLog* log = nullptr;
 
   void begin();
   void dispatch(const Kernel& kernel, std::span<const Arg> args, const void* push, uint32_t push_bytes,
@@ -130,6 +147,7 @@ class Recorder {
   uint64_t sets_written_ = 0;
 
   const Context& ctx_;
+  bool dry_ = false;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;

@@ -314,7 +314,7 @@ BENCHMARK(BM_VisionTower)->Arg(1)->Arg(5)->Arg(17)->UseManualTime()->Unit(benchm
 void BM_RecordDecodeStep(benchmark::State& state) {
   ops::Gpu& gpu = bench_gpu();
   static models::TargetModel model = models::load_target(gpu.ctx, std::string(EAGLEVK_SOURCE_DIR) + "/assets/tiny-llama3");
-  models::TargetState s = models::make_target_state(gpu.ctx, model, 64, 1, true);
+  models::TargetState s = models::make_target_state(gpu, model, 64, 1, true);
   vk::Recorder rec(gpu.ctx);
   rec.cache_descriptor_sets = state.range(0) != 0;
   ops::OpContext oc{gpu, rec};

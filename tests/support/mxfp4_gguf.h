@@ -15,6 +15,7 @@
 
 #include "loader/gguf.h"
 #include "loader/quant.h"
+#include "support/quantize.h"
 
 namespace eaglevk::testing {
 
@@ -51,7 +52,7 @@ inline std::vector<RebuiltTensor> rebuild_tiny_llama4_mxfp4_moe(const loader::Gg
     } else {
       std::vector<float> x(t.bytes / 2);
       loader::dequantize(loader::DType::F16, f16.data(t), x);
-      loader::quantize(r.dtype, x, r.bytes);
+      testing::quantize(r.dtype, x, r.bytes);
     }
     out.push_back(std::move(r));
   }
