@@ -82,9 +82,10 @@ std::string expert_traffic_line(const models::TargetModel& target, uint32_t veri
   const models::ExpertTraffic t = models::expert_traffic(target);
   if (t.moe_layers == 0) return {};
   std::string line = fmt::format(
-      "routed experts: {} in {} memory; a token reads {} of them ({} experts of {} a layer, {} layers){}",
+      "routed experts: {} in {} memory; a token reads {} of them (top-{} of {} experts of {} in each of {} "
+      "layers){}",
       engine::format_bytes(t.bytes), t.host_bytes ? "host" : "device", engine::format_bytes(t.bytes_per_token()),
-      t.experts_per_token, engine::format_bytes(t.bytes_per_expert), t.moe_layers,
+      t.experts_per_token, t.experts, engine::format_bytes(t.bytes_per_expert), t.moe_layers,
       t.host_bytes ? " over the bus" : "");
   if (verify_rows)
     line += fmt::format("; a {}-row verify pass at most {} (each expert its rows route to, once per layer)",
