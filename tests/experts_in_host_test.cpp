@@ -125,6 +125,29 @@ TEST(ExpertsInHost, LogitsTokensAndAcceptanceAreThoseOfTheDeviceLoad) {
   EXPECT_GT(a.stats.num_drafts, 0u);
 }
 
+// llama.cpp's Q4_K_M file: block-quantized experts, GGUF's gate and up apart (the other upload
+// path), with its Q8_0 head.
+TEST(ExpertsInHost, GgufQ4KMTokensAndAcceptanceAreThoseOfTheDeviceLoad) {
+  const api::Runtime rt = api::open_runtime();
+  const std::string gguf = kAssets + "/gguf/tiny-llama4/";
+  std::vector<api::GenerateOutput> outs;
+  for (bool in_host : {false, true}) {
+    api::LoadOptions o = options(in_host, false);
+    o.draft = gguf + "tiny-llama4-eagle3-q8_0.gguf";
+    const auto m = api::load_model(rt, api::plan_load(rt, gguf + "tiny-llama4-q4_k_m.gguf", o));
+    expect_experts_in(*m, in_host ? vk::MemoryKind::HostWeights : vk::MemoryKind::Device,
+                      in_host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    api::SessionParams p;
+    p.max_new_tokens = 16;
+    p.ignore_eos = true;
+    outs.push_back(api::Session(m, p).generate(random_prompt(24, 3, m->tokenizer.bos_id(), 4000)));
+  }
+  EXPECT_EQ(outs[0].tokens, outs[1].tokens);
+  EXPECT_EQ(outs[0].stats.num_accepted_tokens, outs[1].stats.num_accepted_tokens);
+  EXPECT_EQ(outs[0].stats.accepted_at, outs[1].stats.accepted_at);
+  EXPECT_GT(outs[0].stats.num_drafts, 0u);
+}
+
 TEST(ExpertsInHost, ChosenWhenOnlyTheRestFitsTheDeviceAndRefusedBelowTheRest) {
   uint64_t whole = 0, rest = 0, routed = 0;
   {
