@@ -26,7 +26,7 @@ TargetPlanConfig llama4_plan(const loader::ModelFiles& files) {
   Llama4Config c = load_llama4_config(files);
   // Dense layers may be wider than the experts (Scout: 16,384 against 8,192).
   const uint32_t ffn = uint32_t(std::max(c.intermediate_size_mlp, c.base.intermediate_size));
-  return {std::move(c.base), ffn};
+  return {std::move(c.base), ffn, llama4_routed_expert_bytes(files.checkpoint)};
 }
 
 TargetPlanConfig qwen3_plan(const loader::ModelFiles& files) {
@@ -35,13 +35,13 @@ TargetPlanConfig qwen3_plan(const loader::ModelFiles& files) {
   return {std::move(c), ffn};
 }
 
-TargetModel llama3_load(const vk::Context& ctx, const loader::ModelFiles& files) {
+TargetModel llama3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement&) {
   return TargetModel{load_llama3(ctx, files)};
 }
-TargetModel llama4_load(const vk::Context& ctx, const loader::ModelFiles& files) {
-  return TargetModel{load_llama4(ctx, files)};
+TargetModel llama4_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
+  return TargetModel{load_llama4(ctx, files, placement)};
 }
-TargetModel qwen3_load(const vk::Context& ctx, const loader::ModelFiles& files) {
+TargetModel qwen3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement&) {
   return TargetModel{load_qwen3(ctx, files)};
 }
 

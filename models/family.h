@@ -24,6 +24,16 @@ struct TargetModel;
 struct TargetPlanConfig {
   loader::LlamaConfig base;  // the fields every family shares (generation config as the loader applies it)
   uint32_t ffn_width = 0;    // the widest dense MLP (TargetShape::ffn_width)
+  // The routed experts' weights as uploaded (Llama-4's mixture-of-experts layers; 0 for a
+  // dense model): what WeightPlacement::experts_in_host moves to host memory.
+  uint64_t routed_expert_bytes = 0;
+};
+
+// Where a target's weights live. Everything is device-local unless a field says otherwise.
+struct WeightPlacement {
+  // The routed experts in host-visible system memory (vk::MemoryKind::HostWeights), read by
+  // the expert kernels in place over the bus; a model without routed experts ignores it.
+  bool experts_in_host = false;
 };
 
 struct TargetFamily {
@@ -31,7 +41,7 @@ struct TargetFamily {
   std::span<const char* const> hf_architectures;  // config.json architectures[0] values
   const char* gguf_architecture;                // GGUF general.architecture (opened as the first HF name)
   TargetPlanConfig (*read_config)(const loader::ModelFiles& files);
-  TargetModel (*load)(const vk::Context& ctx, const loader::ModelFiles& files);
+  TargetModel (*load)(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement);
 };
 
 std::span<const TargetFamily> target_families();

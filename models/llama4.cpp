@@ -15,8 +15,9 @@ namespace eaglevk::models {
 namespace {
 
 // Whole experts per allocation: as many as maxMemoryAllocationSize allows.
-ExpertTensor allocate_experts(const vk::Context& ctx, ops::WeightType type, int64_t E, int64_t rows, int64_t cols,
-                              bool k_major, const std::string& name) {
+// `memory`: Device, or HostWeights for experts kept in system memory (WeightPlacement).
+ExpertTensor allocate_experts(const vk::Context& ctx, vk::MemoryKind memory, ops::WeightType type, int64_t E,
+                              int64_t rows, int64_t cols, bool k_major, const std::string& name) {
   ExpertTensor t;
   t.type = type;
   t.experts = uint32_t(E);
@@ -31,20 +32,21 @@ ExpertTensor allocate_experts(const vk::Context& ctx, ops::WeightType type, int6
   for (int64_t first = 0; first < E; first += t.per_buffer) {
     uint64_t n = std::min<uint64_t>(t.per_buffer, uint64_t(E - first));
     std::string part = E > t.per_buffer ? fmt::format("{} [{}, {})", name, first, first + int64_t(n)) : name;
-    t.buffers.emplace_back(ctx, (n * bytes + 3) / 4 * 4, vk::MemoryKind::Device, part);
+    t.buffers.emplace_back(ctx, (n * bytes + 3) / 4 * 4, memory, part);
   }
   return t;
 }
 
 // Hugging Face's fused experts [E, in, out] (used as x W) go up as stored, one put per expert
 // from the mapping; the kernels read them k-major.
-ExpertTensor upload_experts_k_major(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
-                                    int64_t in, int64_t out, const std::string& name) {
+ExpertTensor upload_experts_k_major(const vk::Context& ctx, vk::MemoryKind memory, vk::Uploader& up,
+                                    const loader::TensorView& t, int64_t E, int64_t in, int64_t out,
+                                    const std::string& name) {
   expect_shape(t, {E, in, out});
   ops::WeightType type = weight_type_of(t);
   if (ops::weight_type_quantized(type))
     fail("tensor '{}': fused Hugging Face expert tensors must be F32, F16 or BF16", t.name);
-  ExpertTensor x = allocate_experts(ctx, type, E, out, in, /*k_major=*/true, name);
+  ExpertTensor x = allocate_experts(ctx, memory, type, E, out, in, /*k_major=*/true, name);
   const ops::ExpertWeights w = x.weights();
   const uint64_t per = w.expert_bytes();
   for (int64_t e = 0; e < E; ++e) up.put(w.expert_range(uint32_t(e)), t.data + uint64_t(e) * per, per);
@@ -53,15 +55,15 @@ ExpertTensor upload_experts_k_major(const vk::Context& ctx, vk::Uploader& up, co
 
 // GGUF keeps each expert matrix [E, out, in] already, gate and up apart: interleave them per
 // expert (gate rows, then up rows) straight from the mapping, any block type.
-ExpertTensor upload_experts_gate_up(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& gate,
-                                    const loader::TensorView& upw, int64_t E, int64_t I, int64_t H,
-                                    const std::string& name) {
+ExpertTensor upload_experts_gate_up(const vk::Context& ctx, vk::MemoryKind memory, vk::Uploader& up,
+                                    const loader::TensorView& gate, const loader::TensorView& upw, int64_t E,
+                                    int64_t I, int64_t H, const std::string& name) {
   expect_shape(gate, {E, I, H});
   expect_shape(upw, {E, I, H});
   if (gate.dtype != upw.dtype)
     fail("'{}' and '{}' are stored in different types ({} and {}); eaglevk fuses them and needs one type", gate.name,
          upw.name, loader::dtype_name(gate.dtype), loader::dtype_name(upw.dtype));
-  ExpertTensor x = allocate_experts(ctx, weight_type_of(gate), E, 2 * I, H, false, name);
+  ExpertTensor x = allocate_experts(ctx, memory, weight_type_of(gate), E, 2 * I, H, false, name);
   const ops::ExpertWeights w = x.weights();
   const uint64_t per = gate.bytes / uint64_t(E);
   for (int64_t e = 0; e < E; ++e) {
@@ -72,10 +74,11 @@ ExpertTensor upload_experts_gate_up(const vk::Context& ctx, vk::Uploader& up, co
   return x;
 }
 
-ExpertTensor upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, const loader::TensorView& t, int64_t E,
-                                      int64_t out, int64_t in, const std::string& name) {
+ExpertTensor upload_experts_as_stored(const vk::Context& ctx, vk::MemoryKind memory, vk::Uploader& up,
+                                      const loader::TensorView& t, int64_t E, int64_t out, int64_t in,
+                                      const std::string& name) {
   expect_shape(t, {E, out, in});
-  ExpertTensor x = allocate_experts(ctx, weight_type_of(t), E, out, in, false, name);
+  ExpertTensor x = allocate_experts(ctx, memory, weight_type_of(t), E, out, in, false, name);
   const ops::ExpertWeights w = x.weights();
   const uint64_t per = t.bytes / uint64_t(E);
   for (int64_t e = 0; e < E; ++e) up.put(w.expert_range(uint32_t(e)), t.data + e * per, per);
@@ -85,16 +88,17 @@ ExpertTensor upload_experts_as_stored(const vk::Context& ctx, vk::Uploader& up, 
 // Experts stored one 2-D matrix each (llm-compressor's files: Meta's and RedHatAI's FP8 Llama-4,
 // `experts.{e}.gate_proj.weight` [I, H], up_proj [I, H], down_proj [H, I]): gate and up rows
 // per expert as upload_experts_gate_up lays them out, down as stored; every expert in one type.
-void upload_experts_split(const vk::Context& ctx, vk::Uploader& up, TensorUse& use, const std::string& f, int64_t E,
-                          int64_t I, int64_t H, const std::string& p, ExpertTensor& gate_up, ExpertTensor& down) {
+void upload_experts_split(const vk::Context& ctx, vk::MemoryKind memory, vk::Uploader& up, TensorUse& use,
+                          const std::string& f, int64_t E, int64_t I, int64_t H, const std::string& p,
+                          ExpertTensor& gate_up, ExpertTensor& down) {
   auto get = [&](int64_t e, const char* proj, int64_t rows, int64_t cols) -> const loader::TensorView& {
     const loader::TensorView& t = use.get(fmt::format("{}experts.{}.{}.weight", f, e, proj));
     expect_shape(t, {rows, cols});
     return t;
   };
   const ops::WeightType type = weight_type_of(get(0, "gate_proj", I, H));
-  gate_up = allocate_experts(ctx, type, E, 2 * I, H, false, p + "experts_gate_up");
-  down = allocate_experts(ctx, type, E, H, I, false, p + "experts_down");
+  gate_up = allocate_experts(ctx, memory, type, E, 2 * I, H, false, p + "experts_gate_up");
+  down = allocate_experts(ctx, memory, type, E, H, I, false, p + "experts_down");
   const ops::ExpertWeights wgu = gate_up.weights(), wdn = down.weights();
   for (int64_t e = 0; e < E; ++e) {
     const loader::TensorView& g = get(e, "gate_proj", I, H);
@@ -131,7 +135,18 @@ Llama4Config load_llama4_config(const loader::ModelFiles& files) {
   return c;
 }
 
-Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files) {
+bool is_llama4_routed_expert(std::string_view tensor_name) {
+  return tensor_name.find(".feed_forward.experts.") != std::string_view::npos;
+}
+
+uint64_t llama4_routed_expert_bytes(const loader::Checkpoint& checkpoint) {
+  uint64_t sum = 0;
+  for (const auto& [name, t] : checkpoint.tensors)
+    if (is_llama4_routed_expert(name)) sum += loader::upload_bytes(t);
+  return sum;
+}
+
+Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
   Llama4Model m;
   m.config = load_llama4_config(files);
   const Llama4Config& c = m.config;
@@ -145,6 +160,7 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
                 hd = b.head_dim, E = c.num_local_experts;
   const int64_t q_dim = b.num_attention_heads * hd, kv_dim = b.num_key_value_heads * hd;
   const std::string P = c.prefix;
+  const vk::MemoryKind experts_memory = placement.experts_in_host ? vk::MemoryKind::HostWeights : vk::MemoryKind::Device;
 
   auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
@@ -166,19 +182,19 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files)
                                     p + "shared_gate_up");
       layer.shared_down = matrix({{f + "shared_expert.down_proj.weight", {H, I}}}, p + "shared_down");
       if (ckpt.find(f + "experts.0.gate_proj.weight")) {  // one 2-D matrix per expert
-        upload_experts_split(ctx, up, use, f, E, I, H, p, layer.experts_gate_up, layer.experts_down);
+        upload_experts_split(ctx, experts_memory, up, use, f, E, I, H, p, layer.experts_gate_up, layer.experts_down);
       } else if (ckpt.find(f + "experts.gate_proj.weight")) {  // GGUF: [E, out, in] per matrix
         const loader::TensorView& g = use.get(f + "experts.gate_proj.weight");
         const loader::TensorView& u = use.get(f + "experts.up_proj.weight");
         const loader::TensorView& dn = use.get(f + "experts.down_proj.weight");
-        layer.experts_gate_up = upload_experts_gate_up(ctx, up, g, u, E, I, H, p + "experts_gate_up");
-        layer.experts_down = upload_experts_as_stored(ctx, up, dn, E, H, I, p + "experts_down");
+        layer.experts_gate_up = upload_experts_gate_up(ctx, experts_memory, up, g, u, E, I, H, p + "experts_gate_up");
+        layer.experts_down = upload_experts_as_stored(ctx, experts_memory, up, dn, E, H, I, p + "experts_down");
         for (const loader::TensorView* t : {&g, &u, &dn}) ckpt.release_pages(*t);
       } else {
         const loader::TensorView& gu = use.get(f + "experts.gate_up_proj");
         const loader::TensorView& dn = use.get(f + "experts.down_proj");
-        layer.experts_gate_up = upload_experts_k_major(ctx, up, gu, E, H, 2 * I, p + "experts_gate_up");
-        layer.experts_down = upload_experts_k_major(ctx, up, dn, E, I, H, p + "experts_down");
+        layer.experts_gate_up = upload_experts_k_major(ctx, experts_memory, up, gu, E, H, 2 * I, p + "experts_gate_up");
+        layer.experts_down = upload_experts_k_major(ctx, experts_memory, up, dn, E, I, H, p + "experts_down");
         for (const loader::TensorView* t : {&gu, &dn}) ckpt.release_pages(*t);
       }
     } else {

@@ -5,11 +5,13 @@
 // and Llama-4's interleaved rotary pairing.
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 #include "loader/hf_config.h"
 #include "loader/llama4_config.h"
 #include "loader/model_files.h"
+#include "models/family.h"
 #include "models/llama4_vision.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
@@ -62,7 +64,14 @@ struct Llama4Model {
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
 };
 
-Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files);
+// placement.experts_in_host puts every ExpertTensor's buffers in vk::MemoryKind::HostWeights.
+Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement = {});
+// Whether a checkpoint tensor (by its Hugging Face name, as the GGUF loader translates it) is
+// routed experts' weights: `feed_forward.experts.` (fused, GGUF's per matrix, or one matrix per
+// expert); the shared expert and the router are not.
+bool is_llama4_routed_expert(std::string_view tensor_name);
+// Their bytes as uploaded (loader::upload_bytes), for memory planning and `inspect`.
+uint64_t llama4_routed_expert_bytes(const loader::Checkpoint& checkpoint);
 // Its family row's entries (models/family.h), as models/llama3.h describes them.
 inline const loader::LlamaConfig& shared_config(const Llama4Model& m) { return m.config.base; }
 TargetShape target_shape(const Llama4Model& m);

@@ -34,8 +34,33 @@ TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& pat
   return load_target(ctx, loader::open_model_files(path));
 }
 
-TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files) {
-  return target_family(files).load(ctx, files);
+TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
+  return target_family(files).load(ctx, files, placement);
+}
+
+uint64_t ExpertTraffic::bytes_per_pass_bound(uint32_t rows) const {
+  const uint64_t touched = std::min<uint64_t>(experts, uint64_t(rows) * experts_per_token);
+  return uint64_t(moe_layers) * touched * bytes_per_expert;
+}
+
+ExpertTraffic expert_traffic(const TargetModel& m) {
+  ExpertTraffic t;
+  const auto* llama4 = std::get_if<Llama4Model>(&m.family);
+  if (!llama4) return t;
+  for (const Llama4Layer& layer : llama4->layers) {
+    if (layer.experts_gate_up.buffers.empty()) continue;
+    const uint64_t per = layer.experts_gate_up.weights().expert_bytes() + layer.experts_down.weights().expert_bytes();
+    ++t.moe_layers;
+    t.experts = layer.experts_gate_up.experts;
+    t.experts_per_token = uint32_t(llama4->config.num_experts_per_tok);
+    t.bytes_per_expert = std::max(t.bytes_per_expert, per);
+    t.bytes += per * t.experts;
+    for (const ExpertTensor* x : {&layer.experts_gate_up, &layer.experts_down})
+      if (std::all_of(x->buffers.begin(), x->buffers.end(),
+                      [](const vk::Buffer& b) { return b.kind == vk::MemoryKind::HostWeights; }))
+        t.host_bytes += x->weights().expert_bytes() * x->experts;
+  }
+  return t;
 }
 
 TargetPlanConfig read_target_config(const loader::ModelFiles& files) { return target_family(files).read_config(files); }

@@ -31,11 +31,26 @@ struct TargetModel {
 // A model folder or a GGUF file of a family in models/family.h's table; anything else is an
 // error naming its architecture.
 TargetModel load_target(const vk::Context& ctx, const std::filesystem::path& path);
-TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files);
+TargetModel load_target(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement = {});
 
 // The shared config fields of a model folder or GGUF file and its widest MLP, read without
 // loading any weights (memory planning). Same architecture rules as load_target.
 TargetPlanConfig read_target_config(const loader::ModelFiles& files);
+
+// The routed experts' share of the bus when they live in host memory (WeightPlacement):
+// what one decode step reads of them, and how much of them there is.
+struct ExpertTraffic {
+  uint32_t moe_layers = 0, experts = 0, experts_per_token = 0;
+  uint64_t bytes_per_expert = 0;   // one expert's gate_up and down in one layer
+  uint64_t bytes = 0;              // all routed experts of all layers
+  uint64_t host_bytes = 0;         // those of them in host memory
+  // One row's experts: top-k per MoE layer. A pass of r rows reads each expert its rows route
+  // to once per layer (ops::matmul_id), at most min(E, r k) of them.
+  uint64_t bytes_per_token() const { return uint64_t(moe_layers) * experts_per_token * bytes_per_expert; }
+  uint64_t bytes_per_pass_bound(uint32_t rows) const;
+};
+// Zero for a model without routed experts.
+ExpertTraffic expert_traffic(const TargetModel& m);
 
 // The state of one sequence (or of several sharing the cache). The arena's lifetimes are
 // derived from dry recordings of m's forward (arena_passes, derive_target_arena), so that they

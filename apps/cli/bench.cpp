@@ -34,7 +34,7 @@ struct BenchArgs {
   std::vector<uint32_t> concurrency;  // --concurrency: clients per measurement
   bool profile = false;
   SpecFlags spec;
-  std::optional<bool> check_tensors;
+  std::optional<bool> check_tensors, experts_in_host;
 };
 
 // One profiled decode run (bench --profile): per generated token, or per speculative round.
@@ -117,7 +117,7 @@ int bench_command(const BenchArgs& a) {
   const uint64_t need = std::max<uint64_t>(a.n_prompt, uint64_t(a.depth) + a.n_gen + 1) + 8;
   const uint32_t context = uint32_t(std::min<uint64_t>(need, UINT32_MAX));
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors, a.experts_in_host});
   if (need > plan.memory.model_max_context)
     fail("-p/-n/--depth need {} positions; the model allows {}", need, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.
@@ -272,6 +272,8 @@ int bench_command(const BenchArgs& a) {
     j.push_back({{"model", name}, {"device", gpu->ctx.info.name}, {"test", "load"},
                  {"file_bytes", loaded->memory.weights}, {"seconds", load_seconds},
                  {"bytes_per_s", loaded->memory.weights / load_seconds}, {"peak_host_bytes", peak_rss}});
+    if (nlohmann::json e = expert_traffic_json(target, a.draft.empty() ? 0 : a.spec.k + 1); !e.is_null())
+      j.push_back(e);
     for (const ProfiledRun& r : profiled) j.push_back(profile_json(r));
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -287,6 +289,8 @@ int bench_command(const BenchArgs& a) {
   fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(loaded->memory.weights),
              load_seconds, engine::format_bytes(uint64_t(loaded->memory.weights / load_seconds)),
              engine::format_bytes(peak_rss));
+  if (std::string e = expert_traffic_line(target, a.draft.empty() ? 0 : a.spec.k + 1); !e.empty())
+    fmt::print("{}\n", e);
   for (const ProfiledRun& r : profiled) {
     fmt::print("\n{} ", r.test);
     if (r.rounds)
@@ -316,6 +320,7 @@ void add_bench_command(CLI::App& app) {
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft (folder or GGUF file): adds speculative decoding");
   add_spec_flags(sub, args->spec);
   add_check_tensors_flags(sub, args->check_tensors);
+  add_experts_in_host_flags(sub, args->experts_in_host);
   sub->add_option("--concurrency", args->concurrency,
                   "C clients through the batch decoder, -r requests each (a list: 1,4,8)")
       ->delimiter(',')

@@ -209,7 +209,8 @@ int eval_command(const EvalArgs& a) {
   const api::Runtime runtime = api::open_runtime(a.device);
   ops::Gpu* gpu = &gpu_of(runtime);
   api::LoadPlan plan = plan_model(
-      runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors});
+      runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
+                           a.experts_in_host});
   config["fingerprints"] = eval_fingerprints({dir, a.draft, a.mmproj, a.chat_template, a.dataset, &data});
   // Opened before the weights upload: a file from another configuration is refused at once.
   // (With --spec-draft-tokens auto the tree's size is decided later; the configuration names
@@ -302,6 +303,7 @@ void add_eval_command(CLI::App& app) {
                   "a folder besides the dataset's own its images may be in")->type_name("DIR");
   add_spec_flags(sub, args->spec);
   add_check_tensors_flags(sub, args->check_tensors);
+  add_experts_in_host_flags(sub, args->experts_in_host);
   sub->add_option("-n,--n-predict", args->n_predict, "new tokens per generation")
       ->capture_default_str()
       ->check(integer_flag<uint32_t>());

@@ -34,7 +34,7 @@ struct EvalArgs {
        aux_sweep = false, no_kv_reuse = false;
   float temp = 0;
   CLI::Option* seed_option = nullptr;
-  std::optional<bool> check_tensors;
+  std::optional<bool> check_tensors, experts_in_host;
 };
 
 using PromptResult = EvalRecord;

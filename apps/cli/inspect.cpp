@@ -20,6 +20,7 @@
 #include "loader/model_files.h"
 #include "loader/quant.h"
 #include "models/eagle3.h"
+#include "models/llama4.h"
 #include "models/llama4_vision.h"
 
 namespace eaglevk::cli {
@@ -108,7 +109,7 @@ int inspect_command(const InspectArgs& a) {
                          ? c["architectures"][0].get<std::string>()
                          : (c.contains("speculators_model_type") ? "Eagle3Speculator" : "?");
   std::map<std::string, TypeTotals> types;
-  uint64_t parameters = 0, stored = 0, on_device = 0;
+  uint64_t parameters = 0, stored = 0, on_device = 0, routed_experts = 0;
   for (const auto& [name, t] : files.checkpoint.tensors) {
     TypeTotals& tt = types[std::string(loader::dtype_name(t.dtype))];
     ++tt.tensors;
@@ -121,6 +122,7 @@ int inspect_command(const InspectArgs& a) {
     parameters += uint64_t(t.numel());
     stored += file_bytes;
     on_device += device_bytes(t);
+    if (models::is_llama4_routed_expert(name)) routed_experts += device_bytes(t);
   }
   nlohmann::json out;
   out["path"] = a.path;
@@ -143,6 +145,9 @@ int inspect_command(const InspectArgs& a) {
   out["parameters"] = parameters;
   out["bytes_in_file"] = stored;
   out["bytes_on_device"] = on_device;
+  // Part of bytes_on_device, which --experts-in-host (or a device too small for the whole model)
+  // keeps in host memory instead.
+  if (routed_experts) out["bytes_routed_experts"] = routed_experts;
   for (const auto& [type, tt] : types)
     out["tensor_types"][type] = {{"tensors", tt.tensors}, {"parameters", tt.parameters}, {"bytes", tt.bytes}};
   const bool draft = arch == "LlamaForCausalLMEagle3" || c.contains("speculators_model_type") ||
@@ -183,6 +188,10 @@ int inspect_command(const InspectArgs& a) {
   fmt::print("  {:<26} {:.2f} M\n", "parameters", double(parameters) / 1e6);
   fmt::print("  {:<26} {:.2f} MiB in the file, {:.2f} MiB on the device\n", "weights", double(stored) / (1 << 20),
              double(on_device) / (1 << 20));
+  if (routed_experts)
+    fmt::print("  {:<26} {:.2f} MiB of that on the device, or in host memory read over the bus (--experts-in-host, "
+               "or when only the rest fits the device)\n",
+               "routed experts", double(routed_experts) / (1 << 20));
   fmt::print("  tensor types:\n");
   for (const auto& [type, tt] : types)
     fmt::print("    {:<7} {:>5} tensors {:>14} parameters {:>10.2f} MiB\n", type, tt.tensors, tt.parameters,

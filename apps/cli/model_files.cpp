@@ -47,9 +47,50 @@ void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check) {
   sub->add_flag_callback("--no-check-tensors", [&check] { check = false; }, "skip that scan")->excludes(on);
 }
 
+void add_experts_in_host_flags(CLI::App* sub, std::optional<bool>& in_host) {
+  // One line of --help for both (the pages must fit a terminal): the negated name counts down.
+  sub->add_flag_function(
+      "--experts-in-host,!--no-experts-in-host", [&in_host](int64_t count) { in_host = count > 0; },
+      "routed MoE experts in host memory, over the bus (default: if needed)");
+}
+
 std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan) {
   LoadProgress progress(gpu_of(runtime).ctx, plan.memory.weights);
   return api::load_model(runtime, std::move(plan));
+}
+
+nlohmann::json expert_traffic_json(const models::TargetModel& target, uint32_t verify_rows) {
+  const models::ExpertTraffic t = models::expert_traffic(target);
+  if (t.moe_layers == 0) return nullptr;
+  nlohmann::json j = {{"test", "experts"},
+                      {"in_host_memory", t.host_bytes > 0},
+                      {"routed_expert_bytes", t.bytes},
+                      {"host_bytes", t.host_bytes},
+                      {"moe_layers", t.moe_layers},
+                      {"experts", t.experts},
+                      {"experts_per_token", t.experts_per_token},
+                      {"bytes_per_expert", t.bytes_per_expert},
+                      {"expert_bytes_per_token", t.bytes_per_token()}};
+  if (verify_rows) {
+    j["verify_rows"] = verify_rows;
+    j["expert_bytes_per_verify_pass_at_most"] = t.bytes_per_pass_bound(verify_rows);
+  }
+  return j;
+}
+
+std::string expert_traffic_line(const models::TargetModel& target, uint32_t verify_rows) {
+  const models::ExpertTraffic t = models::expert_traffic(target);
+  if (t.moe_layers == 0) return {};
+  std::string line = fmt::format(
+      "routed experts: {} in {} memory; a token reads {} of them (top-{} of {} experts of {} in each of {} "
+      "layers){}",
+      engine::format_bytes(t.bytes), t.host_bytes ? "host" : "device", engine::format_bytes(t.bytes_per_token()),
+      t.experts_per_token, t.experts, engine::format_bytes(t.bytes_per_expert), t.moe_layers,
+      t.host_bytes ? " over the bus" : "");
+  if (verify_rows)
+    line += fmt::format("; a {}-row verify pass at most {} (each expert its rows route to, once per layer)",
+                        verify_rows, engine::format_bytes(t.bytes_per_pass_bound(verify_rows)));
+  return line;
 }
 
 void check_text_fits(const api::Model& m, std::string_view text, std::string_view where) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <eaglevk/eaglevk.hpp>
 
 #include "loader/chat_template.h"
@@ -58,6 +59,17 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source);
 // --check-tensors / --no-check-tensors (run, eval, bench): the weight scan at load, forced on or
 // off; unset leaves api::LoadOptions::check_tensors' rule (on up to 256 MiB of weights).
 void add_check_tensors_flags(CLI::App* sub, std::optional<bool>& check);
+// --experts-in-host / --no-experts-in-host (run, eval, bench, serve): a Llama-4 model's routed
+// experts in host memory, forced or forbidden; unset leaves api::LoadOptions::experts_in_host's
+// rule (there only when the whole model does not fit the device and would with them there).
+void add_experts_in_host_flags(CLI::App* sub, std::optional<bool>& in_host);
+// Where a mixture-of-experts target's routed experts live and what a decode step reads of
+// them (top-k per MoE layer) and, for a verify pass of `verify_rows` rows (0: none), at most
+// (the union of the experts its rows route to, min(E, rows k) per layer); when they live in
+// host memory, that is what crosses the bus. Null (and "") for a model without routed experts.
+nlohmann::json expert_traffic_json(const models::TargetModel& target, uint32_t verify_rows);
+std::string expert_traffic_line(const models::TargetModel& target, uint32_t verify_rows);
+
 // Refuses `text` before it is encoded when it has more bytes than the model's planned context
 // can hold in tokens (loader::Tokenizer::max_input_bytes_per_token): encoding a 50 MB prompt
 // would cost a gigabyte before the context check could refuse it. `where` names the text.

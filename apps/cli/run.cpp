@@ -37,7 +37,7 @@ struct RunArgs {
       chat_template, seed;
   std::vector<std::string> images, stop, allowed_image_dirs;
   SpecFlags spec;
-  std::optional<bool> check_tensors;
+  std::optional<bool> check_tensors, experts_in_host;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr, *top_k_option = nullptr,
               *top_p_option = nullptr;
   uint32_t n_predict = 64, ctx = 0, top_logits = 0, logprobs = 0;
@@ -153,7 +153,7 @@ int run_command(const RunArgs& a) {
   ops::Gpu* gpu = &gpu_of(runtime);
   const std::shared_ptr<const api::Model> loaded =
       load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template,
-                                                      a.check_tensors}));
+                                                      a.check_tensors, a.experts_in_host}));
   const api::Model& m = *loaded;
   const models::TargetModel& target = *m.target;
   models::Eagle3Model* draft = m.draft.get();
@@ -303,6 +303,7 @@ void add_run_command(CLI::App& app) {
   sub->add_option("--chat-template", args->chat_template,
                   "a Jinja chat template file to use instead of the model's")->type_name("FILE");
   add_check_tensors_flags(sub, args->check_tensors);
+  add_experts_in_host_flags(sub, args->experts_in_host);
   sub->add_option("--image", args->images,
                   "PNG or JPEG for a Llama-4 vision model, before the text (repeatable)");
   sub->add_option("--messages", args->messages,

@@ -24,7 +24,7 @@ namespace {
 struct ServeArgs {
   std::string model, draft, mmproj, chat_template, device, host = "127.0.0.1", api_key, seed;
   std::vector<std::string> allowed_image_dirs;
-  std::optional<bool> check_tensors;
+  std::optional<bool> check_tensors, experts_in_host;
   CLI::Option *k_option = nullptr, *seed_option = nullptr;
   uint32_t k = 3, parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
   bool greedy_drafts = false;
@@ -56,7 +56,8 @@ int serve_command(const ServeArgs& a) {
   const std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   const api::Runtime runtime = api::open_runtime(a.device);
   const std::shared_ptr<const api::Model> model = load_planned(
-      runtime, plan_model(runtime, dir, {a.draft, {}, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors}));
+      runtime, plan_model(runtime, dir, {a.draft, {}, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
+                                     a.experts_in_host}));
   options.model_name = api::model_name(dir);
 
   api::BatchParams batch;
@@ -91,6 +92,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--chat-template", args->chat_template, "a Jinja chat template file to use instead of the model's")
       ->type_name("FILE");
   add_check_tensors_flags(sub, args->check_tensors);
+  add_experts_in_host_flags(sub, args->experts_in_host);
   sub->add_option("--host", args->host, "address to listen on (other machines reach only a public one)")
       ->capture_default_str();
   sub->add_option("--port", args->port, "TCP port (0: a free one, printed)")->capture_default_str()->check(integer_in(0, 65535));

@@ -18,6 +18,7 @@ const char* flag_of(Setting setting) {
     case Setting::TopP: return "--top-p";
     case Setting::Logprobs: return "--logprobs";
     case Setting::StopStrings: return "--stop";
+    case Setting::ExpertsInHost: return "--experts-in-host";
   }
   return "";
 }

@@ -66,6 +66,7 @@ inline const char* field_of(eaglevk::Setting setting, Fields fields) {
     case Setting::Logprobs: return "eaglevk_session_params.logprobs";
     case Setting::StopStrings:
       return batch ? "eaglevk_sequence_params.stop_strings" : "eaglevk_session_params.stop_strings";
+    case Setting::ExpertsInHost: return "";  // the C API has no load options: the memory plan chooses
   }
   return "";
 }

@@ -96,13 +96,15 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
       if (auto warning = loader::verifier_mismatch(head->config, files->config, target_dir))
         plan.notes.push_back("warning: " + *warning);
     }
-    plan.memory = engine::plan_memory(*runtime.device->gpu, *files, head ? &*head : nullptr, options.max_rows);
+    plan.memory = engine::plan_memory(*runtime.device->gpu, *files, head ? &*head : nullptr, options.max_rows,
+                                      {options.experts_in_host, options.context});
     if (loader::should_check_tensors(options.check_tensors, plan.memory.weights)) {
       loader::check_tensors_finite(files->checkpoint, files->source());
       if (head) loader::check_tensors_finite(head->checkpoint, head->source());
     }
     std::string note;
     plan.context = engine::choose_context(plan.memory, options.context, &note);
+    if (std::string placed = engine::placement_note(plan.memory); !placed.empty()) plan.notes.push_back(std::move(placed));
     if (!note.empty()) plan.notes.push_back(std::move(note));
     plan.target_files = std::move(files);
   });
@@ -124,7 +126,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
     std::lock_guard lock(runtime.device->queue_mutex);
     const vk::Context& ctx = runtime.device->gpu->ctx;
     within(ErrorKind::Model, [&] {
-      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files));
+      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files, plan.memory.placement()));
       m->tokenizer = loader::load_tokenizer(files);
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
       if (!plan.options.chat_template.empty()) {

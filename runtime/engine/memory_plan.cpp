@@ -67,23 +67,34 @@ std::string format_bytes(uint64_t bytes) {
 }
 
 uint64_t MemoryPlan::total(uint32_t context) const {
-  const unsigned __int128 sum = (unsigned __int128)weights + (unsigned __int128)kv_per_token * context + per_pass;
+  const unsigned __int128 sum =
+      (unsigned __int128)device_weights() + (unsigned __int128)kv_per_token * context + per_pass;
   return sum > UINT64_MAX ? UINT64_MAX : uint64_t(sum);
 }
 
 uint32_t MemoryPlan::max_context_that_fits() const {
-  if (weights + per_pass >= budget) return 0;
-  uint64_t tokens = kv_per_token ? (budget - weights - per_pass) / kv_per_token : UINT32_MAX;
+  const uint64_t on_device = device_weights();
+  if (on_device + per_pass >= budget) return 0;
+  uint64_t tokens = kv_per_token ? (budget - on_device - per_pass) / kv_per_token : UINT32_MAX;
   return uint32_t(std::min<uint64_t>({tokens / 64 * 64, device_max_context, UINT32_MAX}));  // KV comes in 64s
 }
 
 MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
-                       uint32_t max_rows) {
+                       uint32_t max_rows, const ExpertsPlacementRequest& experts) {
   const vk::Context& ctx = gpu.ctx;
   MemoryPlan p;
   p.budget = ctx.memory_budget;
   p.budget_source = ctx.memory_budget_source;
+  p.host_budget = ctx.host_memory_budget;
+  p.host_budget_source = ctx.host_memory_budget_source;
   const models::TargetPlanConfig plan = models::read_target_config(target);
+  p.routed_experts = plan.routed_expert_bytes;
+  if (experts.in_host == true && p.routed_experts == 0)
+    fail_setting(Setting::ExpertsInHost,
+                 "{} has no routed experts to keep in host memory: only a mixture-of-experts model (Llama-4) has them",
+                 target.source());
+  p.experts_may_move = p.routed_experts > 0 && experts.in_host != false;
+  if (experts.in_host == true) p.host_weights = p.routed_experts;
   const loader::LlamaConfig& c = plan.base;
   const uint64_t kv_dim = uint64_t(c.num_key_value_heads) * c.head_dim;
   p.model_max_context = uint32_t(c.max_position_embeddings);
@@ -127,15 +138,46 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
   // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
   // where one row of a very long context needs more).
   if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * (16ull << 20);
-  // A model that does not fit even without its activations is refused with the budget message
-  // (choose_context) before anything more is read of it.
-  if (p.total(64) >= p.budget) return p;
+  // The automatic choice: the routed experts go to host memory only when the whole model does
+  // not fit the context asked for (the smallest, 64 tokens, when none is) and would without them.
+  const uint32_t context = experts.context ? std::min(experts.context, p.model_max_context) : 64;
+  auto with_host = [&](uint64_t host) {
+    MemoryPlan q = p;
+    q.host_weights = host;
+    return q;
+  };
+  auto choose_placement = [&] {
+    if (experts.in_host.has_value() || !p.experts_may_move) return;
+    const bool whole_fits = with_host(0).total(context) <= p.budget;
+    p.host_weights = !whole_fits && with_host(p.routed_experts).total(context) <= p.budget ? p.routed_experts : 0;
+    p.experts_in_host_automatic = p.host_weights > 0;
+  };
+  choose_placement();
+  // A model that does not fit even without its activations (and its routed experts, where they
+  // may move) is refused with the budget message (choose_context) before anything more is read.
+  if (with_host(p.experts_may_move ? p.routed_experts : p.host_weights).total(64) >= p.budget) return p;
   p.activations = arena_bytes(gpu, target, draft, max_rows);
   p.per_pass += p.activations;
+  choose_placement();
   return p;
 }
 
+std::string placement_note(const MemoryPlan& p) {
+  if (!p.experts_in_host_automatic) return {};
+  return fmt::format("the whole model does not fit the device ({} of weights, {} available ({})): its routed "
+                     "experts ({}) live in host memory, which the device reads over the bus; the rest takes {} of "
+                     "the device",
+                     format_bytes(p.weights), format_bytes(p.budget), p.budget_source, format_bytes(p.routed_experts),
+                     format_bytes(p.device_weights()));
+}
+
 uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* note) {
+  if (p.host_weights > p.host_budget)
+    // About the setting when it was asked for, about the model when the plan chose it.
+    throw Error(fmt::format("the routed experts to keep in host memory take {}, but the host has {} available ({}); "
+                            "use a smaller (quantized) file or a machine with more memory",
+                            format_bytes(p.host_weights), format_bytes(p.host_budget), p.host_budget_source),
+                p.experts_in_host_automatic ? Setting::None : Setting::ExpertsInHost);
   const uint32_t fits = p.max_context_that_fits();
   const std::string budget = fmt::format("{} available ({})", format_bytes(p.budget), p.budget_source);
   if (fits < 64) {
@@ -144,10 +186,21 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     // on disk and a KV cache that alone does not fit.
     const uint32_t shown = requested ? std::min(requested, p.model_max_context) : 64;
     const unsigned __int128 kv = (unsigned __int128)p.kv_per_token * shown;
+    // With routed experts that may live in host memory (or do), what the device part alone needs.
+    std::string experts;
+    if (p.experts_may_move || p.host_weights) {
+      MemoryPlan whole = p, moved = p;
+      whole.host_weights = 0;
+      moved.host_weights = p.routed_experts;
+      experts = fmt::format(" (the whole model needs {}; even with its routed experts, {}, in host memory the "
+                            "device part needs {})",
+                            format_bytes(whole.total(shown)), format_bytes(p.routed_experts),
+                            format_bytes(moved.total(shown)));
+    }
     fail("the model does not fit the device: {} of weights + {} of KV cache ({} tokens at {} per token) + {} for "
-         "activations = {}, but {}; use a smaller (quantized) file or a device with more memory",
-         format_bytes(p.weights), format_bytes(kv > UINT64_MAX ? UINT64_MAX : uint64_t(kv)), shown,
-         format_bytes(p.kv_per_token), format_bytes(p.per_pass), format_bytes(p.total(shown)), budget);
+         "activations = {}, but {}{}; use a smaller (quantized) file or a device with more memory",
+         format_bytes(p.device_weights()), format_bytes(kv > UINT64_MAX ? UINT64_MAX : uint64_t(kv)), shown,
+         format_bytes(p.kv_per_token), format_bytes(p.per_pass), format_bytes(p.total(shown)), budget, experts);
   }
   const std::string& binding_limit = p.context_limit_reason;
   if (requested == 0) {
@@ -158,7 +211,7 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
                                 p.model_max_context)
                   : fmt::format("context {} tokens: what fits in the device's memory ({} of weights, {} per token "
                                 "of KV cache, {}); the model allows {}",
-                                context, format_bytes(p.weights), format_bytes(p.kv_per_token), budget,
+                                context, format_bytes(p.device_weights()), format_bytes(p.kv_per_token), budget,
                                 p.model_max_context);
     return context;
   }
@@ -172,7 +225,7 @@ uint32_t choose_context(const MemoryPlan& p, uint32_t requested, std::string* no
     fail_setting(Setting::Context,
                  "a context of {} tokens does not fit the device: {} of weights + {} of KV cache ({} per token) + {} "
                  "for activations = {}, but {}; a context of at most {} fits (or use a quantized file)",
-                 context, format_bytes(p.weights), format_bytes(p.total(context) - p.weights - p.per_pass),
+                 context, format_bytes(p.device_weights()), format_bytes(p.total(context) - p.device_weights() - p.per_pass),
                  format_bytes(p.kv_per_token), format_bytes(p.per_pass), format_bytes(p.total(context)), budget, fits);
   return context;
 }

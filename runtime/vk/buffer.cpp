@@ -45,7 +45,7 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
 
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(ctx->device, handle, &req);
-  VkMemoryPropertyFlags required = 0, preferred = 0;
+  VkMemoryPropertyFlags required = 0, preferred = 0, avoided = 0;
   switch (kind) {
     case MemoryKind::Device: required = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT; break;
     case MemoryKind::Upload:
@@ -55,10 +55,15 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
       required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
       preferred = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
       break;
+    case MemoryKind::HostWeights:
+      required = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+      avoided = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+      break;
   }
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   alloc.allocationSize = req.size;
-  alloc.memoryTypeIndex = ctx->find_memory_type(req.memoryTypeBits, required, preferred);
+  alloc.memoryTypeIndex = ctx->find_memory_type(req.memoryTypeBits, required, preferred, avoided);
+  memory_flags = ctx->memory.memoryTypes[alloc.memoryTypeIndex].propertyFlags;
   VkResult result = take_fault(FaultPoint::Allocation);
   if (result == VK_SUCCESS) result = vkAllocateMemory(ctx->device, &alloc, nullptr, &memory);
   if (result != VK_SUCCESS) {
@@ -70,7 +75,8 @@ Buffer::Buffer(const Context& context, uint64_t size, MemoryKind memory_kind, st
   }
   bytes_in_use += bytes;
   EAGLEVK_VK(vkBindBufferMemory(ctx->device, handle, memory, 0));
-  if (kind != MemoryKind::Device) EAGLEVK_VK(vkMapMemory(ctx->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped));
+  if (kind == MemoryKind::Upload || kind == MemoryKind::Readback)
+    EAGLEVK_VK(vkMapMemory(ctx->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped));
 }
 
 Buffer::~Buffer() { release(); }
@@ -87,6 +93,7 @@ void Buffer::release() {
   handle = VK_NULL_HANDLE;
   memory = VK_NULL_HANDLE;
   mapped = nullptr;
+  memory_flags = 0;
   made_dry = false;
 }
 
@@ -100,6 +107,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     memory = std::exchange(other.memory, VK_NULL_HANDLE);
     bytes = std::exchange(other.bytes, 0);
     kind = other.kind;
+    memory_flags = std::exchange(other.memory_flags, 0);
     serial = std::exchange(other.serial, 0);
     mapped = std::exchange(other.mapped, nullptr);
     made_dry = std::exchange(other.made_dry, false);

@@ -16,6 +16,11 @@ enum class MemoryKind {
   Device,    // device-local; written and read only through copies and shaders
   Upload,    // host-visible, coherent: staging for uploads
   Readback,  // host-visible, preferably cached: staging for read-back
+  // Weights kept in system memory and read by the device in place over the bus (a Llama-4
+  // model's routed experts when they do not fit the device): host-visible, and on a discrete
+  // GPU preferably not device-local (that would be the BAR window into the card's own memory).
+  // Not mapped: written through copies, as Device buffers are.
+  HostWeights,
 };
 
 // Bytes of Vulkan memory held by the live buffers of this process (every allocation is a
@@ -46,6 +51,7 @@ struct Buffer {
   uint64_t bytes = 0;
   MemoryKind kind = MemoryKind::Device;
   void* mapped = nullptr;  // host pointer for Upload and Readback buffers
+  VkMemoryPropertyFlags memory_flags = 0;  // of the memory type allocated (0 when dry)
   // Unique in the process, never reused (a VkBuffer handle can be): what a cached descriptor
   // set is keyed by (Recorder), so a set never outlives its buffer into another one.
   uint64_t serial = 0;

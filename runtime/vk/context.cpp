@@ -238,6 +238,18 @@ uint64_t host_memory_available() {
   return uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE));
 }
 
+// Lowers `budget` to the size the environment variable `name` gives, when it is smaller.
+void cap_by_env(uint64_t& budget, std::string& source, const char* name) {
+  const char* env = std::getenv(name);
+  if (!env) return;
+  const uint64_t cap = parse_size(env);
+  if (cap == 0) fail("{}='{}' is not a size (e.g. 8G, 512M, 4096)", name, env);
+  if (cap < budget) {
+    budget = cap;
+    source = fmt::format("{}={}", name, env);
+  }
+}
+
 void find_memory_budget(Context& ctx) {
   uint32_t heap = UINT32_MAX;
   for (uint32_t i = 0; i < ctx.memory.memoryHeapCount; ++i)
@@ -265,14 +277,10 @@ void find_memory_budget(Context& ctx) {
       ctx.memory_budget_source = "host memory, for a CPU device";
     }
   }
-  if (const char* env = std::getenv("EAGLEVK_DEVICE_MEMORY")) {
-    uint64_t cap = parse_size(env);
-    if (cap == 0) fail("EAGLEVK_DEVICE_MEMORY='{}' is not a size (e.g. 8G, 512M, 4096)", env);
-    if (cap < ctx.memory_budget) {
-      ctx.memory_budget = cap;
-      ctx.memory_budget_source = fmt::format("EAGLEVK_DEVICE_MEMORY={}", env);
-    }
-  }
+  cap_by_env(ctx.memory_budget, ctx.memory_budget_source, "EAGLEVK_DEVICE_MEMORY");
+  ctx.host_memory_budget = host_memory_available();
+  ctx.host_memory_budget_source = "MemAvailable in /proc/meminfo";
+  cap_by_env(ctx.host_memory_budget, ctx.host_memory_budget_source, "EAGLEVK_HOST_MEMORY");
 }
 
 }  // namespace
@@ -425,11 +433,16 @@ void Context::release() {
   instance = VK_NULL_HANDLE;
 }
 
-uint32_t Context::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
-                                   VkMemoryPropertyFlags preferred) const {
-  for (VkMemoryPropertyFlags wanted : {required | preferred, required})
-    for (uint32_t i = 0; i < memory.memoryTypeCount; ++i)
-      if ((type_bits & (1u << i)) && (memory.memoryTypes[i].propertyFlags & wanted) == wanted) return i;
+uint32_t Context::find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                                   VkMemoryPropertyFlags avoided) const {
+  // Without the avoided flags first (system memory rather than a discrete GPU's BAR window for
+  // host weights), then with them: an integrated GPU's or lavapipe's host memory is device-local.
+  for (VkMemoryPropertyFlags unwanted : {avoided, VkMemoryPropertyFlags(0)})
+    for (VkMemoryPropertyFlags wanted : {required | preferred, required})
+      for (uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+        const VkMemoryPropertyFlags flags = memory.memoryTypes[i].propertyFlags;
+        if ((type_bits & (1u << i)) && (flags & wanted) == wanted && !(flags & unwanted)) return i;
+      }
   fail("no Vulkan memory type with flags {:#x}", required);
 }
 

@@ -76,6 +76,11 @@ struct Context {
   // tests. Loaders compare their needs with it before uploading anything.
   uint64_t memory_budget = 0;
   std::string memory_budget_source;  // how memory_budget was found, for messages
+  // System memory eaglevk may fill with weights the device reads over the bus (routed experts
+  // in host memory): /proc/meminfo's MemAvailable, capped by EAGLEVK_HOST_MEMORY (same syntax
+  // as EAGLEVK_DEVICE_MEMORY) for tests and for users who keep memory for other programs.
+  uint64_t host_memory_budget = 0;
+  std::string host_memory_budget_source;
   // Told the bytes of each weight upload as it is submitted (an application's progress bar).
   std::function<void(uint64_t bytes)> on_upload;
 
@@ -101,8 +106,10 @@ struct Context {
   Context& operator=(const Context&) = delete;
 
   void release();
-  uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
-                            VkMemoryPropertyFlags preferred) const;
+  // The first type in type_bits with the required flags, preferring those that also have the
+  // preferred ones and, before that, those that lack the avoided ones.
+  uint32_t find_memory_type(uint32_t type_bits, VkMemoryPropertyFlags required, VkMemoryPropertyFlags preferred,
+                            VkMemoryPropertyFlags avoided = 0) const;
 };
 
 }  // namespace eaglevk::vk

@@ -107,6 +107,11 @@ struct LoadOptions {
   // first one found by tensor and element (loader/tensor_check.h). Unset: scan when they take
   // at most loader::kAutoTensorCheckBytes (256 MiB), where it costs well under a second.
   std::optional<bool> check_tensors;
+  // The routed experts of a mixture-of-experts target (Llama-4) in host memory, read by the
+  // device over the bus, everything else on the device. Unset: only when the whole model does
+  // not fit the device and would with them there (LoadPlan::notes says so); true: always (a
+  // model without routed experts is refused); false: never.
+  std::optional<bool> experts_in_host;
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI

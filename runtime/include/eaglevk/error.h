@@ -26,6 +26,7 @@ enum class Setting {
   TopP,             // top-p (nucleus) filtering
   Logprobs,         // most likely tokens reported per generated token
   StopStrings,      // texts that end generation
+  ExpertsInHost,    // the routed experts' weights in host memory
 };
 
 struct Error : std::runtime_error {
