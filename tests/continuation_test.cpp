@@ -6,7 +6,8 @@
 #include <fmt/format.h>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -65,13 +66,14 @@ void expect_same_as_fresh(const std::string& label, const engine::GenerationResu
 TEST(Continuation, PlainDecodingEqualsReprefilling) {
   for (const char* name : {"A"}) {
     Pair& p = pair(name);
-    engine::TargetRunner runner(gpu(), p.target, kContext, 64), fresh(gpu(), p.target, kContext, 64);
+    engine::Decoder runner = plain_decoder(p.target, kContext, 64);
+    engine::Decoder fresh = plain_decoder(p.target, kContext, 64);
     const std::vector<int32_t>& first = p.golden.prompts[0].prompt_ids;
-    const engine::GenerationResult r1 = engine::generate(runner, first, options(true));
+    const engine::GenerationResult r1 = testing::generate(runner, first, options(true));
     EXPECT_EQ(r1.reused_tokens, 0u) << "nothing to reuse yet";
     for (const Step& step : follow_ups(p.golden, first, r1.tokens)) {
-      const engine::GenerationResult got = engine::generate(runner, step.prompt, options(true));
-      const engine::GenerationResult want = engine::generate(fresh, step.prompt, options(false));
+      const engine::GenerationResult got = testing::generate(runner, step.prompt, options(true));
+      const engine::GenerationResult want = testing::generate(fresh, step.prompt, options(false));
       expect_same_as_fresh(fmt::format("pair {} plain", name), got, want, step);
     }
   }
@@ -79,10 +81,10 @@ TEST(Continuation, PlainDecodingEqualsReprefilling) {
 
 void check_speculative(Pair& p, const std::string& label, const engine::TreeParams& tree) {
   auto make = [&] {
-    return tree.enabled() ? engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, tree, 64)
-                          : engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, 3, 64);
+    return tree.enabled() ? tree_decoder(p.target, p.draft, kContext, tree, 64)
+                          : chain_decoder(p.target, p.draft, kContext, 3, 64);
   };
-  engine::SpeculativeDecoder decoder = make(), fresh = make();
+  engine::Decoder decoder = make(), fresh = make();
   // A tree shows the draft's own numbers: each node's cumulative log-probability. The first
   // tree of a generation is drafted from the caught-up cache, so a stale draft row moves it.
   std::vector<float> got_scores, want_scores;
@@ -125,7 +127,7 @@ TEST(Continuation, TreeSpeculationEqualsReprefilling) {
 // Anything else that writes the caches forgets them: after a timing pass nothing is reused.
 TEST(Continuation, TimingPassForgetsTheCache) {
   Pair& p = pair("A");
-  engine::SpeculativeDecoder decoder(gpu(), p.target, p.draft, kContext, 3, 64);
+  engine::Decoder decoder = chain_decoder(p.target, p.draft, kContext, 3, 64);
   const std::vector<int32_t>& first = p.golden.prompts[0].prompt_ids;
   engine::SpecStats stats;
   decoder.generate(first, options(true), stats);

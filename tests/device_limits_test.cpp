@@ -12,7 +12,8 @@
 
 #include "models/target.h"
 #include "runtime/engine/generate.h"
-#include "runtime/engine/target_runner.h"
+#include "support/target_runner.h"
+#include "support/decoding.h"
 #include "support/golden.h"
 #include "support/gpu_fixture.h"
 
@@ -35,13 +36,13 @@ TEST_F(DeviceLimits, KvCacheIsAllocatedPerLayer) {
   models::TargetModel model = models::load_target(gpu().ctx, asset("tiny-llama3"));
   Golden golden = load_golden(asset("tiny-llama3"));
   AllocationLimit limit(3u << 20);
-  engine::TargetRunner runner(gpu(), model, 2048, 16);
+  engine::Decoder runner = plain_decoder(model, 2048, 16);
   engine::GenerationOptions o;
   o.n_predict = 24;
   o.ignore_eos = true;
   for (size_t i : {size_t(0), size_t(7)}) {
     const GoldenPrompt& p = golden.prompts[i];
-    engine::GenerationResult r = engine::generate(runner, p.prompt_ids, o);
+    engine::GenerationResult r = testing::generate(runner, p.prompt_ids, o);
     EXPECT_EQ(r.tokens, std::vector<int32_t>(p.greedy_ids.begin(), p.greedy_ids.begin() + 24)) << "prompt " << i;
   }
 }

@@ -1,5 +1,5 @@
-// `eval --batch B` (continuous batching, engine::BatchDecoder) against --batch 1 (one
-// SpeculativeDecoder, one line after another): on both tiny pairs (B = 2 and 8, 3 and 8; 4 in
+// `eval --batch B` (continuous batching: B sequences in the slots of one engine::Decoder) against --batch 1 (one
+// sequence at a time, one line after another): on both tiny pairs (B = 2 and 8, 3 and 8; 4 in
 // the context-end and T > 0 cases), every record's tokens, acceptance counts, stop reasons and
 // reused prompt rows are the same, over more lines than slots (single prompts, chats and
 // two-turn conversations that continue in their slot), with sequences reaching the end of a

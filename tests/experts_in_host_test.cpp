@@ -13,7 +13,7 @@
 #include <eaglevk/eaglevk.hpp>
 
 #include "models/target.h"
-#include "runtime/engine/target_runner.h"
+#include "support/target_runner.h"
 #include "runtime/ops/gpu.h"
 #include "support/real_dims.h"
 
@@ -77,7 +77,7 @@ Outputs run_pair(const api::Runtime& rt, const std::shared_ptr<const api::Model>
   Outputs r;
   const std::vector<int32_t> ids = random_prompt(40, 7, m->tokenizer.bos_id(), 4000);
   {
-    engine::TargetRunner runner(*rt.device->gpu, *m->target, kContext, 64);
+    testing::TargetRunner runner(*rt.device->gpu, *m->target, kContext, 64);
     r.logits = last_logits(runner, ids, 16);
   }
   api::SessionParams p;

@@ -7,7 +7,8 @@
 // kernels bitwise in every vendor's configuration; this checks that the models fold the right
 // norm into the right product, and rotate and cache the right columns.
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -62,10 +63,10 @@ TEST_P(Folds, GiveTheTokensLogitsAndAcceptanceOfSeparateDispatches) {
   uint32_t dispatches[2] = {0, 0};
   for (bool fold : {false, true}) {
     FoldScope scope(c.fold, fold);
-    engine::TargetRunner runner(gpu(), p.target, kContext, 8);
-    plain[fold] = engine::generate(runner, prompt, o);
+    engine::Decoder runner = plain_decoder(p.target, kContext, 8);
+    plain[fold] = testing::generate(runner, prompt, o);
     dispatches[fold] = runner.recorder().dispatches();  // of a decode step
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, kContext, 3);
+    engine::Decoder spec = chain_decoder(p.target, p.draft, kContext, 3);
     engine::GenerationOptions greedy = o;
     greedy.logprobs = 0;
     spec_tokens[fold] = spec.generate(prompt, greedy, stats[fold]).tokens;

@@ -21,6 +21,8 @@
 #include "loader/quant.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/golden.h"
 #include "support/golden_check.h"
 #include "support/gpu_fixture.h"
@@ -68,7 +70,7 @@ std::vector<size_t> prefix_lengths(const std::vector<std::vector<int32_t>>& ours
 // The same counts without decoding: eaglevk's greedy output agrees with a token sequence for
 // its first n tokens exactly when, fed the prompt and that sequence in one prefill, its argmax
 // at each of those n positions is the sequence's next token.
-std::vector<size_t> forced_prefix_lengths(engine::TargetRunner& runner, const Golden& golden, const PeerRef& peer) {
+std::vector<size_t> forced_prefix_lengths(engine::Decoder& runner, const Golden& golden, const PeerRef& peer) {
   std::vector<size_t> same;
   for (size_t i = 0; i < golden.prompts.size() && i < peer.greedy.size(); ++i) {
     const std::vector<int32_t>& prompt = golden.prompts[i].prompt_ids;
@@ -78,7 +80,7 @@ std::vector<size_t> forced_prefix_lengths(engine::TargetRunner& runner, const Go
     o.n_predict = 1;
     o.ignore_eos = true;
     o.prompt_argmax = true;
-    engine::GenerationResult f = engine::generate(runner, forced, o);
+    engine::GenerationResult f = testing::generate(runner, forced, o);
     size_t n = 0;
     while (n < peer.greedy[i].size() && f.prompt_argmax[prompt.size() - 1 + n] == peer.greedy[i][n]) ++n;
     same.push_back(n);
@@ -202,7 +204,7 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   models::TargetModel model = models::load_target(gpu().ctx, file.string());
   models::TargetModel reference = models::load_target(gpu().ctx, reference_file.string());
   fs::remove_all(dir);
-  engine::TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
+  TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
   const Golden golden = load_golden(asset(pair));
   float worst_prefill = 0, worst_decode = 0;
   size_t same_argmax = 0;
@@ -231,15 +233,16 @@ TEST_P(GgufLowBit, KernelsDecodeLikeTheHostReference) {
   // ones: assets/gguf/low-bit.md). It rounds activations to 8 bits for these products, so only
   // agreement is reported, with the loose bound GgufQuantized uses.
   PeerRef peer = load_peer_ref(pair, stem);
+  engine::Decoder decoder = plain_decoder(model, 512, 128);
   std::vector<std::vector<std::pair<int32_t, float>>> top5;
   for (const GoldenPrompt& p : golden.prompts) {
     engine::GenerationOptions o;
     o.n_predict = 1;
     o.ignore_eos = true;
     o.top_logits = 5;
-    top5.push_back(engine::generate(runner, p.prompt_ids, o).prompt_top_logits);
+    top5.push_back(testing::generate(decoder, p.prompt_ids, o).prompt_top_logits);
   }
-  const std::vector<size_t> same = forced_prefix_lengths(runner, golden, peer);
+  const std::vector<size_t> same = forced_prefix_lengths(decoder, golden, peer);
   auto [identical, worst] = report_peer_agreement(same, top5, peer, stem + ".gguf");
   EXPECT_LT(worst, 0.1f);
   for (size_t i = 0; i < same.size(); ++i) EXPECT_GE(same[i], 1u) << stem << " prompt " << i;
@@ -275,14 +278,14 @@ TEST_P(GgufLlama4Defaults, FollowLlamaCppWithoutAConfig) {
   // No float golden exists for this behaviour; llama.cpp's own outputs are the reference.
   Golden as_llamacpp = load_golden(asset("tiny-llama4"));
   PeerRef peer = load_peer_ref("tiny-llama4", stem);
-  engine::TargetRunner runner(gpu(), model, 512, 128);
+  engine::Decoder runner = plain_decoder(model, 512, 128);
   std::vector<std::vector<std::pair<int32_t, float>>> top5;
   for (size_t i = 0; i < as_llamacpp.prompts.size(); ++i) {
     engine::GenerationOptions o;
     o.n_predict = 1;
     o.ignore_eos = true;
     o.top_logits = 5;
-    top5.push_back(engine::generate(runner, as_llamacpp.prompts[i].prompt_ids, o).prompt_top_logits);
+    top5.push_back(testing::generate(runner, as_llamacpp.prompts[i].prompt_ids, o).prompt_top_logits);
   }
   const std::vector<size_t> same = forced_prefix_lengths(runner, as_llamacpp, peer);
   // The first token decides itself from the prompt logits, where both agree closely.

@@ -9,7 +9,8 @@
 #include <eaglevk/error.h>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -29,8 +30,8 @@ TEST(Logprobs, MatchTheReferenceAndSpeculationEqualsPlain) {
     Pair& p = pair(name);
     for (size_t i = 0; i < 2; ++i) {
       const GoldenPrompt& g = p.golden.prompts[i];
-      engine::TargetRunner runner(gpu(), p.target, 512, 64);
-      const engine::GenerationResult plain = engine::generate(runner, g.prompt_ids, options(5));
+      engine::Decoder runner = plain_decoder(p.target, 512, 64);
+      const engine::GenerationResult plain = testing::generate(runner, g.prompt_ids, options(5));
       ASSERT_EQ(plain.logprobs.size(), plain.tokens.size());
       // The first step against the reference: the same top-5 ids, and log-probability
       // differences equal to the logit differences.
@@ -58,8 +59,8 @@ TEST(Logprobs, MatchTheReferenceAndSpeculationEqualsPlain) {
       tree.steps = 3;
       tree.topk = 2;
       tree.draft_tokens = 6;
-      engine::SpeculativeDecoder chain(gpu(), p.target, p.draft, 512, 3, 64), trees(gpu(), p.target, p.draft, 512, tree, 64);
-      for (engine::SpeculativeDecoder* spec : {&chain, &trees}) {
+      engine::Decoder chain = chain_decoder(p.target, p.draft, 512, 3, 64), trees = tree_decoder(p.target, p.draft, 512, tree, 64);
+      for (engine::Decoder* spec : {&chain, &trees}) {
         const char* kind = spec == &chain ? "chain" : "tree";
         engine::SpecStats stats;
         const engine::GenerationResult s = spec->generate(g.prompt_ids, options(5), stats);
@@ -78,10 +79,10 @@ TEST(Logprobs, MatchTheReferenceAndSpeculationEqualsPlain) {
 // At T > 0 the entry is the sampled token's, which need not be the most likely.
 TEST(Logprobs, SampledTokensCarryTheirOwn) {
   Pair& p = pair("A");
-  engine::TargetRunner runner(gpu(), p.target, 512, 64);
+  engine::Decoder runner = plain_decoder(p.target, 512, 64);
   engine::GenerationOptions o = options(3);
   o.sampling = {1.5f, 0, 1.0f, 7};
-  const engine::GenerationResult r = engine::generate(runner, p.golden.prompts[0].prompt_ids, o);
+  const engine::GenerationResult r = testing::generate(runner, p.golden.prompts[0].prompt_ids, o);
   size_t not_top = 0;
   for (size_t j = 0; j < r.tokens.size(); ++j) {
     const engine::TokenLogprobs& t = r.logprobs[j];

@@ -14,6 +14,7 @@
 #include "loader/safetensors.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
 #include "support/golden_check.h"
@@ -94,11 +95,11 @@ TEST(Llama4Golden, TextOnlyLayout) {
   std::ofstream(dir / "config.json") << config.dump();
   models::TargetModel model = models::load_target(gpu().ctx, dir);
   Golden golden = load_golden(asset("tiny-llama4"));
-  engine::TargetRunner runner(gpu(), model, 256, 64);
+  engine::Decoder runner = plain_decoder(model, 256, 64);
   engine::GenerationOptions o;
   o.n_predict = 16;
   o.ignore_eos = true;
-  auto r = engine::generate(runner, golden.prompts[0].prompt_ids, o);
+  auto r = testing::generate(runner, golden.prompts[0].prompt_ids, o);
   EXPECT_EQ(r.tokens, std::vector<int32_t>(golden.prompts[0].greedy_ids.begin(), golden.prompts[0].greedy_ids.begin() + 16));
   fs::remove_all(dir);
 }

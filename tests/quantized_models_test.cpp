@@ -16,6 +16,7 @@
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "support/quantized_checkpoint.h"
+#include "support/target_runner.h"
 #include "support/golden.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
@@ -73,7 +74,7 @@ TEST_P(QuantizedModels, KernelsDecodeLikeTheTestsReference) {
   }
   models::TargetModel model = models::load_target(gpu().ctx, files);
   models::TargetModel reference = models::load_target(gpu().ctx, (dir.path / "reference").string());
-  engine::TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
+  TargetRunner runner(gpu(), model, 512, 128), reference_runner(gpu(), reference, 512, 128);
   const Golden golden = load_golden(asset(c.pair));
   float worst_prefill = 0, worst_decode = 0;
   size_t same_argmax = 0, golden_argmax = 0;

@@ -27,7 +27,9 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/golden.h"
 #include "support/gpu_fixture.h"
 #include "support/process.h"
@@ -185,7 +187,7 @@ class Qwen3Reference : public GpuTest, public ::testing::WithParamInterface<bool
 
 TEST_P(Qwen3Reference, LastLogitsMatchTheFloatReference) {
   const bool tied = GetParam();
-  engine::TargetRunner runner(gpu(), target(tied), 128, 16);
+  TargetRunner runner(gpu(), target(tied), 128, 16);
   for (uint32_t n : {1u, 6u, 23u}) {  // one pass, and prefills of one and two passes of 16 rows
     SCOPED_TRACE(fmt::format("{} tokens", n));
     const std::vector<int32_t> ids = random_prompt(n, 100 + n, kBos, kVocab);
@@ -202,12 +204,12 @@ TEST_P(Qwen3Reference, LastLogitsMatchTheFloatReference) {
 // sequence follows the engine's choice, which the reference is then run on).
 TEST_P(Qwen3Reference, GreedyDecodingFollowsTheFloatReference) {
   const bool tied = GetParam();
-  engine::TargetRunner runner(gpu(), target(tied), 128, 16);
+  engine::Decoder runner = plain_decoder(target(tied), 128, 16);
   std::vector<int32_t> ids = random_prompt(7, 5, kBos, kVocab);
   engine::GenerationOptions o;
   o.n_predict = 12;
   o.ignore_eos = true;
-  const std::vector<int32_t> tokens = engine::generate(runner, ids, o).tokens;
+  const std::vector<int32_t> tokens = testing::generate(runner, ids, o).tokens;
   ASSERT_EQ(tokens.size(), 12u);
   size_t decided = 0;  // steps whose top two the reference tells apart
   for (size_t i = 0; i < tokens.size(); ++i) {
@@ -243,7 +245,7 @@ TEST_F(GpuTest, Qwen3GgufLoadsAndMatchesTheFolderBitForBit) {
     EXPECT_EQ(gguf.config().vocab_size, kVocab);
     EXPECT_EQ(gguf.parameters(), target(tied).parameters());
     const std::vector<int32_t> ids = random_prompt(9, 17, kBos, kVocab);
-    engine::TargetRunner from_gguf(gpu(), gguf, 64, 16), from_folder(gpu(), target(tied), 64, 16);
+    TargetRunner from_gguf(gpu(), gguf, 64, 16), from_folder(gpu(), target(tied), 64, 16);
     EXPECT_TRUE(bitwise_equal(last_logits(from_gguf, ids, 16), last_logits(from_folder, ids, 16)));
   }
 }
@@ -258,17 +260,17 @@ TEST_F(GpuTest, Qwen3Eagle3SpeculativeDecodingIsLossless) {
   engine::GenerationOptions o;
   o.n_predict = 20;
   o.ignore_eos = true;
-  engine::TargetRunner runner(gpu(), t, 256, 64);
-  const std::vector<int32_t> plain = engine::generate(runner, ids, o).tokens;
+  engine::Decoder runner = plain_decoder(t, 256, 64);
+  const std::vector<int32_t> plain = testing::generate(runner, ids, o).tokens;
   ASSERT_EQ(plain.size(), 20u);
   {
-    engine::SpeculativeDecoder spec(gpu(), t, draft, 256, 3, 64);
+    engine::Decoder spec = chain_decoder(t, draft, 256, 3, 64);
     engine::SpecStats stats;
     EXPECT_EQ(spec.generate(ids, o, stats).tokens, plain);
     EXPECT_GT(stats.num_drafts, 0u);
   }
   {
-    engine::SpeculativeDecoder tree(gpu(), t, draft, 256, engine::TreeParams{3, 2, 5}, 64);
+    engine::Decoder tree = tree_decoder(t, draft, 256, engine::TreeParams{3, 2, 5}, 64);
     engine::SpecStats stats;
     EXPECT_EQ(tree.generate(ids, o, stats).tokens, plain);
     EXPECT_GT(stats.num_drafts, 0u);
@@ -286,12 +288,12 @@ TEST_F(GpuTest, Qwen3FromTheCliWithAndWithoutTheDraft) {
   const nlohmann::json p = nlohmann::json::parse(plain.out), s = nlohmann::json::parse(spec.out);
   EXPECT_EQ(s.at("tokens"), p.at("tokens"));
   EXPECT_GT(s.at("stats").at("num_drafts").get<int>(), 0);
-  engine::TargetRunner runner(gpu(), target(false), 256, 64);
+  engine::Decoder runner = plain_decoder(target(false), 256, 64);
   engine::GenerationOptions o;
   o.n_predict = 12;
   o.ignore_eos = true;
   EXPECT_EQ(p.at("tokens").get<std::vector<int32_t>>(),
-            engine::generate(runner, p.at("prompt_tokens").get<std::vector<int32_t>>(), o).tokens);
+            testing::generate(runner, p.at("prompt_tokens").get<std::vector<int32_t>>(), o).tokens);
 }
 
 // A qwen3 GGUF file with its tokenizer (pre-tokenizer `qwen2`) runs from the CLI: digits are
@@ -309,11 +311,11 @@ TEST_F(GpuTest, Qwen3GgufWithItsTokenizerFromTheCli) {
     digits.insert(digits.end(), one.begin(), one.end());
   }
   EXPECT_NE(std::search(prompt.begin(), prompt.end(), digits.begin(), digits.end()), prompt.end());
-  engine::TargetRunner runner(gpu(), target(false), 256, 64);
+  engine::Decoder runner = plain_decoder(target(false), 256, 64);
   engine::GenerationOptions o;
   o.n_predict = 8;
   o.ignore_eos = true;
-  EXPECT_EQ(j.at("tokens").get<std::vector<int32_t>>(), engine::generate(runner, prompt, o).tokens);
+  EXPECT_EQ(j.at("tokens").get<std::vector<int32_t>>(), testing::generate(runner, prompt, o).tokens);
 }
 
 // Every family row's GGUF architecture is the one the loader's GGUF table opens as one of the

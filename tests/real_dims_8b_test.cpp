@@ -23,7 +23,9 @@
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/real_dims.h"
 #include "support/process.h"
@@ -81,7 +83,7 @@ TEST_F(GpuTest, Llama8BShapeLoadsFromShardsAndMatchesTheFloatReference) {
   EXPECT_EQ(target().parameters(), 1486901248u);  // 2 x 218.1M per layer + 2 x 525.3M embedding/head + norms
 
   const std::vector<int32_t> ids = prompt_ids(8, 7);
-  engine::TargetRunner runner(gpu(), target(), 64, 32);
+  TargetRunner runner(gpu(), target(), 64, 32);
   std::vector<float> got = last_logits(runner, ids, 32);
   std::vector<double> want = ref_llama3_last_logits(checkpoints().target, ids);
   ASSERT_EQ(got.size(), want.size());
@@ -108,15 +110,15 @@ TEST_F(GpuTest, Llama8BShapePrefillFoldsGridsPastTheWorkgroupLimitBitForBit) {
   const std::vector<int32_t> ids = prompt_ids(8, 11);
   auto prefill_and_step = [&](uint32_t workgroup_limit, std::vector<float>& prefill, std::vector<float>& step) {
     WorkgroupLimit limit(workgroup_limit);
-    engine::TargetRunner runner(gpu(), target(), 64, 32);
+    TargetRunner runner(gpu(), target(), 64, 32);
     prefill = last_logits(runner, ids, 32);
     const int32_t next = argmax(prefill);
-    engine::PassRequest req;
+    PassRequest req;
     req.ids = std::span<const int32_t>(&next, 1);
     req.start = uint32_t(ids.size());
     req.logits_from = 0;
     req.read_logits = true;
-    engine::PassOutput out;
+    PassOutput out;
     runner.run(req, out);
     step = out.logits;
   };
@@ -147,9 +149,9 @@ TEST_F(GpuTest, Llama8BShapeSpeculativeK3IsLosslessWithA32000TokenDraftVocabular
   engine::GenerationOptions o;
   o.n_predict = 4;
   o.ignore_eos = true;
-  engine::TargetRunner runner(gpu(), target(), 256, 64);
-  std::vector<int32_t> plain = engine::generate(runner, ids, o).tokens;
-  engine::SpeculativeDecoder spec(gpu(), target(), draft, 256, 3, 64);
+  engine::Decoder runner = plain_decoder(target(), 256, 64);
+  std::vector<int32_t> plain = testing::generate(runner, ids, o).tokens;
+  engine::Decoder spec = chain_decoder(target(), draft, 256, 3, 64);
   engine::SpecStats stats;
   EXPECT_EQ(spec.generate(ids, o, stats).tokens, plain);
   EXPECT_GT(stats.num_drafts, 0u);

@@ -19,7 +19,9 @@
 #include "models/target.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/real_dims.h"
 #include "support/synthetic.h"
@@ -80,9 +82,9 @@ TEST_F(GpuTest, ScoutShapeLoadsItsSplitExpertTensorsAndPrefillsInOnePass) {
   // 16 rows in one pass against passes of 8 (a 64-row pass alone took lavapipe over 10 minutes
   // beside another test).
   const std::vector<int32_t> ids = prompt_ids(16, 5);
-  engine::TargetRunner one(gpu(), target(), 128, 16);
+  TargetRunner one(gpu(), target(), 128, 16);
   std::vector<float> one_pass = last_logits(one, ids, 16);
-  engine::TargetRunner small(gpu(), target(), 128, 8);
+  TargetRunner small(gpu(), target(), 128, 8);
   std::vector<float> chunked = last_logits(small, ids, 8);
   ASSERT_EQ(one_pass.size(), 202048u);
   EXPECT_TRUE(all_close(one_pass, std::vector<double>(chunked.begin(), chunked.end()), 2e-3, 0));
@@ -111,10 +113,10 @@ TEST_F(GpuTest, ScoutShapeSpeculativeK3IsLosslessWithTheFull202048TokenDraftVoca
   engine::GenerationOptions o;
   o.n_predict = 3;
   o.ignore_eos = true;
-  engine::TargetRunner runner(gpu(), target(), 128, 32);
-  std::vector<int32_t> plain = engine::generate(runner, ids, o).tokens;
+  engine::Decoder runner = plain_decoder(target(), 128, 32);
+  std::vector<int32_t> plain = testing::generate(runner, ids, o).tokens;
   ASSERT_EQ(plain.size(), 3u);
-  engine::SpeculativeDecoder spec(gpu(), target(), draft, 128, 3, 32);
+  engine::Decoder spec = chain_decoder(target(), draft, 128, 3, 32);
   engine::SpecStats stats;
   EXPECT_EQ(spec.generate(ids, o, stats).tokens, plain);
   EXPECT_GT(stats.num_drafts, 0u);

@@ -4,12 +4,14 @@
 // logits bits, for greedy and sampled decoding on both tiny targets, across several
 // re-recordings (a span of 8 positions per recording instead of 512), and after something
 // else was recorded into the runner's recorder in between. Replayed chain and tree rounds
-// (SpeculativeDecoder::replay) are checked the same way: tokens, acceptance, logprob bits and
+// (Decoder::replay) are checked the same way: tokens, acceptance, logprob bits and
 // taps of recording every round, greedy, sampled (chains also with sampled drafts).
 #include <fmt/format.h>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -26,12 +28,12 @@ struct Decoded {
 
 Decoded decode(const models::TargetModel& target, const std::vector<int32_t>& prompt, bool replay,
                const engine::GenerationOptions& o) {
-  engine::TargetRunner runner(gpu(), target, kContext, 16);
+  engine::Decoder runner = plain_decoder(target, kContext, 16);
   runner.replay = replay;
   runner.replay_span = 8;
   Decoded d;
-  d.result = engine::generate(runner, prompt, o);
-  d.replayed = runner.replayed_passes();
+  d.result = testing::generate(runner, prompt, o);
+  d.replayed = runner.replayed_rounds();
   return d;
 }
 
@@ -79,11 +81,11 @@ TEST_P(Replay, RecordsAgainAfterAnotherRecording) {
   o.n_predict = 12;
   const std::vector<int32_t> expected = decode(p.target, prompt, false, o).result.tokens;
 
-  engine::TargetRunner runner(gpu(), p.target, kContext, 128);
+  TargetRunner runner(gpu(), p.target, kContext, 128);
   runner.replay_span = 8;
   std::vector<int32_t> tokens(prompt.begin(), prompt.end());
-  engine::PassOutput out;
-  engine::PassRequest prefill;
+  PassOutput out;
+  PassRequest prefill;
   prefill.ids = tokens;
   runner.run(prefill, out);
   vk::Buffer scratch(gpu().ctx, 256, vk::MemoryKind::Device, "scratch");
@@ -97,7 +99,7 @@ TEST_P(Replay, RecordsAgainAfterAnotherRecording) {
       rec.fill(vk::BufferRange(scratch), 0, "something else");
       rec.submit_and_wait();
     }
-    engine::PassRequest step;
+    PassRequest step;
     step.ids = std::span<const int32_t>(&tokens.back(), 1);
     step.start = uint32_t(tokens.size()) - 1;
     runner.run(step, out);
@@ -113,14 +115,14 @@ TEST_P(Replay, SampledStepsDrawAtTheirOwnPosition) {
   Pair& p = pair(GetParam());
   std::vector<int32_t> tokens = p.golden.prompts[2].prompt_ids;
   engine::SamplingParams sp = options(0.9f, 0).sampling;
-  engine::TargetRunner runner(gpu(), p.target, kContext, 128);
+  TargetRunner runner(gpu(), p.target, kContext, 128);
   runner.replay_span = 8;
   const uint32_t V = uint32_t(p.target.config().vocab_size);
   vk::Buffer logits(gpu().ctx, uint64_t(V) * 4, vk::MemoryKind::Device, "logits");
   vk::Buffer ids(gpu().ctx, 4, vk::MemoryKind::Device, "ids"), accept(gpu().ctx, 4, vk::MemoryKind::Device, "accept");
-  engine::PassOutput out;
+  PassOutput out;
   for (uint32_t i = 0; i < 20; ++i) {
-    engine::PassRequest req;
+    PassRequest req;
     req.ids = tokens;
     req.start = 0;
     if (i > 0) {
@@ -156,9 +158,8 @@ struct Speculated {
 // depends on how many drafts the round before accepted, so this meets every catch-up row count).
 Speculated speculate(Pair& p, const std::vector<int32_t>& prompt, bool replay, uint32_t span, bool draft_sampling,
                      bool taps, const engine::GenerationOptions& o, const engine::TreeParams& tree = {}) {
-  engine::SpeculativeDecoder decoder = tree.enabled()
-                                           ? engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, tree, 16)
-                                           : engine::SpeculativeDecoder(gpu(), p.target, p.draft, kContext, 3, 16);
+  engine::Decoder decoder = tree.enabled() ? tree_decoder(p.target, p.draft, kContext, tree, 16)
+                                           : chain_decoder(p.target, p.draft, kContext, 3, 16);
   decoder.replay = replay;
   decoder.replay_span = span;
   decoder.set_draft_sampling(draft_sampling);

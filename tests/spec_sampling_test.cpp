@@ -9,8 +9,10 @@
 #include <fmt/format.h>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/sampler.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 #include "support/sampling_reference.h"
@@ -26,10 +28,10 @@ TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
   const engine::SamplingParams params{0.8f, 8, 1.0f, 0};
   // The exact distribution of plain sampling's 2nd token: the 1st is drawn from the filtered
   // distribution at the prompt's end, the 2nd from the one after it.
-  engine::TargetRunner plain(gpu(), p.target, 64, 16);
+  TargetRunner plain(gpu(), p.target, 64, 16);
   const std::map<int32_t, double> second_token = plain_sampling_distributions(plain, prompt, params, 2)[1];
-  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, 3, 16), wrong(gpu(), p.target, p.draft, 64, 3, 16),
-      sampled(gpu(), p.target, p.draft, 64, 3, 16);
+  engine::Decoder spec = chain_decoder(p.target, p.draft, 64, 3, 16), wrong = chain_decoder(p.target, p.draft, 64, 3, 16),
+      sampled = chain_decoder(p.target, p.draft, 64, 3, 16);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
   sampled.set_draft_sampling(true);  // the second scheme: drafts drawn from q
   std::vector<int32_t> spec_at, wrong_at, sampled_at;
@@ -65,7 +67,7 @@ TEST_F(SpecSampling, VerifiedTokensFollowPlainSampling) {
 
 TEST_F(SpecSampling, SameSeedSameOutput) {
   Pair& p = pair("A");
-  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 256, 3, 64);
+  engine::Decoder spec = chain_decoder(p.target, p.draft, 256, 3, 64);
   engine::GenerationOptions o;
   o.n_predict = 24;
   o.ignore_eos = true;

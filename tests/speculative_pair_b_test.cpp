@@ -2,7 +2,8 @@
 // that taps the non-default layers 1, 3, 6 from its config. Lossless for k = 1, 3, 5 and
 // acceptance within 5% of golden.json's on the first 3 golden prompts (every one with
 // EAGLEVK_GOLDEN_ALL=1); the family default layers change acceptance and stay lossless.
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 

@@ -9,7 +9,9 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
 #include "support/pairs.h"
@@ -72,16 +74,16 @@ engine::GenerationOptions greedy(uint32_t n, std::vector<int32_t> eos = {}) {
 // An end-of-sequence token inside a run of accepted drafts stops output right after it, as
 // plain decoding does.
 TEST_F(PairA, EosInsideAcceptedDrafts) {
-  engine::TargetRunner runner(gpu(), *target, 512, 64);
+  engine::Decoder runner = plain_decoder(*target, 512, 64);
   for (size_t i : {0u, 9u}) {
     const auto& full = plain_tokens(i);
     for (size_t stop_at : {5u, 30u}) {
       std::vector<int32_t> eos = {full[stop_at]};
-      auto want = engine::generate(runner, golden->prompts[i].prompt_ids, greedy(64, eos)).tokens;
+      auto want = testing::generate(runner, golden->prompts[i].prompt_ids, greedy(64, eos)).tokens;
       ASSERT_LE(want.size(), stop_at + 1);
       EXPECT_EQ(want.back(), full[stop_at]);
       for (uint32_t k : {3u, 5u}) {
-        engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, k, 64);
+        engine::Decoder spec = chain_decoder(*target, *draft, 512, k, 64);
         engine::SpecStats stats;
         auto r = spec.generate(golden->prompts[i].prompt_ids, greedy(64, eos), stats);
         EXPECT_EQ(r.tokens, want) << "prompt " << i << " eos at " << stop_at << " k " << k;
@@ -93,7 +95,7 @@ TEST_F(PairA, EosInsideAcceptedDrafts) {
 
 // -n reached in the middle of a round: exactly n tokens, the plain ones.
 TEST_F(PairA, NPredictReachedMidRound) {
-  engine::SpeculativeDecoder spec(gpu(), *target, *draft, 512, 5, 64);
+  engine::Decoder spec = chain_decoder(*target, *draft, 512, 5, 64);
   for (uint32_t n : {1u, 2u, 4u, 7u, 11u}) {
     engine::SpecStats stats;
     auto r = spec.generate(golden->prompts[1].prompt_ids, greedy(n), stats);
@@ -109,9 +111,9 @@ TEST_F(PairA, ContextNearlyFull) {
   const auto& prompt = golden->prompts[4].prompt_ids;
   for (uint32_t room : {1u, 2u, 6u, 9u}) {
     uint32_t context = uint32_t(prompt.size()) + room;
-    engine::TargetRunner runner(gpu(), *target, context, 64);
-    auto want = engine::generate(runner, prompt, greedy(64));
-    engine::SpeculativeDecoder spec(gpu(), *target, *draft, context, 5, 64);
+    engine::Decoder runner = plain_decoder(*target, context, 64);
+    auto want = testing::generate(runner, prompt, greedy(64));
+    engine::Decoder spec = chain_decoder(*target, *draft, context, 5, 64);
     engine::SpecStats stats;
     auto got = spec.generate(prompt, greedy(64), stats);
     EXPECT_EQ(got.tokens, want.tokens) << "room " << room;
@@ -126,22 +128,22 @@ TEST_F(PairA, VerifyLogitsEqualDecodeLogitsBitwise) {
   const auto& prompt = golden->prompts[0].prompt_ids;
   const auto& next = plain_tokens(0);
   for (uint32_t k : {1u, 4u, 8u}) {
-    engine::TargetRunner runner(gpu(), *target, 256, 64);
-    engine::PassOutput out;
-    engine::PassRequest pre;
+    TargetRunner runner(gpu(), *target, 256, 64);
+    PassOutput out;
+    PassRequest pre;
     pre.ids = prompt;
     pre.logits_from = uint32_t(prompt.size());
     runner.run(pre, out);
     std::vector<float> decode;
     for (uint32_t j = 0; j <= k; ++j) {
-      engine::PassRequest step;
+      PassRequest step;
       step.ids = std::span<const int32_t>(&next[j], 1);
       step.start = uint32_t(prompt.size()) + j;
       step.read_logits = true;
       runner.run(step, out);
       decode.insert(decode.end(), out.logits.begin(), out.logits.end());
     }
-    engine::PassRequest verify;
+    PassRequest verify;
     verify.ids = std::span<const int32_t>(next.data(), k + 1);
     verify.start = uint32_t(prompt.size());
     verify.read_logits = true;

@@ -9,7 +9,9 @@
 #include <string>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/golden_check.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
@@ -44,16 +46,16 @@ TEST_P(SplitAttention, MatchesGoldenAndDraftingStaysLossless) {
   std::vector<float> unsplit_logprobs;
   {
     SplitScope off("0");
-    engine::TargetRunner runner(gpu(), p.target, kContext, 8);
-    for (const engine::TokenLogprobs& t : engine::generate(runner, prompt, o).logprobs)
+    engine::Decoder runner = plain_decoder(p.target, kContext, 8);
+    for (const engine::TokenLogprobs& t : testing::generate(runner, prompt, o).logprobs)
       unsplit_logprobs.push_back(t.logprob);
   }
   SplitScope split("64");
   expect_matches_golden(p.target, p.golden, 2e-3f, std::string("split 64, pair ") + GetParam());
 
-  engine::TargetRunner runner(gpu(), p.target, kContext, 8);
-  ASSERT_EQ(runner.state().split_keys, 64u);
-  const engine::GenerationResult plain = engine::generate(runner, prompt, o);
+  ASSERT_EQ(TargetRunner(gpu(), p.target, kContext, 8).state().split_keys, 64u);
+  engine::Decoder runner = plain_decoder(p.target, kContext, 8);
+  const engine::GenerationResult plain = testing::generate(runner, prompt, o);
   ASSERT_EQ(plain.tokens.size(), o.n_predict);
   // Positions past 64 merge two splits: other sums than the unsplit kernel's, so other bits
   // (this shows the split ran; the golden check above shows it is right).
@@ -64,15 +66,15 @@ TEST_P(SplitAttention, MatchesGoldenAndDraftingStaysLossless) {
   engine::GenerationOptions greedy = o;
   greedy.logprobs = 0;
   engine::SpecStats stats;
-  engine::SpeculativeDecoder chain(gpu(), p.target, p.draft, kContext, 3);
+  engine::Decoder chain = chain_decoder(p.target, p.draft, kContext, 3);
   EXPECT_EQ(chain.generate(prompt, greedy, stats).tokens, plain.tokens) << "chain, k = 3";
   EXPECT_GT(stats.num_accepted_tokens, 0u);
   engine::TreeParams tree;
   tree.steps = 3;
   tree.topk = 2;
   tree.draft_tokens = 6;
-  engine::SpeculativeDecoder tree_decoder(gpu(), p.target, p.draft, kContext, tree);
-  EXPECT_EQ(tree_decoder.generate(prompt, greedy, stats).tokens, plain.tokens) << "tree";
+  engine::Decoder trees = tree_decoder(p.target, p.draft, kContext, tree);
+  EXPECT_EQ(trees.generate(prompt, greedy, stats).tokens, plain.tokens) << "tree";
 }
 
 INSTANTIATE_TEST_SUITE_P(Pairs, SplitAttention, ::testing::Values("A", "B"));

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "runtime/engine/tree_auto.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/pairs.h"
 
@@ -118,7 +119,7 @@ TEST_F(GpuTest, TheTablePredictsTheFirstRoundOfEverySmallerTree) {
     for (size_t i : {0u, 9u}) {
       const auto& prompt = p.golden.prompts[i].prompt_ids;
       auto first_round = [&](const engine::TreeParams& shape) {
-        engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 256, shape, 64);
+        engine::Decoder spec = tree_decoder(p.target, p.draft, 256, shape, 64);
         std::vector<engine::TreeRound> rounds;
         spec.set_tree_observer([&](const engine::TreeRound& r) { rounds.push_back(r); });
         engine::SpecStats stats;

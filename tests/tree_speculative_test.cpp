@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
+#include "support/target_runner.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
 #include "support/pairs.h"
@@ -54,7 +56,7 @@ TEST_P(TreeGolden, EveryConfigurationMatchesTheReference) {
     ASSERT_EQ(tree.steps, params.at("depth").get<uint32_t>() + 1);
     ASSERT_EQ(tree.draft_tokens, params.at("total_tokens").get<uint32_t>());
     const std::string name = fmt::format("pair {} S{} K{} M{}", GetParam(), tree.steps, tree.topk, tree.draft_tokens);
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, tree, 64);
+    engine::Decoder spec = tree_decoder(p.target, p.draft, 512, tree, 64);
     std::vector<uint32_t> accepted_per_round;
     std::vector<engine::TreeRound> rounds;
     spec.set_tree_observer([&](const engine::TreeRound& r) {
@@ -127,8 +129,8 @@ class TreeTopOne : public GpuTest, public ::testing::WithParamInterface<std::str
 TEST_P(TreeTopOne, EqualsTheChain) {
   Pair& p = pair(GetParam());
   for (uint32_t k : {1u, 4u}) {
-    engine::SpeculativeDecoder chain(gpu(), p.target, p.draft, 512, k, 64);
-    engine::SpeculativeDecoder tree(gpu(), p.target, p.draft, 512, engine::TreeParams{k, 1, k + 1}, 64);
+    engine::Decoder chain = chain_decoder(p.target, p.draft, 512, k, 64);
+    engine::Decoder tree = tree_decoder(p.target, p.draft, 512, engine::TreeParams{k, 1, k + 1}, 64);
     for (size_t i = 0; i < 2; ++i) {
       engine::SpecStats cs, ts;
       auto c = chain.generate(p.golden.prompts[i].prompt_ids, greedy64(), cs);
@@ -158,15 +160,15 @@ const engine::TreeParams kSmallTree{4, 2, 6}, kWideTree{6, 4, 16};
 // decoding does; so does -n.
 TEST_F(GpuTest, TreeStopsInsideAnAcceptedPath) {
   Pair& p = pair("A");
-  engine::TargetRunner runner(gpu(), p.target, 512, 64);
+  engine::Decoder runner = plain_decoder(p.target, 512, 64);
   for (const engine::TreeParams& shape : {kSmallTree, kWideTree}) {
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64);
+    engine::Decoder spec = tree_decoder(p.target, p.draft, 512, shape, 64);
     uint64_t mid_path_stops = 0;
     for (size_t i : {0u}) {
       const auto& full = p.plain_tokens(i);
       for (size_t stop_at : {5u, 17u}) {
         std::vector<int32_t> eos = {full[stop_at]};
-        auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, greedy(64, eos)).tokens;
+        auto want = testing::generate(runner, p.golden.prompts[i].prompt_ids, greedy(64, eos)).tokens;
         engine::SpecStats stats;
         auto r = spec.generate(p.golden.prompts[i].prompt_ids, greedy(64, eos), stats);
         EXPECT_EQ(r.tokens, want) << "prompt " << i << " eos at " << stop_at;
@@ -192,9 +194,9 @@ TEST_F(GpuTest, TreeShrinksInANearlyFullContext) {
   const auto& prompt = p.golden.prompts[4].prompt_ids;
   for (uint32_t room : {1u, 5u, 20u}) {  // M = 16 larger than the room, and smaller
     const uint32_t context = uint32_t(prompt.size()) + room;
-    engine::TargetRunner runner(gpu(), p.target, context, 64);
-    auto want = engine::generate(runner, prompt, greedy(64));
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, context, kWideTree, 64);
+    engine::Decoder runner = plain_decoder(p.target, context, 64);
+    auto want = testing::generate(runner, prompt, greedy(64));
+    engine::Decoder spec = tree_decoder(p.target, p.draft, context, kWideTree, 64);
     engine::SpecStats stats;
     auto got = spec.generate(prompt, greedy(64), stats);
     EXPECT_EQ(got.tokens, want.tokens) << "room " << room;
@@ -210,11 +212,11 @@ TEST_F(GpuTest, TreeShrinksInANearlyFullContext) {
 // test). Greedy acceptance at T > 0 (a wrong rule) departs from it.
 TEST_F(GpuTest, TreeSamplingEqualsPlainSamplingWithTheSameSeed) {
   Pair& p = pair("A");
-  engine::TargetRunner runner(gpu(), p.target, 512, 64);
+  engine::Decoder runner = plain_decoder(p.target, 512, 64);
   const std::vector<engine::SamplingParams> settings = {{1.0f, 0, 1.0f, 11}, {0.7f, 40, 0.9f, 12}, {0.3f, 0, 1.0f, 13}};
   const engine::TreeParams& shape = kWideTree;
-  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, shape, 64),
-      wrong(gpu(), p.target, p.draft, 512, shape, 64);
+  engine::Decoder spec = tree_decoder(p.target, p.draft, 512, shape, 64),
+      wrong = tree_decoder(p.target, p.draft, 512, shape, 64);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
   uint64_t accepted = 0, wrong_differs = 0;
   const size_t i = 0;
@@ -223,7 +225,7 @@ TEST_F(GpuTest, TreeSamplingEqualsPlainSamplingWithTheSameSeed) {
     o.n_predict = 24;
     o.ignore_eos = true;
     o.sampling = sp;
-    auto want = engine::generate(runner, p.golden.prompts[i].prompt_ids, o).tokens;
+    auto want = testing::generate(runner, p.golden.prompts[i].prompt_ids, o).tokens;
     engine::SpecStats stats, wrong_stats;
     auto got = spec.generate(p.golden.prompts[i].prompt_ids, o, stats).tokens;
     EXPECT_EQ(got, want) << "S" << shape.steps << " K" << shape.topk << " M" << shape.draft_tokens << " prompt "
@@ -244,10 +246,10 @@ TEST_F(GpuTest, TreeSamplingPassesAChiSquareTestAgainstPlainSampling) {
   Pair& p = pair("A");
   const auto& prompt = p.golden.prompts[14].prompt_ids;  // 5 tokens: cheap prefills
   const engine::SamplingParams params{0.8f, 8, 1.0f, 0};
-  engine::TargetRunner runner(gpu(), p.target, 64, 16);
+  TargetRunner runner(gpu(), p.target, 64, 16);
   const std::vector<std::map<int32_t, double>> exact = plain_sampling_distributions(runner, prompt, params, 3);
-  engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 64, kSmallTree, 16),
-      wrong(gpu(), p.target, p.draft, 64, kSmallTree, 16);
+  engine::Decoder spec = tree_decoder(p.target, p.draft, 64, kSmallTree, 16),
+      wrong = tree_decoder(p.target, p.draft, 64, kSmallTree, 16);
   wrong.set_accept_rule(ops::AcceptRule::AcceptIfArgmax);
   std::vector<int32_t> tree_at[2], wrong_at[2];
   engine::SpecStats stats, wrong_stats;

@@ -14,7 +14,8 @@
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
+#include "support/decoding.h"
 #include "support/gpu_fixture.h"
 #include "support/golden.h"
 #include "support/image_features_check.h"
@@ -151,7 +152,7 @@ std::vector<PromptCase> prompt_cases(const VisionPair& p, bool with_images) {
 
 // Plain greedy decoding against the golden; returns eaglevk's tokens per prompt.
 std::vector<std::vector<int32_t>> check_plain(VisionPair& p, bool with_images) {
-  engine::TargetRunner runner(gpu(), p.target, 512, 64);
+  engine::Decoder runner = plain_decoder(p.target, 512, 64);
   std::vector<std::vector<int32_t>> tokens;
   size_t full = 0;
   float worst = 0;
@@ -166,7 +167,7 @@ std::vector<std::vector<int32_t>> check_plain(VisionPair& p, bool with_images) {
     o.top_logits = 5;
     o.prompt_argmax = true;
     if (with_images) o.images = &images;
-    engine::GenerationResult r = engine::generate(runner, c.ids, o);
+    engine::GenerationResult r = testing::generate(runner, c.ids, o);
     const auto top_ids = g["last_pos_top5"]["ids"].get<std::vector<int32_t>>();
     const auto top_logits = g["last_pos_top5"]["logits"].get<std::vector<float>>();
     const float tol = 2e-3f;
@@ -200,7 +201,7 @@ std::vector<std::vector<int32_t>> check_plain(VisionPair& p, bool with_images) {
 void check_speculative(VisionPair& p, bool with_images, const std::vector<std::vector<int32_t>>& plain) {
   const std::vector<PromptCase> cases = prompt_cases(p, with_images);
   for (uint32_t k : {1u, 3u}) {
-    engine::SpeculativeDecoder spec(gpu(), p.target, p.draft, 512, k, 64);
+    engine::Decoder spec = chain_decoder(p.target, p.draft, 512, k, 64);
     engine::SpecStats total;
     bool all_on_golden_path = true;
     for (size_t i = 0; i < cases.size(); ++i) {

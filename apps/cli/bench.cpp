@@ -22,7 +22,7 @@
 #include "runtime/engine/elapsed.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
@@ -146,7 +146,11 @@ int bench_command(const BenchArgs& a) {
     fmt::print("{}", a.output == "json" ? j.dump(2) + "\n" : concurrency_table(name, gpu->ctx.info.name, results));
     return 0;
   }
-  engine::TargetRunner runner(*gpu, target, context, max_rows);
+  // A plain decoder of prompt-sized prefill passes, a chain one and (with tree flags) a tree one.
+  auto make = [&](const models::Eagle3Model* with, uint32_t k, const engine::TreeParams& shape, uint32_t rows) {
+    return engine::make_decoder(*gpu, target, with, {.context = context, .k = k, .tree = shape, .max_rows = rows});
+  };
+  const std::unique_ptr<engine::Decoder> runner = make(nullptr, 0, {}, max_rows);
 
   const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
   if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {bos});
@@ -161,10 +165,10 @@ int bench_command(const BenchArgs& a) {
   Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}{}", a.n_gen, at), {}},
       spec{fmt::format("spec-tg{}{} k={}", a.n_gen, at, a.spec.k), {}},
       spec_tree{fmt::format("spec-tree-tg{}{} S={} K={} M={}", a.n_gen, at, tree.steps, tree.topk, tree.draft_tokens), {}};
-  std::unique_ptr<engine::SpeculativeDecoder> decoder, tree_decoder;
-  if (draft) decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, a.spec.k);
-  if (draft && tree.enabled())
-    tree_decoder = std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, tree);
+  std::unique_ptr<engine::Decoder> decoder, tree_decoder;
+  if (draft) decoder = make(draft, a.spec.k, {}, engine::kPrefillRows);
+  if (draft && tree.enabled()) tree_decoder = make(draft, 0, tree, engine::kPrefillRows);
+  engine::SpecStats plain_stats;  // plain decoding has none
   engine::SpecStats spec_stats, tree_stats;
   // Progress on stderr as each measurement finishes: a large model's repetitions take minutes.
   auto report = [&](uint32_t rep, const std::string& test, double tps) {
@@ -178,7 +182,7 @@ int bench_command(const BenchArgs& a) {
     if (a.n_prompt) {
       engine::GenerationOptions o;
       o.n_predict = 1;
-      auto r = engine::generate(runner, prompt, o);
+      auto r = runner->generate(prompt, o, plain_stats);
       if (rep) pp.tps.push_back(a.n_prompt / r.prefill_seconds);
       report(rep, pp.test, a.n_prompt / r.prefill_seconds);
     }
@@ -187,7 +191,7 @@ int bench_command(const BenchArgs& a) {
       o.n_predict = a.n_gen + 1;  // the first token comes from the 1-token prefill
       o.ignore_eos = true;
       const std::vector<int32_t>& start = context_tokens;
-      auto r = engine::generate(runner, start, o);
+      auto r = runner->generate(start, o, plain_stats);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
       report(rep, tg.test, a.n_gen / r.decode_seconds);
       if (decoder) {
@@ -226,13 +230,13 @@ int bench_command(const BenchArgs& a) {
     o.ignore_eos = true;
     o.reuse_prefix = true;
     {
-      engine::TargetRunner profiled_runner(*gpu, target, context, max_rows);
-      engine::generate(profiled_runner, context_tokens, prefill);
+      const std::unique_ptr<engine::Decoder> profiled_runner = make(nullptr, 0, {}, max_rows);
+      profiled_runner->generate(context_tokens, prefill, plain_stats);
       vk::profile_reset();
-      auto r = engine::generate(profiled_runner, context_tokens, o);
+      auto r = profiled_runner->generate(context_tokens, o, plain_stats);
       profiled.push_back({tg.test, r.tokens.size(), 0, vk::profile_summary()});
     }
-    auto profile_rounds = [&](engine::SpeculativeDecoder& decoder, const std::string& test) {
+    auto profile_rounds = [&](engine::Decoder& decoder, const std::string& test) {
       engine::SpecStats stats;
       decoder.generate(context_tokens, prefill, stats);
       stats = {};
@@ -241,12 +245,10 @@ int bench_command(const BenchArgs& a) {
       profiled.push_back({test, r.tokens.size(), stats.num_drafts, vk::profile_summary()});
     };
     if (draft) {
-      engine::SpeculativeDecoder chain(*gpu, target, *draft, context, a.spec.k);
-      profile_rounds(chain, spec.test);
+      profile_rounds(*make(draft, a.spec.k, {}, engine::kPrefillRows), spec.test);
     }
     if (tree_decoder) {
-      engine::SpeculativeDecoder tree_rounds(*gpu, target, *draft, context, tree);
-      profile_rounds(tree_rounds, spec_tree.test);
+      profile_rounds(*make(draft, 0, tree, engine::kPrefillRows), spec_tree.test);
     }
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();

@@ -29,7 +29,7 @@
 #include "loader/input_path.h"
 #include "loader/output_file.h"
 #include "runtime/engine/elapsed.h"
-#include "runtime/engine/speculative_batch.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/stop_text.h"
 #include "runtime/vk/profile.h"
 
@@ -223,8 +223,9 @@ int eval_command(const EvalArgs& a) {
   const api::Model& m = *loaded;
   models::Eagle3Model& draft = *m.draft;
   const std::vector<uint32_t> configured = draft.aux_layers;
-  std::unique_ptr<engine::TargetRunner> plain;
-  if (a.baseline) plain = std::make_unique<engine::TargetRunner>(*gpu, *m.target, context, engine::kPrefillRows);
+  std::unique_ptr<engine::Decoder> plain;
+  if (a.baseline)
+    plain = engine::make_decoder(*gpu, *m.target, nullptr, {.context = context, .max_rows = engine::kPrefillRows});
 
   if (tree.enabled() && a.spec.auto_tokens()) {
     // Calibrated on the first prompts of the dataset (their first turn).

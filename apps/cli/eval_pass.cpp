@@ -13,8 +13,8 @@
 #include <eaglevk/error.h>
 
 #include "runtime/engine/elapsed.h"
-#include "runtime/engine/speculative.h"
-#include "runtime/engine/speculative_batch.h"
+#include "runtime/engine/decoder.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/stop_text.h"
 
 namespace eaglevk::cli {
@@ -142,7 +142,7 @@ void add_generation(const EvalSetup& e, PromptResult& r, engine::GenerationResul
 // Evaluates one dataset line: each of its generations, speculative and (with a plain runner)
 // plain. A multi-turn line asks each turn after the model's own answer to the one before, in
 // one conversation whose KV caches are kept from turn to turn.
-PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec, engine::TargetRunner* plain, size_t i) {
+PromptResult evaluate_item(const EvalSetup& e, engine::Decoder& spec, engine::Decoder* plain, size_t i) {
   const EvalArgs& a = e.args;
   const api::Model& m = e.m;
   const loader::DatasetItem& item = e.data.items[i];
@@ -170,7 +170,8 @@ PromptResult evaluate_item(const EvalSetup& e, engine::SpeculativeDecoder& spec,
     auto out = spec.generate(ids, options, stats, watch.callback());
     if (plain) {
       StopWatch plain_watch{m.tokenizer, a.stop, std::nullopt};
-      auto base = engine::generate(*plain, ids, options, plain_watch.callback());
+      engine::SpecStats plain_stats;
+      auto base = plain->generate(ids, options, plain_stats, plain_watch.callback());
       r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
       r.baseline_tokens += base.tokens.size();
       r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
@@ -196,8 +197,10 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
                                            const std::vector<size_t>& pending,
                                            const std::function<void(const PromptResult&)>& on_done) {
   const EvalArgs& a = e.args;
-  engine::BatchDecoder batch(e.gpu, *e.m.target, draft, e.context, a.spec.k, e.batch);
-  batch.set_draft_sampling(e.draft_sampling);
+  const std::unique_ptr<engine::Decoder> decoder =
+      engine::make_decoder(e.gpu, *e.m.target, &draft, {.context = e.context, .batch = e.batch, .k = a.spec.k},
+                           !e.draft_sampling);
+  engine::Decoder& batch = *decoder;
   std::vector<std::optional<LineInFlight>> lines(e.batch);
   std::map<size_t, PromptResult> done;
   size_t next = 0;
@@ -261,7 +264,7 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
 
 }  // namespace
 
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
+EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::Decoder* plain,
                   ResumeFile* resume) {
   std::vector<size_t> mine;
   for (size_t i = 0; i < e.count; ++i)
@@ -289,10 +292,10 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
   if (e.batch > 1) {
     fresh = evaluate_batched(e, draft, pending, on_done);
   } else {
-    engine::SpeculativeDecoder spec =
-        e.tree.enabled() ? engine::SpeculativeDecoder(e.gpu, *e.m.target, draft, e.context, e.tree)
-                         : engine::SpeculativeDecoder(e.gpu, *e.m.target, draft, e.context, e.args.spec.k);
-    spec.set_draft_sampling(e.draft_sampling);
+    const engine::DecoderConfig config{.context = e.context, .k = e.tree.enabled() ? 0 : e.args.spec.k, .tree = e.tree};
+    const std::unique_ptr<engine::Decoder> decoder =
+        engine::make_decoder(e.gpu, *e.m.target, &draft, config, !e.draft_sampling);
+    engine::Decoder& spec = *decoder;
     for (size_t i : pending) {
       fresh.push_back(evaluate_item(e, spec, plain, i));
       on_done(fresh.back());

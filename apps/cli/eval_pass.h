@@ -1,7 +1,7 @@
 #pragma once
 // One evaluation pass of `eaglevk eval` over a dataset (this shard of it) with one draft: the
 // lines' prompts (single prompts, chats, multi-turn conversations, images), one line after
-// another on a SpeculativeDecoder or B at a time on a BatchDecoder (continuous batching), with
+// another on one decoder, or B at a time in its slots (continuous batching), with
 // progress, stop strings, the plain baseline and the resume file. eval.cpp has the command.
 #include <optional>
 #include <string>
@@ -17,6 +17,7 @@
 #include "loader/chat_messages.h"
 #include "loader/dataset.h"
 #include "models/eagle3.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/prompt_images.h"
 #include "runtime/engine/spec_stats.h"
@@ -73,7 +74,7 @@ std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, con
 // Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending
 // each to it as it finishes; records come back in dataset order, the resumed ones included.
 // `plain` (with --baseline) also decodes each line plainly.
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::TargetRunner* plain,
+EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::Decoder* plain,
                   ResumeFile* resume);
 
 }  // namespace eaglevk::cli

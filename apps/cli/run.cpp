@@ -23,7 +23,7 @@
 #include "loader/safetensors.h"
 #include "loader/text_file.h"
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/stop_text.h"
 #include "runtime/vk/profile.h"
 
@@ -174,23 +174,17 @@ int run_command(const RunArgs& a) {
   o.logprobs = a.logprobs;
   if (prepared.images) o.images = &*prepared.images;
 
-  // The decoder (or the plain runner) lives across the turns of --interactive, whose next
-  // turns continue its KV caches.
-  std::unique_ptr<engine::SpeculativeDecoder> spec;
-  std::unique_ptr<engine::TargetRunner> runner;
+  // The decoder lives across the turns of --interactive, whose next turns continue its KV
+  // caches. At T > 0 chain drafts are drawn from the draft's distribution unless
+  // --greedy-drafts: it accepts more (both keep the target's distribution).
   TapDump dump;
-  if (draft) {
-    spec = tree.enabled() ? std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, tree, kMaxRows)
-                          : std::make_unique<engine::SpeculativeDecoder>(*gpu, target, *draft, context, a.spec.k, kMaxRows);
-    // At T > 0 chain drafts are drawn from the draft's distribution unless --greedy-drafts:
-    // it accepts more (both keep the target's distribution).
-    spec->set_draft_sampling(engine::draws_drafts(sampling, tree.enabled(), a.greedy_drafts));
-    if (!a.dump_taps.empty()) spec->set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
-  } else {
-    // Built only without a draft: the speculative decoder has its own target state, and a
-    // second KV cache would double the memory a long context takes.
-    runner = std::make_unique<engine::TargetRunner>(*gpu, target, context, kMaxRows);
-  }
+  engine::DecoderConfig config;
+  config.context = context;
+  config.max_rows = kMaxRows;
+  config.k = tree.enabled() ? 0 : a.spec.k;
+  config.tree = tree;
+  const std::unique_ptr<engine::Decoder> decoder = engine::make_decoder(*gpu, target, draft, config, a.greedy_drafts);
+  if (draft && !a.dump_taps.empty()) decoder->set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
 
   engine::GenerationResult r;
   engine::SpecStats stats;
@@ -214,7 +208,7 @@ int run_command(const RunArgs& a) {
     engine::GenerationOptions turn = o;
     turn.reuse_prefix = reuse;
     stats = {};
-    r = spec ? spec->generate(ids, turn, stats, stream) : engine::generate(*runner, ids, turn, stream);
+    r = decoder->generate(ids, turn, stats, stream);
     emit(generated_text.finish());
     const char* reason = engine::stop_reason(r, generated_text.stopped());
     double prefill_tps = r.prefill_seconds > 0 ? (r.prompt.size() - r.reused_tokens) / r.prefill_seconds : 0;

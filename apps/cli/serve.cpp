@@ -16,7 +16,7 @@
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
 #include "loader/input_path.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 
 namespace eaglevk::cli {
 namespace {

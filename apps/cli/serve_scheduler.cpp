@@ -25,8 +25,8 @@ HttpError error_of(const api::ApiError& e) {
 }
 
 // Streams each token's text into the job's round (published after the round); false ends the
-// sequence when its client went away or its time is up (checked here too because a batch
-// without a draft decodes a sequence whole inside start()).
+// sequence when its client went away or its time is up (checked here too, so that a request
+// stops at its next token, not only between rounds).
 api::PieceCallback collect_into(Job* job) {
   return [job](int32_t token, std::string_view piece) {
     job->round_text += piece;

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 
 namespace eaglevk::cli {
 

@@ -1,4 +1,4 @@
-// The facade's batch session: several sequences of one model in one batch decoder, each with
+// The facade's batch session: several sequences of one model in the engine's decoder, each with
 // its own streamed text, stop strings and result; sequences join and leave between rounds.
 #include <algorithm>
 #include <optional>
@@ -9,8 +9,7 @@
 #include "models/target.h"
 #include "runtime/api/errors.h"
 #include "runtime/api/sequence_text.h"
-#include "runtime/engine/speculative.h"
-#include "runtime/engine/speculative_batch.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::api {
@@ -28,13 +27,13 @@ std::string batch_memory_problem(const engine::MemoryPlan& memory, uint32_t sequ
 }
 
 struct BatchSession::State {
-  // With a draft and k > 0 every sequence runs in the batch decoder's rounds. Without, until the
-  // decoder decodes plainly, a plain Session generates each sequence whole when it starts.
-  std::unique_ptr<engine::BatchDecoder> decoder;
+  // Every sequence runs in the decoder's rounds: chain speculation with a draft and k > 0,
+  // plain decoding (one row a sequence) otherwise.
+  std::unique_ptr<engine::Decoder> decoder;
   struct Sequence {
     SequenceParams params;
     std::unique_ptr<SequenceText> text;
-    GenerateOutput out;     // a plain sequence's whole output
+    GenerateOutput out;
     bool finished = false;  // no more rounds
     bool reported = false;  // step() has returned it
     bool cancelled = false;
@@ -88,8 +87,8 @@ BatchSession::BatchSession(std::shared_ptr<const Model> model, const BatchParams
   if (std::string problem = batch_memory_problem(model_->memory, params_.sequences, context_); !problem.empty())
     throw ApiError(ErrorKind::Device, problem, Setting::Batch);
   state_->sequences.resize(params_.sequences);
-  if (!model_->draft || params_.k == 0) return;
-  if (params_.k > engine::kMaxChainDraftTokens || params_.k + 1 >= context_)
+  const bool speculate = model_->draft && params_.k > 0;
+  if (speculate && (params_.k > engine::kMaxChainDraftTokens || params_.k + 1 >= context_))
     throw ApiError(ErrorKind::InvalidArgument,
                    fmt::format("{} draft tokens per round: 1..{}, and fewer than the context of {} tokens", params_.k,
                                engine::kMaxChainDraftTokens, context_),
@@ -97,16 +96,18 @@ BatchSession::BatchSession(std::shared_ptr<const Model> model, const BatchParams
   Device& device = *model_->device;
   std::lock_guard lock(device.queue_mutex);
   within(ErrorKind::Device, [&] {
-    state_->decoder = std::make_unique<engine::BatchDecoder>(*device.gpu, *model_->target, *model_->draft, context_,
-                                                             params_.k, params_.sequences);
-    // Sequences bring their own temperatures: the decoder applies the scheme at T > 0 only.
-    state_->decoder->set_draft_sampling(engine::draws_drafts({1.0f}, /*tree=*/false, params_.greedy_drafts));
+    engine::DecoderConfig config;
+    config.context = context_;
+    config.batch = params_.sequences;
+    config.k = speculate ? params_.k : 0;
+    state_->decoder = engine::make_decoder(*device.gpu, *model_->target, speculate ? model_->draft.get() : nullptr,
+                                           config, params_.greedy_drafts);
   });
 }
 
 BatchSession::~BatchSession() = default;
 
-bool BatchSession::speculative() const { return state_->decoder != nullptr; }
+bool BatchSession::speculative() const { return state_->decoder->speculative(); }
 
 bool BatchSession::can_start(const SequenceParams& params) const {
   const auto& seqs = state_->sequences;
@@ -137,22 +138,6 @@ uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequencePara
   State::Sequence& seq = free->emplace();
   seq.params = params;
   try {
-    if (!st.decoder) {
-      // The whole sequence now, through a plain session of these settings.
-      SessionParams p;
-      p.context = context_;
-      p.k = 0;
-      p.sampling = params.sampling;
-      p.max_new_tokens = params.max_new_tokens;
-      p.ignore_eos = params.ignore_eos;
-      p.stop = params.stop;
-      p.logprobs = params.logprobs;
-      seq.out = Session(model_, p).generate(prompt, [&seq, &on_piece](int32_t token, std::string_view piece) {
-        return (!on_piece || on_piece(token, piece)) && !seq.cancelled;
-      });
-      seq.finished = true;
-      return id;
-    }
     seq.text = std::make_unique<SequenceText>(model_->tokenizer, params.stop, std::move(on_piece));
     engine::GenerationOptions o;
     o.n_predict = params.max_new_tokens;
@@ -178,7 +163,7 @@ uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequencePara
 std::vector<uint32_t> BatchSession::step() {
   State& st = *state_;
   st.check_usable();
-  if (st.decoder && st.decoder->any_running()) {
+  if (st.decoder->any_running()) {
     std::lock_guard lock(model_->device->queue_mutex);
     try {
       decoding([&] { st.decoder->round(); });
@@ -191,7 +176,7 @@ std::vector<uint32_t> BatchSession::step() {
   for (uint32_t id = 0; id < st.sequences.size(); ++id) {
     auto& s = st.sequences[id];
     if (!s || s->reported) continue;
-    if (st.decoder && st.decoder->finished(id) && !s->finished) {
+    if (st.decoder->finished(id) && !s->finished) {
       s->finished = true;
       s->text->finish();  // the held-back bytes, before the caller hears it finished
     }
@@ -211,7 +196,7 @@ bool BatchSession::finished(uint32_t id) const { return state_->sequence(id).rep
 
 size_t BatchSession::output_tokens(uint32_t id) const {
   const State::Sequence& s = state_->sequence(id);
-  return state_->decoder ? s.emitted : s.out.tokens.size();
+  return s.emitted;
 }
 
 GenerateOutput BatchSession::take(uint32_t id) {
@@ -219,7 +204,7 @@ GenerateOutput BatchSession::take(uint32_t id) {
   State::Sequence& s = st.sequence(id);
   if (!s.reported) fail_as(ErrorKind::InvalidArgument, "sequence {} has not finished (step() reports it when it has)", id);
   GenerateOutput out = std::move(s.out);
-  if (st.decoder) {
+  {
     engine::GenerationResult r;
     within(ErrorKind::Internal, [&] { r = st.decoder->take(id, out.stats); });
     out.tokens = std::move(r.tokens);

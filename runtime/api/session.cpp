@@ -1,5 +1,5 @@
-// The facade's session: one sequence's device state and the generation loop around it, plain
-// (engine::generate on a TargetRunner) or speculative (engine::SpeculativeDecoder).
+// The facade's session: one sequence's device state (an engine::Decoder, plain or speculative)
+// and the generation loop around it.
 #include <algorithm>
 #include <cmath>
 
@@ -11,9 +11,8 @@
 #include "runtime/api/sequence_text.h"
 #include "runtime/engine/generate.h"
 #include "runtime/engine/prompt_images.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/stop_text.h"
-#include "runtime/engine/target_runner.h"
 #include "runtime/ops/gpu.h"
 
 namespace eaglevk::api {
@@ -52,20 +51,21 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   Device& device = *model_->device;
   std::lock_guard lock(device.queue_mutex);
   within(ErrorKind::Device, [&] {
-    if (speculate)
-      spec_ = params_.tree.enabled()
-                  ? std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft,
-                                                                 context_, params_.tree, kMaxRows)
-                  : std::make_unique<engine::SpeculativeDecoder>(*device.gpu, *model_->target, *model_->draft,
-                                                                 context_, params_.k, kMaxRows);
-    else
-      runner_ = std::make_unique<engine::TargetRunner>(*device.gpu, *model_->target, context_, kMaxRows);
-    if (spec_)
-      spec_->set_draft_sampling(engine::draws_drafts(params_.sampling, params_.tree.enabled(), params_.greedy_drafts));
+    engine::DecoderConfig config;
+    config.context = context_;
+    config.max_rows = kMaxRows;
+    if (speculate) {
+      config.k = params_.tree.enabled() ? 0 : params_.k;
+      config.tree = params_.tree;
+    }
+    decoder_ = engine::make_decoder(*device.gpu, *model_->target, speculate ? model_->draft.get() : nullptr, config,
+                                    params_.greedy_drafts);
   });
 }
 
 Session::~Session() = default;
+
+bool Session::speculative() const { return decoder_->speculative(); }
 
 GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece,
                                  std::span<const loader::RgbImage> images) {
@@ -125,8 +125,7 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
     std::lock_guard lock(model_->device->queue_mutex);
     within(ErrorKind::Device, [&] {
       try {
-        r = spec_ ? spec_->generate(std::move(ids), o, out.stats, stream)
-                  : engine::generate(*runner_, std::move(ids), o, stream);
+        r = decoder_->generate(std::move(ids), o, out.stats, stream);
       } catch (const engine::NonFiniteLogits& e) {
         throw ApiError(ErrorKind::Model, e.what());  // the model's numbers, not the device
       }

@@ -1,5 +1,5 @@
 #pragma once
-// Plain autoregressive generation on a target: prefill in chunks, then one pass per token.
+// What a generation is asked for and what it returns, for every decoding mode (decoder.h).
 #include <cstdint>
 #include <functional>
 #include <utility>
@@ -7,7 +7,6 @@
 
 #include "runtime/engine/prompt_images.h"
 #include "runtime/engine/sampler.h"
-#include "runtime/engine/target_runner.h"
 
 namespace eaglevk::engine {
 
@@ -26,7 +25,7 @@ struct GenerationOptions {
   uint32_t top_logits = 0;      // report the k largest logits at the last prompt position
   bool prompt_argmax = false;   // report the argmax at every prompt position
   const PromptImages* images = nullptr;  // image features of the prompt's <|patch|> tokens
-  // Continue from the KV caches of the previous generation on the same runner or decoder:
+  // Continue from the KV caches of the previous generation in the same decoder slot:
   // positions whose tokens equal the previous prompt and output are not computed again (a
   // chat's next turn prefills only what is new). Off: every generation is a new sequence.
   // Ignored with images or the prompt argmax report.
@@ -59,15 +58,12 @@ using TokenCallback = std::function<bool(int32_t)>;
 // Refuses a prompt that cannot run: empty, as long as the context or longer, a token id
 // outside the vocabulary (the embedding shader would skip the row and leave stale memory as
 // its hidden state), options that do not go together, images that do not fit the prompt.
-// Plain and speculative generation both call it before anything is recorded.
+// The decoder calls it before anything is recorded.
 void check_prompt(const std::vector<int32_t>& prompt, uint32_t context, int32_t vocab, const GenerationOptions& options);
 
 // How many leading positions of `prompt` can keep the KV rows computed for `cached` (the
 // tokens of the rows a runner holds): the common prefix, less one so that at least the
 // prompt's last position runs and gives the next token's logits.
 uint32_t reusable_prefix(const std::vector<int32_t>& prompt, const std::vector<int32_t>& cached);
-
-GenerationResult generate(TargetRunner& runner, std::vector<int32_t> prompt, const GenerationOptions& options,
-                          const TokenCallback& on_token = {});
 
 }  // namespace eaglevk::engine

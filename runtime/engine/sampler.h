@@ -32,8 +32,9 @@ void check_sampling(const SamplingParams& p);
 // the draft's own distribution (accepted with min(1, p/q)) unless the caller asks for greedy
 // drafts; a tree's children are the draft's top-K, never drawn; at temperature 0 drafts are
 // the draft's argmax.
+inline bool draws_drafts(bool tree, bool greedy_drafts) { return !tree && !greedy_drafts; }
 inline bool draws_drafts(const SamplingParams& sampling, bool tree, bool greedy_drafts) {
-  return !sampling.greedy() && !tree && !greedy_drafts;
+  return !sampling.greedy() && draws_drafts(tree, greedy_drafts);
 }
 
 // The most alternatives a generated token's log-probability report may list (the OpenAI API's

@@ -186,7 +186,9 @@ AutoChoice auto_tree_shape(ops::Gpu& gpu, const models::TargetModel& target, con
   std::vector<AcceptanceTable> tables;
   for (uint32_t k : topks) {
     const TreeParams shape = calibration_shape(k);
-    SpeculativeDecoder spec(gpu, target, draft, context, shape, ops::kTreeMaxNodes);
+    const std::unique_ptr<Decoder> decoder =
+        make_decoder(gpu, target, &draft, {.context = context, .tree = shape, .max_rows = ops::kTreeMaxNodes});
+    Decoder& spec = *decoder;
     if (!cached && k == topks.back()) {
       // A fresh decoder: its caches are scratch until the first generation.
       for (uint32_t rows : kVerifyRows)

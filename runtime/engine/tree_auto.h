@@ -15,7 +15,7 @@
 
 #include "models/eagle3.h"
 #include "models/target.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "runtime/engine/tree_params.h"
 #include "runtime/ops/gpu.h"
 

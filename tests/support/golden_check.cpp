@@ -1,3 +1,4 @@
+#include "support/decoding.h"
 #include "support/golden_check.h"
 
 #include <cmath>
@@ -13,7 +14,7 @@ namespace eaglevk::testing {
 GoldenSummary expect_matches_golden(const models::TargetModel& model, const Golden& golden, float tolerance,
                                     const std::string& label, float tie_margin) {
   if (tie_margin <= 0) tie_margin = tolerance;
-  engine::TargetRunner runner(gpu(), model, 512, 64);
+  engine::Decoder runner = plain_decoder(model, 512, 64);
   GoldenSummary s;
   const size_t decoded = golden_prompts_to_decode(2, golden.prompts.size());
   for (const GoldenPrompt& p : golden.prompts) {
@@ -23,7 +24,7 @@ GoldenSummary expect_matches_golden(const models::TargetModel& model, const Gold
     o.ignore_eos = true;
     o.top_logits = 5;
     o.prompt_argmax = true;
-    engine::GenerationResult r = engine::generate(runner, p.prompt_ids, o);
+    engine::GenerationResult r = testing::generate(runner, p.prompt_ids, o);
     ++s.prompts;
     if (decode) s.greedy.push_back(r.tokens);
     s.top5.push_back(r.prompt_top_logits);

@@ -1,3 +1,4 @@
+#include "support/decoding.h"
 #include "support/pairs.h"
 
 #include <algorithm>
@@ -6,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/engine/generate.h"
-#include "runtime/engine/speculative.h"
+#include "runtime/engine/decoder.h"
 #include "support/gpu_fixture.h"
 
 namespace eaglevk::testing {
@@ -14,11 +15,11 @@ namespace eaglevk::testing {
 const std::vector<int32_t>& Pair::plain_tokens(size_t i) {
   if (plain.size() != golden.prompts.size()) plain.resize(golden.prompts.size());
   if (plain[i].empty()) {
-    engine::TargetRunner runner(gpu(), target, 512, 64);
+    engine::Decoder runner = plain_decoder(target, 512, 64);
     engine::GenerationOptions o;
     o.n_predict = 64;
     o.ignore_eos = true;
-    plain[i] = engine::generate(runner, golden.prompts[i].prompt_ids, o).tokens;
+    plain[i] = testing::generate(runner, golden.prompts[i].prompt_ids, o).tokens;
   }
   return plain[i];
 }
@@ -38,7 +39,7 @@ Pair& pair(const std::string& name) {
 }
 
 engine::SpecStats expect_lossless(Pair& p, const models::Eagle3Model& draft, uint32_t k, size_t prompts) {
-  engine::SpeculativeDecoder spec(gpu(), p.target, draft, 512, k, 64);
+  engine::Decoder spec = chain_decoder(p.target, draft, 512, k, 64);
   engine::SpecStats total;
   for (size_t i = 0; i < p.golden.prompts.size() && i < prompts; ++i) {
     engine::GenerationOptions o;

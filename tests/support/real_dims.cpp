@@ -1,4 +1,5 @@
 #include "support/real_dims.h"
+#include "support/target_runner.h"
 
 #include <algorithm>
 #include <span>
@@ -12,11 +13,11 @@ std::vector<int32_t> random_prompt(uint32_t n, uint32_t seed, int32_t bos, int32
   return ids;
 }
 
-std::vector<float> last_logits(engine::TargetRunner& runner, const std::vector<int32_t>& ids, uint32_t chunk) {
-  engine::PassOutput out;
+std::vector<float> last_logits(TargetRunner& runner, const std::vector<int32_t>& ids, uint32_t chunk) {
+  PassOutput out;
   for (uint32_t start = 0; start < ids.size(); start += chunk) {
     uint32_t n = std::min<uint32_t>(chunk, uint32_t(ids.size()) - start);
-    engine::PassRequest req;
+    PassRequest req;
     req.ids = std::span<const int32_t>(ids.data() + start, n);
     req.start = start;
     req.logits_from = n - 1;

@@ -1,4 +1,5 @@
 #include "support/sampling_reference.h"
+#include "support/target_runner.h"
 
 #include <cmath>
 
@@ -6,7 +7,7 @@
 
 namespace eaglevk::testing {
 
-std::vector<std::map<int32_t, double>> plain_sampling_distributions(engine::TargetRunner& runner,
+std::vector<std::map<int32_t, double>> plain_sampling_distributions(TargetRunner& runner,
                                                                    const std::vector<int32_t>& prompt,
                                                                    const engine::SamplingParams& params, uint32_t depth) {
   std::vector<std::map<int32_t, double>> out(depth);

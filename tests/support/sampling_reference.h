@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "runtime/engine/sampler.h"
-#include "runtime/engine/target_runner.h"
+#include "support/target_runner.h"
 
 namespace eaglevk::testing {
 
 // The exact distributions of the 1st to `depth`-th tokens plain sampling generates after
 // `prompt` with `params` (the seed aside): element t is token t + 1's, a mixture over every
 // history of t tokens the filter keeps (one target pass per history).
-std::vector<std::map<int32_t, double>> plain_sampling_distributions(engine::TargetRunner& runner,
+std::vector<std::map<int32_t, double>> plain_sampling_distributions(TargetRunner& runner,
                                                                    const std::vector<int32_t>& prompt,
                                                                    const engine::SamplingParams& params, uint32_t depth);
 

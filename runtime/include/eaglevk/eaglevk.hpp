@@ -48,8 +48,7 @@ struct TargetModel;
 struct Eagle3Model;
 }  // namespace models
 namespace engine {
-class TargetRunner;
-class SpeculativeDecoder;
+class Decoder;
 struct ImageSupport;
 }  // namespace engine
 
@@ -219,16 +218,13 @@ class Session {
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
   uint32_t context() const { return context_; }
-  bool speculative() const { return spec_ != nullptr; }
+  bool speculative() const;
 
  private:
   std::shared_ptr<const Model> model_;  // first: outlives the device state below
   SessionParams params_;
   uint32_t context_ = 0;
-  // One of the two: the speculative decoder carries its own target state, so a runner next
-  // to it would only double the KV cache.
-  std::unique_ptr<engine::TargetRunner> runner_;
-  std::unique_ptr<engine::SpeculativeDecoder> spec_;
+  std::unique_ptr<engine::Decoder> decoder_;  // plain or speculative
   std::vector<int32_t> sequence_;  // empty after a sequence with images (its rows are not its ids)
 
   GenerateOutput run(std::vector<int32_t> ids, const PieceCallback& on_piece, const engine::PromptImages* images,

@@ -1,4 +1,4 @@
-#include "runtime/engine/target_runner.h"
+#include "support/target_runner.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "runtime/engine/replay_bound.h"
 
-namespace eaglevk::engine {
+namespace eaglevk::testing {
 
 TargetRunner::TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
                            bool arena_reuse)
@@ -39,7 +39,6 @@ void TargetRunner::run(const PassRequest& req, PassOutput& out) {
   if (rows == 0 || rows > state_.max_rows) fail("a pass of {} tokens (at most {})", rows, state_.max_rows);
   if (req.start + rows > context_)
     fail("positions {}..{} exceed the context of {} tokens", req.start, req.start + rows - 1, context_);
-  if (cached_tokens_.size() > req.start) cached_tokens_.resize(req.start);  // rows from start on are rewritten
   const int32_t vocab = model_.config().vocab_size;
   for (int32_t id : req.ids)
     if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary of {}", id, vocab);
@@ -80,7 +79,7 @@ void TargetRunner::record(const PassRequest& req, bool sampled) {
   const bool replayable = !req.taps && !req.embeddings;
   uint32_t kv_bound = req.start + rows;
   if (replayable)
-    kv_bound = replay_kv_bound(kv_bound, replay_span, context_,
+    kv_bound = engine::replay_kv_bound(kv_bound, replay_span, context_,
                                ops::attention_max_keys(gpu_.ctx, uint32_t(model_.config().head_dim)));
 
   rec_.begin();
@@ -101,7 +100,7 @@ void TargetRunner::record(const PassRequest& req, bool sampled) {
   const ops::IntVec row_positions{state_.positions, req.logits_from};
   if (n_logits && sampled)
     ops::sample(oc, ops::Act(state_.arena[state_.logits], vocab), n_logits, vocab, nullptr, ops::IntVec{state_.out_ids},
-                ops::IntVec{state_.accept}, device_params(*req.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
+                ops::IntVec{state_.accept}, engine::device_params(*req.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
                 &row_positions);
   if (n_logits) {
     rec_.copy(vk::BufferRange(state_.out_ids, 0, n_logits * 4), vk::BufferRange(readback_, 0, n_logits * 4), "argmax");
@@ -111,7 +110,7 @@ void TargetRunner::record(const PassRequest& req, bool sampled) {
   }
   if (replayable)
     recorded_ = {rec_.recordings(), rows,   req.logits_from, kv_bound, req.batch_invariant, req.read_logits,
-                 sampled,           sampled ? *req.sampling : SamplingParams{}};
+                 sampled,           sampled ? *req.sampling : engine::SamplingParams{}};
 }
 
-}  // namespace eaglevk::engine
+}  // namespace eaglevk::testing

@@ -1,6 +1,7 @@
 #pragma once
-// Runs passes of a Llama-3 target for one sequence: inputs go up through a staging buffer
-// recorded into the pass's command buffer, argmax ids (and, on request, logits) come back.
+// Raw passes of a target for tests (teacher forcing, logits of a prompt, replayed passes): inputs
+// go up through a staging buffer recorded into the pass's command buffer, argmax ids (and, on
+// request, logits) come back. Generation is engine::Decoder's.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -9,7 +10,7 @@
 #include "runtime/engine/sampler.h"
 #include "runtime/ops/gpu.h"
 
-namespace eaglevk::engine {
+namespace eaglevk::testing {
 
 struct PassRequest {
   std::span<const int32_t> ids;     // tokens at positions start, start + 1, ...
@@ -19,7 +20,7 @@ struct PassRequest {
   bool batch_invariant = false;
   const models::TapRequest* taps = nullptr;
   // Sample the logits rows on the device instead of taking their argmax (temperature > 0).
-  const SamplingParams* sampling = nullptr;
+  const engine::SamplingParams* sampling = nullptr;
   const models::EmbeddingOverride* embeddings = nullptr;  // image feature rows of the pass
 };
 
@@ -33,13 +34,7 @@ class TargetRunner {
   TargetRunner(ops::Gpu& gpu, const models::TargetModel& model, uint32_t context, uint32_t max_rows,
                bool arena_reuse = vk::arena_reuse_from_env());
 
-  // Forgets the cached tokens from request.start on (the pass rewrites those KV rows).
   void run(const PassRequest& request, PassOutput& out);
-
-  // The tokens at positions 0, 1, ... whose KV rows the last generation left valid (generate
-  // sets them after its passes; reuse_prefix continues from them).
-  const std::vector<int32_t>& cached_tokens() const { return cached_tokens_; }
-  void set_cached_tokens(std::vector<int32_t> tokens) { cached_tokens_ = std::move(tokens); }
 
   uint32_t context() const { return context_; }
   uint32_t max_rows() const { return state_.max_rows; }
@@ -68,7 +63,7 @@ class TargetRunner {
     uint64_t recording = 0;  // rec_.recordings() once recorded; 0: nothing replayable
     uint32_t rows = 0, logits_from = 0, kv_bound = 0;
     bool batch_invariant = false, read_logits = false, sampled = false;
-    SamplingParams sampling;
+    engine::SamplingParams sampling;
   };
   bool replays(const PassRequest& request, bool sampled) const;
   void record(const PassRequest& request, bool sampled);  // into rec_, not submitted
@@ -80,9 +75,8 @@ class TargetRunner {
   vk::Recorder rec_;
   vk::Buffer upload_;    // ids then positions, int32 [2 max_rows]
   vk::Buffer readback_;  // argmax ids, then logits rows
-  std::vector<int32_t> cached_tokens_;
   RecordedPass recorded_;
   uint64_t replayed_passes_ = 0;
 };
 
-}  // namespace eaglevk::engine
+}  // namespace eaglevk::testing
