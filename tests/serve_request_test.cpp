@@ -172,6 +172,12 @@ TEST(ServeRequest, EveryMalformedBodyIsA400NamingTheField) {
   remote["messages"][0]["content"] = {{{"type", "image_url"}, {"image_url", {{"url", "https://example.invalid/a.png"}}}}};
   json audio_part = chat;
   audio_part["messages"][0]["content"] = {{{"type", "input_audio"}}};
+  // A request with images decodes in a Session, which streams no log-probabilities.
+  json image_stream_logprobs = chat;
+  image_stream_logprobs["messages"][0]["content"] = {
+      {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,AAAA"}}}}};
+  image_stream_logprobs["stream"] = true;
+  image_stream_logprobs["logprobs"] = true;
   json no_role = chat;
   no_role["messages"][0].erase("role");
   json number_content = chat;
@@ -216,7 +222,7 @@ TEST(ServeRequest, EveryMalformedBodyIsA400NamingTheField) {
       {with(chat, "logprobs", 1), "logprobs", "a boolean"},
       {with(chat, "top_logprobs", 2), "top_logprobs", "needs 'logprobs'"},
       {with(json::parse(with(chat, "logprobs", true)), "top_logprobs", 21), "top_logprobs", "0..20"},
-      {with(json::parse(with(chat, "logprobs", true)), "stream", true), "logprobs", "'stream'"},
+      {image_stream_logprobs.dump(), "logprobs", "with images"},
       {with(chat, "frequency_penalty", 0.5), "frequency_penalty", "not supported"},
       {with(chat, "presence_penalty", 1), "presence_penalty", "not supported"},
       {with(chat, "logit_bias", {{"5", 10}}), "logit_bias", "not supported"},
@@ -308,6 +314,33 @@ TEST(ServeResponse, CompletionAnswerAndChunks) {
   EXPECT_EQ(lp["text_offset"].get<std::vector<int>>(), (std::vector<int>{0, 1}));
   EXPECT_FLOAT_EQ(lp["top_logprobs"][1]["c"].get<float>(), -0.5f);
 
+  // Streamed with logprobs, one token a chunk: the chunks' lists, joined, are the whole answer's.
+  const Request rs = parse_request(with(json::parse(with(completion_body(), "logprobs", 2)), "stream", true),
+                                   Endpoint::Completion);
+  ASSERT_TRUE(rs.stream && rs.logprobs);
+  const json c0 = chunk_json(rs, {"cmpl-2", 1, "tiny"}, "a", true, std::nullopt, {}, {a.logprobs[0]}, 0);
+  const json c1 = chunk_json(rs, {"cmpl-2", 1, "tiny"}, "b", false, std::nullopt, {}, {a.logprobs[1]},
+                             a.logprobs[0].token.size());
+  json joined = c0["choices"][0]["logprobs"];
+  for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const json& v : c1["choices"][0]["logprobs"][key]) joined[key].push_back(v);
+  EXPECT_EQ(joined, lp);
+  EXPECT_TRUE(chunk_json(rs, {"cmpl-2", 1, "tiny"}, "", false, "length")["choices"][0]["logprobs"].is_null());
+  // The chat API's the same way: the chunks' content lists joined are the answer's.
+  json chat_lp = chat_body();
+  chat_lp["logprobs"] = true;
+  chat_lp["top_logprobs"] = 2;
+  const json whole =
+      answer_json(parse_request(chat_lp.dump(), Endpoint::Chat), {"c", 1, "tiny"}, a)["choices"][0]["logprobs"];
+  chat_lp["stream"] = true;
+  const Request cs = parse_request(chat_lp.dump(), Endpoint::Chat);
+  json content = json::array();
+  for (const TokenLogprob& t : a.logprobs) {
+    const json chunk = chunk_json(cs, {"c", 1, "tiny"}, t.token, false, std::nullopt, {}, {t});
+    for (const json& v : chunk["choices"][0]["logprobs"]["content"]) content.push_back(v);
+  }
+  EXPECT_EQ(content, whole["content"]);
+
   json body = chat_body();
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
@@ -319,6 +352,7 @@ TEST(ServeResponse, CompletionAnswerAndChunks) {
   EXPECT_EQ(first["choices"][0]["delta"]["content"], "He");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(first.contains("usage") && first["usage"].is_null());
+  EXPECT_TRUE(first["choices"][0]["logprobs"].is_null());  // not asked for
   const json last = chunk_json(s, id, "", false, "stop");
   EXPECT_FALSE(last["choices"][0]["delta"].contains("role"));
   EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");

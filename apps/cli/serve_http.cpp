@@ -154,21 +154,26 @@ std::string finish_reason(const api::GenerateOutput& out) {
   return out.stopped_at_eos || out.stopped_at_stop_string ? "stop" : "length";
 }
 
+// The engine's log-probabilities with their tokens' texts.
+std::vector<TokenLogprob> token_logprobs_of(Server& s, const std::vector<engine::TokenLogprobs>& logprobs) {
+  std::vector<TokenLogprob> out;
+  std::lock_guard lock(s.text_mutex);
+  auto token_text = [&](int32_t id) { return api::detokenize(*s.model, std::span(&id, 1), false); };
+  for (const engine::TokenLogprobs& t : logprobs) {
+    TokenLogprob entry{token_text(t.token), t.logprob, {}};
+    for (const auto& [id, logprob] : t.top) entry.top.emplace_back(token_text(id), logprob);
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 Answer answer_of(Server& s, const Job& job, std::string text) {
   Answer a;
   a.text = std::move(text);
   a.finish_reason = finish_reason(job.output);
   a.token_ids = job.output.tokens;
   a.usage = usage_of(s, job);
-  if (job.request.logprobs) {
-    std::lock_guard lock(s.text_mutex);
-    auto token_text = [&](int32_t id) { return api::detokenize(*s.model, std::span(&id, 1), false); };
-    for (const engine::TokenLogprobs& t : job.output.logprobs) {
-      TokenLogprob entry{token_text(t.token), t.logprob, {}};
-      for (const auto& [id, logprob] : t.top) entry.top.emplace_back(token_text(id), logprob);
-      a.logprobs.push_back(std::move(entry));
-    }
-  }
+  if (job.request.logprobs) a.logprobs = token_logprobs_of(s, job.output.logprobs);
   return a;
 }
 
@@ -177,7 +182,8 @@ AnswerId answer_id(Server& s, Endpoint endpoint) {
           s.options.model_name};
 }
 
-// Streams the answer: one event per round's text, the finish reason, usage when asked, [DONE].
+// Streams the answer: one event per round's text (and its tokens' log-probabilities when asked),
+// the finish reason, usage when asked, [DONE].
 // A client that goes away makes a write fail: the job is abandoned and the scheduler cancels
 // its sequence at the next round.
 void stream_answer(Server& s, const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
@@ -187,6 +193,8 @@ void stream_answer(Server& s, const httplib::Request& req, httplib::Response& re
     bool first = true, sent_first = false;
     std::string text;
     std::vector<int32_t> ids;
+    std::vector<engine::TokenLogprobs> logprobs;  // with Request::logprobs
+    size_t text_offset = 0;                       // the token texts' length streamed so far
   };
   auto state = std::make_shared<State>();
   state->id = answer_id(s, job->request.endpoint);
@@ -198,19 +206,24 @@ void stream_answer(Server& s, const httplib::Request& req, httplib::Response& re
       "text/event-stream",
       [&s, job, state, path](size_t, httplib::DataSink& sink) {
         const Request& r = job->request;
-        const bool finished =
-            job->wait(state->text, state->ids, std::chrono::milliseconds(state->sent_first ? 250 : 0));
+        const bool finished = job->wait(state->text, state->ids, std::chrono::milliseconds(state->sent_first ? 250 : 0),
+                                        r.logprobs ? &state->logprobs : nullptr);
         auto send = [&](const std::string& event) {
           if (sink.write(event.data(), event.size())) return true;
           job->abandoned = true;
           return false;
         };
-        if (!state->text.empty() || !state->sent_first) {
-          if (!send(sse_event(chunk_json(r, state->id, state->text, state->first, std::nullopt, state->ids)))) return false;
+        if (!state->text.empty() || !state->sent_first || !state->logprobs.empty()) {
+          const std::vector<TokenLogprob> logprobs = token_logprobs_of(s, state->logprobs);
+          if (!send(sse_event(chunk_json(r, state->id, state->text, state->first, std::nullopt, state->ids, logprobs,
+                                         state->text_offset))))
+            return false;
+          for (const TokenLogprob& t : logprobs) state->text_offset += t.token.size();
           state->first = false;
           state->sent_first = true;
           state->text.clear();
           state->ids.clear();
+          state->logprobs.clear();
         }
         if (!finished) return true;
         if (job->error) {

@@ -36,6 +36,7 @@ struct Job {
   std::condition_variable changed;
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<engine::TokenLogprobs> logprobs;  // a stream with logprobs: those of `ids`' tokens
   bool finished = false;
   std::optional<HttpError> error;  // set with finished when the request failed
   api::GenerateOutput output;      // set with finished otherwise
@@ -44,15 +45,19 @@ struct Job {
   // The scheduler's own: the pieces of the round being decoded, published after the round.
   std::string round_text;
   std::vector<int32_t> round_ids;
+  std::vector<engine::TokenLogprobs> round_logprobs;
+  size_t logprobs_taken = 0;  // the sequence's log-probabilities already moved to round_logprobs
 
   // Scheduler side.
-  void publish();  // round_text/ids into the channel
+  void publish();  // round_text/ids/logprobs into the channel
   void finish(api::GenerateOutput out);
   void fail(HttpError e);
 
-  // Handler side: waits until there is text or the end (or `wait` passes); moves the text out.
+  // Handler side: waits until there is text or the end (or `wait` passes); moves the text out,
+  // and the log-probabilities when `logprobs` is given (else they stay for a later call).
   // Returns whether the job finished.
-  bool wait(std::string& text, std::vector<int32_t>& ids, std::chrono::milliseconds wait);
+  bool wait(std::string& text, std::vector<int32_t>& ids, std::chrono::milliseconds wait,
+            std::vector<engine::TokenLogprobs>* logprobs = nullptr);
 };
 
 }  // namespace eaglevk::cli::serve

@@ -23,10 +23,10 @@ json chat_logprobs(const Request& r, const std::vector<TokenLogprob>& logprobs) 
   return {{"content", content}, {"refusal", nullptr}};
 }
 
-// The completions API's: parallel lists, the top ones as {token: logprob} objects.
-json completion_logprobs(const Request& r, const std::vector<TokenLogprob>& logprobs) {
+// The completions API's: parallel lists, the top ones as {token: logprob} objects; text_offset
+// counts from `offset` (a streamed chunk's: the token texts before it).
+json completion_logprobs(const Request& r, const std::vector<TokenLogprob>& logprobs, size_t offset = 0) {
   json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
-  size_t offset = 0;
   for (const TokenLogprob& t : logprobs) {
     tokens.push_back(t.token);
     values.push_back(t.logprob);
@@ -85,7 +85,8 @@ json answer_json(const Request& r, const AnswerId& id, const Answer& a) {
 }
 
 json chunk_json(const Request& r, const AnswerId& id, std::string_view text, bool first,
-                const std::optional<std::string>& finish_reason, const std::vector<int32_t>& token_ids) {
+                const std::optional<std::string>& finish_reason, const std::vector<int32_t>& token_ids,
+                const std::vector<TokenLogprob>& logprobs, size_t text_offset) {
   json j = head(r, id, true);
   json choice = {{"index", 0}};
   if (r.endpoint == Endpoint::Chat) {
@@ -96,7 +97,12 @@ json chunk_json(const Request& r, const AnswerId& id, std::string_view text, boo
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  // With logprobs, each chunk carries its tokens' (the finish chunk, which carries none, null).
+  if (r.logprobs && (!finish_reason || !logprobs.empty()))
+    choice["logprobs"] = r.endpoint == Endpoint::Chat ? chat_logprobs(r, logprobs)
+                                                      : completion_logprobs(r, logprobs, text_offset);
+  else
+    choice["logprobs"] = nullptr;
   choice["finish_reason"] = finish_reason ? json(*finish_reason) : json(nullptr);
   if (r.return_token_ids) choice["token_ids"] = token_ids;
   j["choices"] = json::array({choice});

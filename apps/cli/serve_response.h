@@ -51,9 +51,12 @@ nlohmann::json error_json(const HttpError& e);
 // The whole answer of a request that did not stream.
 nlohmann::json answer_json(const Request& r, const AnswerId& id, const Answer& a);
 // A streamed chunk: text (and for the first chat chunk, the assistant role), and at the end the
-// finish reason. With include_usage every chunk carries "usage": null, as OpenAI's do.
+// finish reason. With include_usage every chunk carries "usage": null, as OpenAI's do. With
+// Request::logprobs it carries the log-probabilities of its tokens (`logprobs`; a completion's
+// text_offset counts from `text_offset`, the length of the token texts streamed before).
 nlohmann::json chunk_json(const Request& r, const AnswerId& id, std::string_view text, bool first,
-                          const std::optional<std::string>& finish_reason, const std::vector<int32_t>& token_ids = {});
+                          const std::optional<std::string>& finish_reason, const std::vector<int32_t>& token_ids = {},
+                          const std::vector<TokenLogprob>& logprobs = {}, size_t text_offset = 0);
 // The last chunk of include_usage: no choices, the usage.
 nlohmann::json usage_chunk_json(const Request& r, const AnswerId& id, const Usage& u);
 

@@ -1,5 +1,9 @@
 #include "apps/cli/serve_scheduler.h"
 
+#include <algorithm>
+#include <iterator>
+#include <optional>
+
 #include <fmt/core.h>
 
 namespace eaglevk::cli::serve {
@@ -34,6 +38,16 @@ api::PieceCallback collect_into(Job* job) {
     if (Clock::now() > job->deadline) job->timed_out = true;
     return !job->abandoned.load() && !job->timed_out;
   };
+}
+
+// A sequence's log-probabilities from index `from` on: a finished one's from its output (the
+// batch has handed them over), a running one's from the batch.
+std::vector<engine::TokenLogprobs> logprobs_from(const api::BatchSession& batch, uint32_t id,
+                                                 const std::optional<api::GenerateOutput>& taken, size_t from) {
+  if (!taken) return batch.logprobs(id, from);
+  const std::vector<engine::TokenLogprobs>& all = taken->logprobs;
+  if (from >= all.size()) return {};
+  return {all.begin() + std::ptrdiff_t(from), all.end()};
 }
 
 }  // namespace
@@ -167,12 +181,21 @@ void Scheduler::end_abandoned() {
 void Scheduler::deliver() {
   for (auto it = running_.begin(); it != running_.end();) {
     const auto& [id, job] = *it;
+    const bool done = batch_.finished(id);
+    std::optional<api::GenerateOutput> taken;
+    if (done) taken = batch_.take(id);
+    if (job->request.stream && job->request.logprobs) {
+      // The log-probabilities of the tokens this round emitted go out with their text.
+      std::vector<engine::TokenLogprobs> fresh = logprobs_from(batch_, id, taken, job->logprobs_taken);
+      job->logprobs_taken += fresh.size();
+      std::move(fresh.begin(), fresh.end(), std::back_inserter(job->round_logprobs));
+    }
     job->publish();
-    if (!batch_.finished(id)) {
+    if (!done) {
       ++it;
       continue;
     }
-    api::GenerateOutput out = batch_.take(id);
+    api::GenerateOutput out = std::move(*taken);
     metrics_.count_generation(out.prompt_tokens, out.tokens.size(), out.stats, out.stopped_by_caller);
     if (job->timed_out)
       job->fail(server_error(503, "the request ran past --timeout", "timeout"));

@@ -199,6 +199,13 @@ size_t BatchSession::output_tokens(uint32_t id) const {
   return s.emitted;
 }
 
+std::vector<engine::TokenLogprobs> BatchSession::logprobs(uint32_t id, size_t from) const {
+  state_->sequence(id);  // checks the id
+  const std::vector<engine::TokenLogprobs>& all = state_->decoder->logprobs_so_far(id);
+  if (from >= all.size()) return {};
+  return {all.begin() + std::ptrdiff_t(from), all.end()};
+}
+
 GenerateOutput BatchSession::take(uint32_t id) {
   State& st = *state_;
   State::Sequence& s = st.sequence(id);

@@ -107,6 +107,9 @@ class Decoder {
   bool running(uint32_t slot) const { return seqs_.at(slot).state == SeqState::Running; }
   bool finished(uint32_t slot) const { return seqs_.at(slot).state == SeqState::Finished; }
   bool any_running() const;
+  // The log-probabilities of the tokens a slot has emitted so far (with options.logprobs; each is
+  // recorded before its token's callback runs), for callers that stream them.
+  const std::vector<TokenLogprobs>& logprobs_so_far(uint32_t slot) const { return seqs_.at(slot).result.logprobs; }
   // One round of every running slot (nothing when none runs). When it throws, the generations
   // in it are abandoned and their slots free.
   void round();

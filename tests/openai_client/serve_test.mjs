@@ -150,6 +150,60 @@ for (const [c, name, speculative] of [[a, 'draft', true], [b, 'plain', false]]) 
   });
 }
 
+// ---- streamed logprobs: each chunk carries its tokens' entries; joined, they are the answer's ----
+{
+  const near = (x, y) => Math.abs(x - y) < 2e-3;
+  // Chat, with a draft (several tokens a round).
+  const whole = (await a.chat.completions.create({ model, messages: chatMessages, max_tokens: N, temperature: 0,
+                                                   logprobs: true, top_logprobs: 2 })).choices[0].logprobs.content;
+  const stream = await a.chat.completions.create({ model, messages: chatMessages, max_tokens: N, temperature: 0,
+                                                    logprobs: true, top_logprobs: 2, stream: true, return_token_ids: true });
+  const content = [];
+  let text = '';
+  for await (const chunk of stream) {
+    const choice = chunk.choices[0];
+    const entries = choice.logprobs?.content ?? [];
+    check(entries.length === (choice.token_ids ?? []).length,
+          `stream chat logprobs: a chunk of ${(choice.token_ids ?? []).length} tokens carries ${entries.length} entries`);
+    content.push(...entries);
+    text += choice.delta.content ?? '';
+  }
+  check(text === chatRef.text, `stream chat logprobs: text ${JSON.stringify(text)} is run's`);
+  check(content.length === whole.length && content.length === chatRef.logprobs.length,
+        `stream chat logprobs: ${content.length} entries, the answer has ${whole.length}, run ${chatRef.logprobs.length}`);
+  content.forEach((t, i) => {
+    const w = whole[i] ?? {}, ref = chatRef.logprobs[i] ?? {};
+    check(t.token === w.token && JSON.stringify(t.bytes) === JSON.stringify(w.bytes) && near(t.logprob, w.logprob) &&
+          near(t.logprob, ref.logprob), `stream chat logprobs[${i}]: ${JSON.stringify(t)} is the answer's ${JSON.stringify(w)}`);
+    check(t.top_logprobs.length === 2 && t.top_logprobs.every((x, k) => x.token === w.top_logprobs?.[k]?.token &&
+                                                                    near(x.logprob, w.top_logprobs[k].logprob)),
+          `stream chat top_logprobs[${i}]: the answer's`);
+  });
+
+  // Completion, without a draft.
+  const lp = (await b.completions.create({ model, prompt: prompts[0], max_tokens: N, temperature: 0, logprobs: 3 }))
+    .choices[0].logprobs;
+  const plain = await b.completions.create({ model, prompt: prompts[0], max_tokens: N, temperature: 0, logprobs: 3,
+                                             stream: true, return_token_ids: true });
+  const joined = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+  for await (const chunk of plain) {
+    const choice = chunk.choices[0];
+    const l = choice.logprobs ?? { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+    check(l.tokens.length === (choice.token_ids ?? []).length,
+          `stream completion logprobs: a chunk of ${(choice.token_ids ?? []).length} tokens carries ${l.tokens.length} entries`);
+    for (const key of Object.keys(joined)) joined[key].push(...l[key]);
+  }
+  check(JSON.stringify(joined.tokens) === JSON.stringify(lp.tokens) &&
+        JSON.stringify(joined.text_offset) === JSON.stringify(lp.text_offset),
+        `stream completion logprobs: tokens ${JSON.stringify(joined.tokens)} and offsets ${JSON.stringify(joined.text_offset)} are the answer's`);
+  check(joined.token_logprobs.length === refs[0].logprobs.length &&
+        joined.token_logprobs.every((x, i) => near(x, lp.token_logprobs[i]) && near(x, refs[0].logprobs[i].logprob)),
+        `stream completion logprobs: ${JSON.stringify(joined.token_logprobs)} are the answer's and run's`);
+  check(joined.top_logprobs.every((t, i) => JSON.stringify(Object.keys(t)) === JSON.stringify(Object.keys(lp.top_logprobs[i])) &&
+                                            Object.keys(t).every((k) => near(t[k], lp.top_logprobs[i][k]))),
+        'stream completion top_logprobs: the answer\'s');
+}
+
 // ---- an image message on tiny-llama4-vision -----------------------------------------------------
 {
   const { readFileSync } = await import('node:fs');

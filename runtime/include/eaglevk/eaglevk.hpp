@@ -279,6 +279,9 @@ class BatchSession {
   bool finished(uint32_t id) const;
   // The tokens a sequence has generated so far.
   size_t output_tokens(uint32_t id) const;
+  // The log-probabilities (SequenceParams::logprobs) of its generated tokens from index `from` on,
+  // as far as it has generated: for streaming them; take() still gives them all.
+  std::vector<engine::TokenLogprobs> logprobs(uint32_t id, size_t from = 0) const;
   // A finished sequence's output and statistics; frees its id.
   GenerateOutput take(uint32_t id);
   // Finishes a running sequence before the next round (a client that went away); take() then
