@@ -137,10 +137,26 @@ void Recorder::barrier() {
   ++barriers_;
 }
 
+// What a binding counts as for barriers: what it touches, and at least a read of its whole
+// bound range. Vulkan orders a dispatch by the ranges its shader statically binds, not by what one
+// variant touches, so a binding the dispatch never reads (unused) or reads only rows of still
+// must not share bytes with an unordered write: arena planning may put another tensor there.
+static Access barrier_access(const Arg& a) {
+  Access access = a.access;
+  if (access.write && (access.rows != 1 || access.bytes != a.bind.bytes || access.offset != a.bind.offset))
+    return access;  // a partial write: its own rows (two halves of one row may run unordered)
+  access.offset = a.bind.offset;
+  access.bytes = a.bind.bytes;
+  access.stride = 0;
+  access.rows = 1;
+  access.read = true;
+  return access;
+}
+
 void Recorder::before_command(std::span<const Arg> args) {
   if (!recording_) fail("command recorded outside begin()/submit()");
   for (const Arg& a : args)
-    if (hazards_.conflicts(a.access)) {
+    if (hazards_.conflicts(barrier_access(a))) {
       barrier();
       break;
     }
@@ -151,7 +167,7 @@ void Recorder::before_command(std::span<const Arg> args) {
     ++log->commands;
   }
   for (const Arg& a : args) {
-    hazards_.add(a.access);
+    hazards_.add(barrier_access(a));
     wrote_anything_ |= a.access.write;
     command_bytes_ +=
         a.moved ? *a.moved : a.access.bytes * a.access.rows * ((a.access.read ? 1 : 0) + (a.access.write ? 1 : 0));
