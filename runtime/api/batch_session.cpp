@@ -214,14 +214,7 @@ GenerateOutput BatchSession::take(uint32_t id) {
   {
     engine::GenerationResult r;
     within(ErrorKind::Internal, [&] { r = st.decoder->take(id, out.stats); });
-    out.tokens = std::move(r.tokens);
-    out.stopped_at_eos = r.stopped_at_eos;
-    out.stopped_at_context = r.stopped_at_context;
-    out.reused_tokens = r.reused_tokens;
-    out.prompt_tokens = uint32_t(r.prompt.size());
-    out.logprobs = std::move(r.logprobs);
-    out.stopped_by_caller = s.text->stopped_by_caller();
-    out.stopped_at_stop_string = s.text->stopped_at_stop_string();
+    fill_output(out, std::move(r), *s.text);
   }
   if (s.cancelled) out.stopped_by_caller = true;
   st.sequences[id].reset();

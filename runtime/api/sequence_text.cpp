@@ -17,6 +17,17 @@ void SequenceText::finish() {
   if (!rest.empty()) on_piece_(-1, rest);
 }
 
+void fill_output(GenerateOutput& out, engine::GenerationResult&& r, const SequenceText& text) {
+  out.tokens = std::move(r.tokens);
+  out.stopped_at_eos = r.stopped_at_eos;
+  out.stopped_at_context = r.stopped_at_context;
+  out.reused_tokens = r.reused_tokens;
+  out.prompt_tokens = uint32_t(r.prompt.size());
+  out.logprobs = std::move(r.logprobs);
+  out.stopped_by_caller = text.stopped_by_caller();
+  out.stopped_at_stop_string = text.stopped_at_stop_string();
+}
+
 void check_generation_settings(const engine::SamplingParams& sampling, uint32_t logprobs,
                                const std::vector<std::string>& stop) {
   within(ErrorKind::InvalidArgument, [&] {

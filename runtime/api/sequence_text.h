@@ -35,6 +35,9 @@ class SequenceText {
   bool stopped_by_caller_ = false;
 };
 
+// A finished generation as the facade reports it: the engine's result and how the text ended.
+void fill_output(GenerateOutput& out, engine::GenerationResult&& r, const SequenceText& text);
+
 // Fails (InvalidArgument, tagged with the setting) unless the sampling settings, the logprobs
 // count and the stop strings are valid: the one check behind Session and BatchSession.
 void check_generation_settings(const engine::SamplingParams& sampling, uint32_t logprobs,

@@ -132,18 +132,11 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
     });
   }
   text.finish();
-  out.stopped_by_caller = text.stopped_by_caller();
-  out.stopped_at_stop_string = text.stopped_at_stop_string();
   if (!images) {
     sequence_ = std::move(prompt);
     sequence_.insert(sequence_.end(), r.tokens.begin(), r.tokens.end());
   }
-  out.tokens = std::move(r.tokens);
-  out.stopped_at_eos = r.stopped_at_eos;
-  out.stopped_at_context = r.stopped_at_context;
-  out.reused_tokens = r.reused_tokens;
-  out.prompt_tokens = uint32_t(r.prompt.size());
-  out.logprobs = std::move(r.logprobs);
+  fill_output(out, std::move(r), text);
   return out;
 }
 
