@@ -54,6 +54,15 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
   draft_region_ = context_ + (mode_ == Mode::Tree ? tree_.topk * tree_.steps : k_);
   const uint32_t H = target.config().hidden_size, V = target.config().vocab_size;
   tstate_ = models::make_target_state(gpu, target, B * context_, max_rows_, config.arena_reuse);
+  if (target.split()) {
+    // The hops carry the residual stream and the taps; a tree's mask and node rows stay on one
+    // device for now.
+    if (mode_ == Mode::Tree)
+      fail_setting(Setting::Devices, "tree drafting with a target split across devices is not supported yet: draft "
+                                     "chains, or use one device");
+    front_ = std::make_unique<SplitFront>(target, B * context_, max_rows_, config.arena_reuse);
+    split_ids_.resize(round_rows_);
+  }
   if (tstate_.logits_rows < round_rows_)
     fail_setting(Setting::Batch,
                  "a batch of {} with {} draft tokens: a verify pass of {} rows of {} logits exceeds one storage "
@@ -185,6 +194,7 @@ void Decoder::start(uint32_t slot, std::vector<int32_t> prompt, const Generation
   Sequence& s = seqs_[slot];
   if (s.state != SeqState::Free) fail("Decoder::start: slot {} is busy", slot);
   check_prompt(prompt, context_, target_.config().vocab_size, o);
+  if (front_ && o.images) fail("image prompts with a target split across devices are not supported yet");
   if (batch_ > 1 && (o.images || o.prompt_argmax || o.top_logits))
     fail_setting(Setting::Batch, "batched decoding takes text prompts without prompt reports (images, the prompt "
                                  "argmax and top logits need a batch of 1)");
@@ -270,8 +280,18 @@ void Decoder::round() {
   }
 }
 
+void Decoder::run_split_front(models::ForwardPass pass, const int32_t* ids) {
+  const auto* up = static_cast<const int32_t*>(upload_.mapped);
+  const ops::IntVec t_slots = input(in_.target_slots);
+  pass.slots = regions(t_slots);
+  front_->run(pass, ids ? ids : up + in_.target_ids, up + in_.target_positions,
+              batch_ > 1 ? up + in_.target_slots : nullptr, tstate_);
+}
+
 void Decoder::submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record) {
   last_round_ = nullptr;
+  // The earlier parts' submissions come first; a resubmitted last part reads what they left.
+  if (front_) run_split_front({shape.plain.rows, exact_bound, shape.plain.logits_from, shape.plain.batch_invariant});
   if (!replay) {
     record(rec_, exact_bound, /*exact=*/true);
     rec_.submit_and_wait();
@@ -305,6 +325,7 @@ void Decoder::read_tap_rows(uint32_t at, std::vector<float>& out) const {
 double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
   if (rows == 0 || rows > max_rows_ || rows >= context_) fail("time_pass: {} rows do not fit", rows);
   if (draft_pass && !draft_) fail("time_pass: no draft");
+  if (front_) fail("time_pass: a target split across devices is timed by its rounds");
   for (Sequence& s : seqs_) s.reusable.clear();
   auto* up = static_cast<int32_t*>(upload_.mapped);
   for (uint32_t i = 0; i < rows; ++i) {

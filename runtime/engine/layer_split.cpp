@@ -1,0 +1,102 @@
+#include "runtime/engine/layer_split.h"
+
+#include <cmath>
+#include <cstring>
+
+#include <eaglevk/error.h>
+
+namespace eaglevk::engine {
+
+std::vector<models::LayerRange> place_layers(uint32_t layers, std::span<const double> shares) {
+  const size_t n = shares.size();
+  if (n == 0) fail("a layer split needs at least one device");
+  if (n > layers) fail("{} devices for a model of {} layers: every device must hold at least one layer", n, layers);
+  double total = 0;
+  for (size_t d = 0; d < n; ++d) {
+    if (!(shares[d] > 0) || !std::isfinite(shares[d]))
+      fail("device {}'s share of the layers is {}: each share must be a positive number", d, shares[d]);
+    total += shares[d];
+  }
+  std::vector<models::LayerRange> ranges(n);
+  double sum = 0;
+  uint32_t first = 0;
+  for (size_t d = 0; d < n; ++d) {
+    sum += shares[d];
+    const uint32_t left_after = uint32_t(n - 1 - d);  // devices after this one, one layer each at least
+    uint32_t end = d + 1 == n ? layers : uint32_t(std::llround(layers * (sum / total)));
+    end = std::clamp(end, first + 1, layers - left_after);
+    ranges[d] = {first, end};
+    first = end;
+  }
+  return ranges;
+}
+
+SplitFront::SplitFront(const models::TargetModel& target, uint32_t capacity, uint32_t max_rows, bool arena_reuse)
+    : max_rows_(max_rows), hidden_(uint32_t(target.config().hidden_size)) {
+  for (const models::TargetPart& part : target.earlier) {
+    Stage st;
+    st.gpu = part.gpu;
+    st.model = part.model.get();
+    const vk::Context& ctx = part.gpu->ctx;
+    st.state = models::make_target_state(*part.gpu, *part.model, capacity, max_rows, arena_reuse);
+    st.inputs = vk::Buffer(ctx, uint64_t(max_rows) * 3 * 4, vk::MemoryKind::Upload, "split inputs");
+    st.slots = vk::Buffer(ctx, uint64_t(max_rows) * 4, vk::MemoryKind::Device, "split slots");
+    st.taps = vk::Buffer(ctx, uint64_t(max_rows) * models::kMaxHopTaps * hidden_ * 4, vk::MemoryKind::Device,
+                         "split taps");
+    st.tap_request.layers.reserve(models::kMaxHopTaps);
+    st.rec = std::make_unique<vk::Recorder>(ctx);
+    stages_.push_back(std::move(st));
+  }
+}
+
+SplitFront::~SplitFront() = default;
+
+void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions,
+                     const int32_t* slots, models::TargetState& last) {
+  if (pass.tree || pass.embeddings)
+    fail("a model split across devices takes no tree or image rows");
+  if (pass.rows > max_rows_) fail("a split pass of {} rows exceeds the {} its states hold", pass.rows, max_rows_);
+  const uint64_t words = pass.rows;
+  const uint64_t hop_bytes = uint64_t(pass.rows) * (hidden_ + (pass.taps ? pass.taps->out.stride : 0)) * 4;
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    Stage& st = stages_[i];
+    auto* in = static_cast<int32_t*>(st.inputs.mapped);
+    std::memcpy(in, ids, words * 4);
+    std::memcpy(in + max_rows_, positions, words * 4);
+    if (slots) std::memcpy(in + 2 * max_rows_, slots, words * 4);
+    vk::Recorder& rec = *st.rec;
+    ops::OpContext oc{*st.gpu, rec};
+    rec.begin();
+    if (i == 0) rec.copy(vk::BufferRange(st.inputs, 0, words * 4), vk::BufferRange(st.state.ids, 0, words * 4), "inputs");
+    rec.copy(vk::BufferRange(st.inputs, max_rows_ * 4ull, words * 4), vk::BufferRange(st.state.positions, 0, words * 4),
+             "inputs");
+    const ops::IntVec stage_slots{st.slots};
+    models::ForwardPass p = pass;
+    if (pass.taps) {
+      // The same layers into this device's own rows, laid out as the caller's.
+      st.tap_request.layers.assign(pass.taps->layers.begin(), pass.taps->layers.end());
+      st.tap_request.out = ops::Act(st.taps, pass.taps->out.stride);
+      p.taps = &st.tap_request;
+    }
+    if (slots) {
+      rec.copy(vk::BufferRange(st.inputs, max_rows_ * 8ull, words * 4), vk::BufferRange(st.slots, 0, words * 4),
+               "inputs");
+      p.slots = &stage_slots;
+    }
+    models::record_target_forward(oc, *st.model, st.state, p);
+    rec.submit_and_wait();
+    // The hop: this device's read-back staging into the next device's upload staging.
+    models::TargetState& next = i + 1 < stages_.size() ? stages_[i + 1].state : last;
+    const uint64_t x_bytes = words * hidden_ * 4;
+    std::memcpy(next.hidden_in.mapped, st.state.hidden_out.mapped, x_bytes);
+    if (pass.taps)
+      std::memcpy(static_cast<char*>(next.hidden_in.mapped) + next.hop_taps_offset(),
+                  static_cast<const char*>(st.state.hidden_out.mapped) + st.state.hop_taps_offset(),
+                  hop_bytes - x_bytes);
+    ++stats_.hops;
+    stats_.bytes += hop_bytes;
+  }
+  ++stats_.passes;
+}
+
+}  // namespace eaglevk::engine
