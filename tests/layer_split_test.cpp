@@ -3,7 +3,8 @@
 // state crosses each boundary through host-visible staging once per pass. The kernels and
 // their order are those of one device, so tiny pairs A and B give the single-device run's
 // tokens, logits, log-probabilities and EAGLE-3 acceptance to the bit, split at every layer
-// boundary, plainly, batched and by chains (the draft on the last device, the tap rows hopped);
+// boundary, plainly, batched, by chains and by trees (the draft on the last device, the tap rows
+// hopped);
 // the memory plan is per device and refuses by device.
 #include <cstring>
 #include <numeric>
@@ -73,7 +74,8 @@ TEST(LayerSplit, PlacementIsContiguousProportionalAndGivesEveryDeviceALayer) {
   // --split 3,1 on pair A's 8 layers: three quarters on the first device.
   const auto three_one = engine::place_layers(8, std::vector<double>{3, 1});
   EXPECT_EQ(three_one[0].end, 6u);
-  EXPECT_NE(error_of([] { engine::place_layers(2, std::vector<double>{1, 1, 1}); }).find("3 devices for a model of 2 layers"),
+  EXPECT_NE(error_of([] { engine::place_layers(2, std::vector<double>{1, 1, 1}); })
+                .find("3 devices for a model of 2 layers"),
             std::string::npos);
   EXPECT_NE(error_of([] { engine::place_layers(8, std::vector<double>{1, 0}); }).find("device 1's share"),
             std::string::npos);
@@ -217,7 +219,8 @@ TEST(LayerSplit, MemoryPlanIsPerDeviceAndRefusesByDevice) {
   EXPECT_EQ(d[0].layers.end, 4u);
   EXPECT_EQ(d[1].layers.first, 4u);
   EXPECT_EQ(d[0].kv_per_token, d[1].kv_per_token);
-  EXPECT_EQ(d[0].kv_per_token + d[1].kv_per_token, api::plan_load(api::open_runtime("0"), kTarget, o).memory.kv_per_token);
+  EXPECT_EQ(d[0].kv_per_token + d[1].kv_per_token,
+            api::plan_load(api::open_runtime("0"), kTarget, o).memory.kv_per_token);
   bool said = false;
   for (const std::string& note : plan.notes) said |= note.find("device 1 (") != std::string::npos;
   EXPECT_TRUE(said);
@@ -261,10 +264,12 @@ struct ChainRun {
   engine::HopStats hops;
 };
 
-ChainRun chain(const api::Model& m, const std::vector<std::vector<int32_t>>& prompts, uint32_t k) {
+ChainRun chain(const api::Model& m, const std::vector<std::vector<int32_t>>& prompts, uint32_t k,
+               engine::TreeParams tree = {}) {
   engine::DecoderConfig c;
   c.context = kContext;
   c.k = k;
+  c.tree = tree;
   c.batch = uint32_t(prompts.size());
   engine::Decoder dec(*m.device->gpu, *m.target, m.draft.get(), c);
   engine::GenerationOptions o;
@@ -336,19 +341,33 @@ INSTANTIATE_TEST_SUITE_P(Pairs, LayerSplitChain,
                                            Pair{kAssets + "/tiny-llama4", kAssets + "/tiny-llama4-eagle3"}),
                          [](const ::testing::TestParamInfo<Pair>& info) { return info.index == 0 ? "A" : "B"; });
 
-TEST(LayerSplit, TreesAreRefusedByName) {
+// Trees: each earlier device gets the verified nodes' tokens, positions and ancestor table from
+// the host and moves the last tree's accepted path to consecutive rows of its own KV cache.
+TEST_P(LayerSplitChain, TreesGiveTheSingleDeviceTokensAndAcceptanceAtEveryLayerBoundary) {
   api::LoadOptions o;
   o.context = kContext;
-  o.draft = kAssets + "/tiny-llama3-eagle3";
-  const api::Runtime two = open_devices(2);
-  const auto split = api::load_model(two, api::plan_load(two, kTarget, o));
-  engine::DecoderConfig c;
-  c.context = kContext;
-  c.tree.steps = 3;
-  c.tree.topk = 2;
-  c.tree.draft_tokens = 6;
-  const std::string e = error_of([&] { engine::Decoder(*split->device->gpu, *split->target, split->draft.get(), c); });
-  EXPECT_NE(e.find("tree drafting with a target split across devices"), std::string::npos) << e;
+  o.draft = GetParam().draft;
+  const api::Runtime one = api::open_runtime("0"), two = open_devices(2);
+  const auto whole = api::load_model(one, api::plan_load(one, GetParam().target, o));
+  const uint32_t L = uint32_t(whole->target->config().num_hidden_layers), H = whole->target->config().hidden_size;
+  const std::vector<int32_t> prompt = random_prompt(21, 8, whole->tokenizer.bos_id(), 4000);
+  engine::TreeParams tree;
+  tree.steps = 3;
+  tree.topk = 2;
+  tree.draft_tokens = 6;
+  const ChainRun ref = chain(*whole, {prompt}, 0, tree);
+  ASSERT_GT(ref.stats.num_drafts, 0u);
+  ASSERT_GT(ref.stats.num_accepted_tokens, 0u);
+  for (uint32_t b = 1; b < L; ++b) {
+    o.split = {double(b), double(L - b)};
+    const auto split = api::load_model(two, api::plan_load(two, GetParam().target, o));
+    const ChainRun got = chain(*split, {prompt}, 0, tree);
+    expect_same_chain(ref, got, "tree, split at layer " + std::to_string(b));
+    // The prefill, then one verify pass of the tree's 6 nodes a round.
+    EXPECT_EQ(got.hops.hops, got.hops.passes);
+    EXPECT_EQ(got.hops.passes, 1 + got.stats.num_drafts);
+    EXPECT_EQ(got.hops.bytes, (prompt.size() + got.stats.num_drafts * 6ull) * 4 * H * 4);
+  }
 }
 
 // Plain decoding of pair B's Llama-4 target (mixture-of-experts layers, NoPE layers, chunked

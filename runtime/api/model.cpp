@@ -64,7 +64,8 @@ void plan_split(const Runtime& runtime, const loader::ModelFiles& files, const l
                    Setting::ExpertsInHost);
   std::vector<const vk::Context*> contexts;
   for (const auto& d : runtime.devices) contexts.push_back(&d->gpu->ctx);
-  plan.split = engine::plan_split_memory(*runtime.device->gpu, plan.memory, files, draft, o.max_rows, contexts, o.split);
+  plan.split =
+      engine::plan_split_memory(*runtime.device->gpu, plan.memory, files, draft, o.max_rows, contexts, o.split);
   plan.memory = plan.split->binding;
   plan.notes.push_back("layers split across devices: " + engine::describe_split(*plan.split, 64));
 }
@@ -77,7 +78,8 @@ void load_split_target(const Runtime& runtime, const loader::ModelFiles& files, 
     std::lock_guard lock(runtime.devices[d]->queue_mutex);
     models::WeightPlacement placement;
     placement.layers = shares[d].layers;
-    m.target->earlier.push_back({&gpu, std::make_unique<models::TargetModel>(models::load_target(gpu.ctx, files, placement))});
+    auto part = std::make_unique<models::TargetModel>(models::load_target(gpu.ctx, files, placement));
+    m.target->earlier.push_back({&gpu, std::move(part)});
   }
 }
 

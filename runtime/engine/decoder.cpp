@@ -55,11 +55,8 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
   const uint32_t H = target.config().hidden_size, V = target.config().vocab_size;
   tstate_ = models::make_target_state(gpu, target, B * context_, max_rows_, config.arena_reuse);
   if (target.split()) {
-    // The hops carry the residual stream and the taps; a tree's mask and node rows stay on one
-    // device for now.
-    if (mode_ == Mode::Tree)
-      fail_setting(Setting::Devices, "tree drafting with a target split across devices is not supported yet: draft "
-                                     "chains, or use one device");
+    // The hops carry the residual stream and the taps; each earlier part gets a tree's nodes
+    // from the host (split_tree_round).
     front_ = std::make_unique<SplitFront>(target, B * context_, max_rows_, config.arena_reuse);
     split_ids_.resize(round_rows_);
   }
@@ -110,6 +107,7 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
     u_history_ = vk::Buffer(gpu.ctx, uint64_t(1 + tree_.topk * (tree_.steps - 1)) * d.config.layer.hidden_size * 4,
                             vk::MemoryKind::Device, "draft u history");
     tree_draws_ = vk::Buffer(gpu.ctx, uint64_t(M) * 4, vk::MemoryKind::Device, "tree draws");
+    if (front_) tree_readback_ = vk::Buffer(gpu.ctx, tree_i_.bytes, vk::MemoryKind::Readback, "split tree nodes");
   }
 }
 

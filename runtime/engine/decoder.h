@@ -181,14 +181,18 @@ class Decoder {
   void abandon(Sequence& s);  // after an error: the slot is free, its caches not reusable
   void batch_round(const std::vector<uint32_t>& active);
   void tree_round(uint32_t slot);
+  // A round's commands: all of them, or (a split target) those up to the draft tokens' read-back,
+  // or those from the verify pass on.
+  enum class RoundPart { Whole, Drafts, Verify };
   // A plain prefill chunk or a plain round of one row per sequence; a chain round.
   void record_plain_pass(vk::Recorder& rec, const PlainPassShape& shape, uint32_t kv_len);
-  // A chain round's commands: all of them, or (a split target) those up to the draft tokens'
-  // read-back, or those from the verify pass on.
-  enum class RoundPart { Whole, Drafts, Verify };
   void record_batch_round(vk::Recorder& rec, const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv,
                           RoundPart part = RoundPart::Whole);
-  void record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound, bool exact);
+  void record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound, bool exact,
+                         RoundPart part = RoundPart::Whole);
+  // A tree round of a split target: the draft's tree (one submission here), its nodes and
+  // ancestor table read back, the earlier parts' verify pass, the rest of the round.
+  void split_tree_round(const TreeRoundShape& shape, uint32_t P);
   // Runs a round and waits for it: resubmits the recording of its shape when one serves
   // exact_bound, else records it (into the cache when it may be replayed) and submits.
   void submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record);
@@ -219,6 +223,7 @@ class Decoder {
   models::TargetState tstate_;
   std::unique_ptr<SplitFront> front_;  // a target split across devices: its earlier parts
   std::vector<int32_t> split_ids_;     // [round rows]: a split chain round's verify tokens
+  vk::Buffer tree_readback_;           // a split tree round: ops::TreeLayout's int array, read back
   models::Eagle3State dstate_;
   models::TapRequest prefill_taps_, round_taps_;  // [max_rows], [round rows + B] x 3 H
   vk::Buffer prefill_tap_rows_, round_tap_rows_, catch_taps_;

@@ -5,6 +5,8 @@
 
 #include <eaglevk/error.h>
 
+#include "runtime/ops/tree.h"
+
 namespace eaglevk::engine {
 
 std::vector<models::LayerRange> place_layers(uint32_t layers, std::span<const double> shares) {
@@ -51,10 +53,40 @@ SplitFront::SplitFront(const models::TargetModel& target, uint32_t capacity, uin
 
 SplitFront::~SplitFront() = default;
 
+// The tree words of a pass on one device: the accepted path to compact, then the table.
+void SplitFront::stage_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
+                ops::TreePath& path) {
+  const vk::Context& ctx = st.gpu->ctx;
+  const uint64_t compact_words = tree.compact ? 2 + tree.compact_max : 0;
+  const uint64_t table_words = tree.table ? uint64_t(pass.rows) * tree.stride : 0;
+  const uint64_t bytes = (compact_words + table_words) * 4;
+  if (bytes == 0) return;
+  if (st.tree_words.bytes < bytes) {
+    st.tree_upload = vk::Buffer(ctx, bytes, vk::MemoryKind::Upload, "split tree words");
+    st.tree_words = vk::Buffer(ctx, bytes, vk::MemoryKind::Device, "split tree words");
+  }
+  auto* up = static_cast<int32_t*>(st.tree_upload.mapped);
+  if (compact_words) std::memcpy(up, tree.compact, compact_words * 4);
+  if (table_words) std::memcpy(up + compact_words, tree.table, table_words * 4);
+  oc.rec.copy(vk::BufferRange(st.tree_upload, 0, bytes), vk::BufferRange(st.tree_words, 0, bytes), "tree words");
+  if (compact_words) {
+    // The last tree's accepted path to consecutive rows of this device's layers, as the last
+    // device does for its own.
+    const ops::IntVec compact{st.tree_words, 0};
+    for (uint32_t layer = 0; layer < uint32_t(st.state.k_cache.size()); ++layer) {
+      if (!st.state.k_cache[layer]) continue;
+      const ops::KvLayer kv = st.state.kv_layer(layer);
+      ops::row_compact(oc, compact, tree.compact_max, kv.k, &kv.v, st.state.kv_dim / 2, "tree_compact_kv");
+    }
+  }
+  if (table_words)
+    path = ops::TreePath{vk::BufferRange(st.tree_words), uint32_t(compact_words), tree.stride, pass.tree->base};
+}
+
 void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions,
-                     const int32_t* slots, models::TargetState& last) {
-  if (pass.tree || pass.embeddings)
-    fail("a model split across devices takes no tree or image rows");
+                     const int32_t* slots, models::TargetState& last, const SplitTree& tree) {
+  if (pass.embeddings) fail("a model split across devices takes no image rows");
+  if (pass.tree && !tree.table) fail("a split tree pass needs its ancestor table on the host");
   if (pass.rows > max_rows_) fail("a split pass of {} rows exceeds the {} its states hold", pass.rows, max_rows_);
   const uint64_t words = pass.rows;
   const uint64_t hop_bytes = uint64_t(pass.rows) * (hidden_ + (pass.taps ? pass.taps->out.stride : 0)) * 4;
@@ -67,11 +99,15 @@ void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const 
     vk::Recorder& rec = *st.rec;
     ops::OpContext oc{*st.gpu, rec};
     rec.begin();
-    if (i == 0) rec.copy(vk::BufferRange(st.inputs, 0, words * 4), vk::BufferRange(st.state.ids, 0, words * 4), "inputs");
+    if (i == 0)  // only the first part embeds the tokens
+      rec.copy(vk::BufferRange(st.inputs, 0, words * 4), vk::BufferRange(st.state.ids, 0, words * 4), "inputs");
     rec.copy(vk::BufferRange(st.inputs, max_rows_ * 4ull, words * 4), vk::BufferRange(st.state.positions, 0, words * 4),
              "inputs");
     const ops::IntVec stage_slots{st.slots};
     models::ForwardPass p = pass;
+    ops::TreePath tree_path;
+    stage_tree(st, pass, tree, oc, tree_path);
+    if (pass.tree) p.tree = &tree_path;
     if (pass.taps) {
       // The same layers into this device's own rows, laid out as the caller's.
       st.tap_request.layers.assign(pass.taps->layers.begin(), pass.taps->layers.end());

@@ -26,6 +26,16 @@ struct HopStats {
   uint64_t passes = 0, hops = 0, bytes = 0;
 };
 
+// What a tree round adds to a split pass (host arrays): the node rows' ancestor table, which
+// each earlier device's attention reads from a copy of its own, and the last tree's accepted
+// path, which each device moves to consecutive rows of its own KV cache first.
+struct SplitTree {
+  const int32_t* table = nullptr;  // [rows][stride] ancestor nodes (ops::TreePath); null: no tree
+  uint32_t stride = 0;
+  const int32_t* compact = nullptr;  // [len, base, path...] (ops::row_compact); null: nothing to move
+  uint32_t compact_max = 0;          // the most path entries
+};
+
 class SplitFront {
  public:
   // States for every earlier part of `target` (whose own state, on the decoder's device, holds
@@ -36,10 +46,10 @@ class SplitFront {
   // Runs `pass` through the earlier parts: ids, positions and, with pass.slots, the cache rows
   // of its rows (host arrays of pass.rows each), and leaves the residual stream entering the
   // last part's first layer in last.hidden_in, with pass.taps the tap rows of the earlier
-  // parts' layers beside it. Trees and image rows are refused (the decoder refuses them with a
-  // split model).
+  // parts' layers beside it. With pass.tree, `tree` gives its table (pass.tree's base is kept).
+  // Image rows are refused (the decoder refuses them with a split model).
   void run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions, const int32_t* slots,
-           models::TargetState& last);
+           models::TargetState& last, const SplitTree& tree = {});
 
   const HopStats& stats() const { return stats_; }
   size_t parts() const { return stages_.size() + 1; }
@@ -53,8 +63,13 @@ class SplitFront {
     vk::Buffer slots;   // Device, int32 [max_rows]: the cache rows, as the forward reads them
     vk::Buffer taps;    // Device, f32 [max_rows, kMaxHopTaps H]: this part's tap rows of a pass
     models::TapRequest tap_request;  // the pass's tap layers into `taps`
+    // A tree round's words (SplitTree: the compact path, then the ancestor table), staged and
+    // on the device; grown on first need.
+    vk::Buffer tree_upload, tree_words;
     std::unique_ptr<vk::Recorder> rec;
   };
+  static void stage_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
+                         ops::TreePath& path);
   std::vector<Stage> stages_;
   uint32_t max_rows_ = 0, hidden_ = 0;
   HopStats stats_;

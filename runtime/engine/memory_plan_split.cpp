@@ -116,7 +116,8 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   const uint64_t smallest_layer = L ? *std::min_element(layer_bytes.begin(), layer_bytes.end()) : 0;
   for (uint32_t d = 0; d < n; ++d) {
     const DeviceShare& s = plan.devices[d];
-    const uint64_t one_layer = smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed : 0) + (d + 1 == n ? head : 0);
+    const uint64_t one_layer =
+        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed : 0) + (d + 1 == n ? head : 0);
     if (s.budget < one_layer)
       fail_setting(Setting::Devices,
                    "device {} ({}) has {} available ({}), less than one layer needs there ({} of weights, KV cache "
@@ -143,12 +144,17 @@ uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, s
   const MemoryPlan& b = plan.binding;
   const uint32_t fits = std::min(b.max_context_that_fits(), b.device_max_context);
   const uint32_t shown = requested ? std::min(requested, b.model_max_context) : 64;
-  if (fits < 64 || (requested && b.total(std::min(requested, b.model_max_context)) > b.budget) ||
-      std::any_of(plan.devices.begin(), plan.devices.end(), [&](const DeviceShare& s) { return s.total(shown) > s.budget; }))
-    fail("the model does not fit its devices split as they are: {}{}", describe_split(plan, shown),
-         fits >= 64 ? fmt::format("; a context of at most {} fits", fits) : std::string("; use a smaller (quantized) "
-                                                                                        "file, more devices or other "
-                                                                                        "shares of the layers"));
+  const bool short_somewhere = std::any_of(plan.devices.begin(), plan.devices.end(),
+                                           [&](const DeviceShare& s) { return s.total(shown) > s.budget; });
+  if (fits < 64 || short_somewhere) {
+    // A context that does not fit is about the setting; a model that fits no context, about the files.
+    const std::string advice = fits >= 64 ? fmt::format("; a context of at most {} tokens fits", fits)
+                                          : std::string("; use a smaller (quantized) file, more devices or other "
+                                                        "shares of the layers");
+    throw Error(fmt::format("the model does not fit its devices split as they are: {}{}", describe_split(plan, shown),
+                            advice),
+                fits >= 64 ? Setting::Context : Setting::None);
+  }
   return choose_context(b, requested, note);
 }
 
