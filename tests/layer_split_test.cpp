@@ -6,7 +6,10 @@
 // boundary, plainly, batched, by chains and by trees (the draft on the last device, the tap rows
 // hopped);
 // the memory plan is per device and refuses by device.
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 #include <numeric>
 #include <string>
 
@@ -19,6 +22,7 @@
 #include "runtime/engine/layer_split.h"
 #include "runtime/ops/gpu.h"
 #include "support/real_dims.h"
+#include "support/synthetic.h"
 
 namespace eaglevk::testing {
 namespace {
@@ -385,6 +389,45 @@ TEST(LayerSplit, PairBPlainDecodingGivesTheSingleDeviceBitsAtEveryLayerBoundary)
     o.split = {double(b), double(L - b)};
     const auto split = api::load_model(two, api::plan_load(two, target, o));
     expect_same_bits(ref, generate(*split, prompt), "pair B split at layer " + std::to_string(b));
+  }
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+// A Qwen3 target with lm_head tied to the embeddings (a synthetic checkpoint): the last device
+// loads the embedding table too, as its head, and the bits stay the single device's.
+TEST(LayerSplit, TiedQwen3GivesTheSingleDeviceBitsAtEveryLayerBoundary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("eaglevk-split-qwen3-" + std::to_string(::getpid()));
+  SynthOptions so;
+  so.layers = 4;
+  so.tie_embeddings = true;
+  so.tokenizer_dir = kAssets + "/tiny-llama3";
+  write_synthetic_checkpoint(SynthKind::Qwen3_Tiny, dir, so);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{dir};
+  api::LoadOptions o;
+  o.context = kContext;
+  const api::Runtime one = api::open_runtime("0"), two = open_devices(2);
+  const auto whole = api::load_model(one, api::plan_load(one, dir, o));
+  ASSERT_EQ(whole->target->architecture(), "Qwen3ForCausalLM");
+  const std::vector<int32_t> prompt = random_prompt(26, 2, whole->tokenizer.bos_id(), 4000);
+  const SplitRun ref = generate(*whole, prompt);
+  for (uint32_t b = 1; b < so.layers; ++b) {
+    o.split = {double(b), double(so.layers - b)};
+    const auto split = api::load_model(two, api::plan_load(two, dir, o));
+    // Tied: both parts hold the embedding table, and each part's weights are the plan's figure.
+    EXPECT_EQ(split->target->earlier[0].model->weight_bytes(), split->split->devices[0].weights);
+    EXPECT_EQ(split->target->weight_bytes(), split->split->devices[1].weights);
+    EXPECT_GT(split->target->weight_bytes() + split->target->earlier[0].model->weight_bytes(),
+              whole->target->weight_bytes());
+    expect_same_bits(ref, generate(*split, prompt), "qwen3 split at layer " + std::to_string(b));
   }
 }
 
