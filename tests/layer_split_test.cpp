@@ -244,8 +244,28 @@ TEST(LayerSplit, MemoryPlanIsPerDeviceAndRefusesByDevice) {
   EXPECT_NE(short_of.find("device 0 ("), std::string::npos) << short_of;
   EXPECT_NE(short_of.find("device 1 ("), std::string::npos) << short_of;
   EXPECT_NE(short_of.find(engine::format_bytes(d[1].total(kContext))), std::string::npos) << short_of;
+  // A shorter context fits each device: the refusal says how long.
+  engine::DeviceShare s0 = d[0], s1 = d[1];
+  s0.budget = d[0].total(kContext) - 1;
+  s1.budget = d[1].total(kContext) - 1;
+  const uint32_t fits = std::min(s0.max_context(), s1.max_context());
+  ASSERT_GE(fits, 64u);
+  ASSERT_LT(fits, kContext);
+  EXPECT_NE(short_of.find("a context of at most " + std::to_string(fits) + " tokens"), std::string::npos) << short_of;
   two.devices[0]->gpu->ctx.memory_budget = saved0;
   two.devices[1]->gpu->ctx.memory_budget = saved1;
+  // One share per device.
+  api::LoadOptions three_shares = o;
+  three_shares.split = {1, 1, 1};
+  const std::string shares = error_of([&] { api::plan_load(two, kTarget, three_shares); });
+  EXPECT_NE(shares.find("3 shares of the layers for 2 devices"), std::string::npos) << shares;
+  // Shares on a runtime of one device: a warning, every layer on it.
+  const api::LoadPlan single = api::plan_load(api::open_runtime("0"), kTarget, three_shares);
+  EXPECT_FALSE(single.split);
+  bool warned = false;
+  for (const std::string& note : single.notes) warned |= note.find("runtime of one device") != std::string::npos;
+  EXPECT_TRUE(warned);
+
   // With a draft: its weights and KV cache go with the last device.
   api::LoadOptions with_draft = o;
   with_draft.split = {};

@@ -135,7 +135,10 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
     }
     plan.memory = engine::plan_memory(*runtime.device->gpu, *files, head ? &*head : nullptr, options.max_rows,
                                       {options.experts_in_host, options.context});
-    if (runtime.devices.size() > 1) plan_split(runtime, *files, head ? &*head : nullptr, plan);
+    if (runtime.devices.size() > 1)
+      plan_split(runtime, *files, head ? &*head : nullptr, plan);
+    else if (!options.split.empty())
+      plan.notes.push_back("warning: shares of the layers were given for a runtime of one device: every layer is on it");
     if (loader::should_check_tensors(options.check_tensors, plan.memory.weights)) {
       loader::check_tensors_finite(files->checkpoint, files->source());
       if (head) loader::check_tensors_finite(head->checkpoint, head->source());

@@ -131,7 +131,10 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   const DeviceShare& t = plan.devices[tightest];
   plan.binding = whole;
   plan.binding.weights = t.weights;
+  // Every weight of a split model lives on its device (experts in host memory are not combined
+  // with a split yet), whatever the one-device plan chose.
   plan.binding.routed_experts = plan.binding.host_weights = 0;
+  plan.binding.experts_in_host_automatic = plan.binding.experts_may_move = false;
   plan.binding.kv_per_token = t.kv_per_token;
   plan.binding.per_pass = t.per_pass;
   plan.binding.activations = activations;
