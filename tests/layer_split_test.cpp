@@ -392,6 +392,17 @@ TEST_P(LayerSplitChain, TreesGiveTheSingleDeviceTokensAndAcceptanceAtEveryLayerB
     EXPECT_EQ(got.hops.passes, 1 + got.stats.num_drafts);
     EXPECT_EQ(got.hops.bytes, (prompt.size() + got.stats.num_drafts * 6ull) * 4 * H * 4);
   }
+  // The automatic tree's timing passes (engine::auto_tree_shape) run split too, hops included.
+  engine::DecoderConfig c;
+  c.context = kContext;
+  c.tree = tree;
+  const auto split = api::load_model(two, api::plan_load(two, GetParam().target, o));
+  engine::Decoder dec(*split->device->gpu, *split->target, split->draft.get(), c);
+  EXPECT_GT(dec.time_pass(false, 5, 2), 0.0);
+  EXPECT_EQ(dec.split_hops().passes, 3u);  // a warm-up and two timed
+  EXPECT_EQ(dec.split_hops().bytes, 3 * 5ull * 4 * H * 4);
+  EXPECT_GT(dec.time_pass(true, 5, 1), 0.0);
+  EXPECT_EQ(dec.split_hops().passes, 3u);  // the draft's passes stay on the last device
 }
 
 // Plain decoding of pair B's Llama-4 target (mixture-of-experts layers, NoPE layers, chunked

@@ -323,7 +323,6 @@ void Decoder::read_tap_rows(uint32_t at, std::vector<float>& out) const {
 double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
   if (rows == 0 || rows > max_rows_ || rows >= context_) fail("time_pass: {} rows do not fit", rows);
   if (draft_pass && !draft_) fail("time_pass: no draft");
-  if (front_) fail("time_pass: a target split across devices is timed by its rounds");
   for (Sequence& s : seqs_) s.reusable.clear();
   auto* up = static_cast<int32_t*>(upload_.mapped);
   for (uint32_t i = 0; i < rows; ++i) {
@@ -333,6 +332,10 @@ double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
   std::vector<double> times;
   for (uint32_t r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    // A split target's verify pass starts on the earlier devices, hops included.
+    const models::ForwardPass target_pass{rows, rows, 0, /*batch_invariant=*/true, draft_ ? &prefill_taps_ : nullptr,
+                                          /*argmax=*/true};
+    if (front_ && !draft_pass) run_split_front(target_pass);
     ops::OpContext oc{gpu_, rec_};
     rec_.begin();
     rec_.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
@@ -341,9 +344,7 @@ double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
                 "inputs");
       rec_.copy(vk::BufferRange(inputs_, in_.target_positions * 4ull, rows * 4),
                 vk::BufferRange(tstate_.positions, 0, rows * 4), "inputs");
-      models::record_target_forward(
-          oc, target_, tstate_,
-          {rows, rows, 0, /*batch_invariant=*/true, draft_ ? &prefill_taps_ : nullptr, /*argmax=*/true});
+      models::record_target_forward(oc, target_, tstate_, target_pass);
     } else {
       models::DraftPass pass;
       pass.rows = rows;
