@@ -101,10 +101,11 @@ struct SplitRun {
   engine::HopStats hops;
 };
 
-SplitRun generate(const api::Model& m, const std::vector<int32_t>& prompt) {
+SplitRun generate(const api::Model& m, const std::vector<int32_t>& prompt, bool replay = vk::replay_from_env()) {
   engine::DecoderConfig c;
   c.context = kContext;
   engine::Decoder dec(*m.device->gpu, *m.target, nullptr, c);
+  dec.replay = replay;
   engine::GenerationOptions o;
   o.n_predict = 12;
   o.ignore_eos = true;
@@ -161,6 +162,14 @@ TEST(LayerSplit, TwoDevicesGiveTheSingleDeviceBitsAtEveryLayerBoundary) {
     // One hop per pass: the prompt's one prefill pass, then one a generated token but the first.
     const uint64_t passes = 1 + (got.tokens.size() - 1);
     EXPECT_EQ(got.hops.passes, passes);
+    // Decode steps after the first resubmit the earlier part's recording, as the decoder's own;
+    // recorded every time, the bits are the same.
+    EXPECT_EQ(got.hops.resubmitted, vk::replay_from_env() ? passes - 2 : 0u);
+    if (b == L / 2) {
+      const SplitRun recorded = generate(*split, prompt, /*replay=*/false);
+      expect_same_bits(ref, recorded, "recorded every pass");
+      EXPECT_EQ(recorded.hops.resubmitted, 0u);
+    }
     EXPECT_EQ(got.hops.hops, passes);
     EXPECT_EQ(got.hops.bytes, (prompt.size() + got.tokens.size() - 1) * H * 4ull);
   }

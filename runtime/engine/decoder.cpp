@@ -57,7 +57,7 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
   if (target.split()) {
     // The hops carry the residual stream and the taps; each earlier part gets a tree's nodes
     // from the host (split_tree_round).
-    front_ = std::make_unique<SplitFront>(target, B * context_, max_rows_, config.arena_reuse);
+    front_ = std::make_unique<SplitFront>(target, B * context_, context_, max_rows_, config.arena_reuse);
     split_ids_.resize(round_rows_);
   }
   if (tstate_.logits_rows < round_rows_)
@@ -282,6 +282,8 @@ void Decoder::run_split_front(models::ForwardPass pass, const int32_t* ids) {
   const auto* up = static_cast<const int32_t*>(upload_.mapped);
   const ops::IntVec t_slots = input(in_.target_slots);
   pass.slots = regions(t_slots);
+  front_->replay = replay;  // as the decoder's own rounds
+  front_->replay_span = replay_span;
   front_->run(pass, ids ? ids : up + in_.target_ids, up + in_.target_positions,
               batch_ > 1 ? up + in_.target_slots : nullptr, tstate_);
 }

@@ -24,6 +24,7 @@ std::vector<models::LayerRange> place_layers(uint32_t layers, std::span<const do
 // What crossed device boundaries: hops (one per boundary per pass) and their bytes.
 struct HopStats {
   uint64_t passes = 0, hops = 0, bytes = 0;
+  uint64_t resubmitted = 0;  // earlier parts' passes that resubmitted their last recording
 };
 
 // What a tree round adds to a split pass (host arrays): the node rows' ancestor table, which
@@ -40,7 +41,9 @@ class SplitFront {
  public:
   // States for every earlier part of `target` (whose own state, on the decoder's device, holds
   // the last part's layers), sized as that state: `capacity` cache rows, `max_rows` rows a pass.
-  SplitFront(const models::TargetModel& target, uint32_t capacity, uint32_t max_rows, bool arena_reuse);
+  // `context`: positions per sequence, the most a replayed recording's attention bound reaches.
+  SplitFront(const models::TargetModel& target, uint32_t capacity, uint32_t context, uint32_t max_rows,
+             bool arena_reuse);
   ~SplitFront();
 
   // Runs `pass` through the earlier parts: ids, positions and, with pass.slots, the cache rows
@@ -52,6 +55,10 @@ class SplitFront {
            models::TargetState& last, const SplitTree& tree = {});
 
   const HopStats& stats() const { return stats_; }
+  // Resubmit a part's last recording when the next pass has its shape (no tree) and fits its
+  // attention bound, as the decoder replays its own rounds (vk::replay_from_env).
+  bool replay = vk::replay_from_env();
+  uint32_t replay_span = 512;  // positions a recording serves past its own pass
   size_t parts() const { return stages_.size() + 1; }
 
  private:
@@ -66,12 +73,21 @@ class SplitFront {
     // A tree round's words (SplitTree: the compact path, then the ancestor table), staged and
     // on the device; grown on first need.
     vk::Buffer tree_upload, tree_words;
+    // What the recorder last recorded, when a later pass may resubmit it: its shape and the
+    // recorder's count then (vk::Recorder::recordings).
+    struct Recorded {
+      uint32_t rows = 0, kv_bound = 0, tap_stride = 0;
+      bool batch_invariant = false, slots = false;
+      std::vector<uint32_t> tap_layers;
+      uint64_t recording = 0;
+    } last;
     std::unique_ptr<vk::Recorder> rec;
   };
+  void hop(size_t i, const models::ForwardPass& pass, models::TargetState& last_part, uint64_t bytes);
   static void stage_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
                          ops::TreePath& path);
   std::vector<Stage> stages_;
-  uint32_t max_rows_ = 0, hidden_ = 0;
+  uint32_t max_rows_ = 0, hidden_ = 0, context_ = 0, max_keys_ = 0;
   HopStats stats_;
 };
 
