@@ -140,4 +140,11 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   return out;
 }
 
+std::vector<engine::TokenLogprobs> Session::logprobs_so_far(size_t from) const {
+  if (!decoder_->running(0) && !decoder_->finished(0)) return {};  // between calls: no sequence
+  const std::vector<engine::TokenLogprobs>& all = decoder_->logprobs_so_far(0);
+  if (from >= all.size()) return {};
+  return {all.begin() + std::ptrdiff_t(from), all.end()};
+}
+
 }  // namespace eaglevk::api

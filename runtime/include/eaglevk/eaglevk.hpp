@@ -214,6 +214,10 @@ class Session {
   GenerateOutput continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece = {});
   // The tokens of the sequence so far: the last call's prompt and output.
   const std::vector<int32_t>& sequence() const { return sequence_; }
+  // From inside on_piece: the log-probabilities (SessionParams::logprobs) of the tokens the
+  // running call has generated so far, from index `from` on, for streaming them beside the text;
+  // the call's GenerateOutput still gives them all. Empty outside a call.
+  std::vector<engine::TokenLogprobs> logprobs_so_far(size_t from = 0) const;
 
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
