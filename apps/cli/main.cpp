@@ -9,6 +9,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/flag_values.h"
 #include "apps/cli/setting_names.h"
 #include "apps/cli/usage.h"
 #include "runtime/vk/context.h"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   }
   try {
     for (CLI::App* sub : app.get_subcommands()) {
+      eaglevk::cli::check_values_are_not_flags(*sub);
       const int status = eaglevk::cli::run_selected(*sub);
       // With EAGLEVK_VALIDATE=1 a run the validation layer objected to has not succeeded.
       if (const uint32_t errors = eaglevk::vk::validation_errors_in_process()) {
