@@ -24,6 +24,8 @@ void fill_output(GenerateOutput& out, engine::GenerationResult&& r, const Sequen
   out.reused_tokens = r.reused_tokens;
   out.prompt_tokens = uint32_t(r.prompt.size());
   out.logprobs = std::move(r.logprobs);
+  out.prefill_seconds = r.prefill_seconds;
+  out.decode_seconds = r.decode_seconds;
   out.stopped_by_caller = text.stopped_by_caller();
   out.stopped_at_stop_string = text.stopped_at_stop_string();
 }

@@ -187,6 +187,10 @@ struct GenerateOutput {
   std::vector<engine::TokenLogprobs> logprobs;  // with SessionParams::logprobs
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
   uint32_t prompt_tokens = 0;  // positions the prompt took: with images, each image's tile tokens
+  // Added for eval's per-generation timing: the prompt's prefill, and the decoding after it
+  // (in a batch, this sequence's share of each round it took part in).
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
 };
 
 // Called with each generated token and its text (whole UTF-8 characters, special tokens
@@ -218,6 +222,12 @@ class Session {
   // running call has generated so far, from index `from` on, for streaming them beside the text;
   // the call's GenerateOutput still gives them all. Empty outside a call.
   std::vector<engine::TokenLogprobs> logprobs_so_far(size_t from = 0) const;
+  // A new sequence, as generate(prompt), that keeps the KV caches of the longest prefix the
+  // prompt shares with the sequence so far (less its last position, which must run; nothing
+  // after a sequence with images): a conversation's next turn rendered whole from its
+  // messages (eval's multi-turn lines), whose ids need not extend the last output exactly.
+  // reused_tokens says how many positions were kept. (runtime/api/session_reuse.cpp)
+  GenerateOutput generate_reusing(std::span<const int32_t> prompt, const PieceCallback& on_piece = {});
 
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
@@ -275,9 +285,18 @@ class BatchSession {
   // called with each token as for Session::generate, from start() and step(); returning false
   // finishes the sequence (stopped_by_caller).
   uint32_t start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece = {});
+  // As start(), in `id` (free: taken since it last ran). With `reuse_prefix` it keeps the KV
+  // caches of the longest prefix `prompt` shares with the sequence that ran there, as
+  // Session::generate_reusing: a conversation's next turn prefills only what is new.
+  uint32_t start_at(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params, bool reuse_prefix,
+                    PieceCallback on_piece = {});
   // One round of every running sequence; returns the ids that finished in it (or in start()
   // since the last step), each to be taken.
   std::vector<uint32_t> step();
+  // The ids that finished since the last step() or collect(), without running a round: a
+  // sequence can end in start() (its first token), and its id can be taken and reused before
+  // the next round.
+  std::vector<uint32_t> collect();
   // Whether any sequence is running (step() has work).
   bool running() const;
   bool finished(uint32_t id) const;
@@ -303,7 +322,42 @@ class BatchSession {
   BatchParams params_;
   uint32_t context_ = 0;
   std::unique_ptr<State> state_;
+
+  uint32_t start_in(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece,
+                    bool reuse);
 };
+
+// What `eaglevk eval` asks of a loaded model besides sessions (runtime/api/eval_support.cpp).
+constexpr uint32_t kMaxBatchSequences = 64;  // BatchParams::sequences at most
+// Why a generation ended, as run and eval report it: "stop" (a stop string), "eos", "context"
+// or "length".
+const char* stop_reason(const GenerateOutput& out);
+// Fails unless every stop string can match (none is empty).
+void check_stop_strings(const std::vector<std::string>& stop);
+// The ids Session::generate decodes for a prompt with images: each <|image|> placeholder
+// expanded into its image's token layout (the images are preprocessed; the vision tower does
+// not run). Fails as generate would when the model takes no images or they do not fit.
+std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_t> prompt,
+                                      std::span<const loader::RgbImage> images);
+// The target's decoder layers (tap ids run 0..layers).
+uint32_t target_layers(const Model& model);
+// The target layers whose hidden states the model's draft reads: its config's, or
+// LoadOptions::aux_layers.
+std::vector<uint32_t> draft_taps(const Model& model);
+// Sessions made from now on have the draft read `layers` instead (the same weights): one
+// loaded head evaluated at other taps without reloading the target (eval --aux-shift-sweep).
+// Sessions made before keep theirs; no session may be made on another thread meanwhile.
+// As many ids as the draft takes, ascending, distinct, each at most target_layers().
+void set_draft_taps(const Model& model, std::vector<uint32_t> layers);
+// --spec-draft-tokens auto: the tree shape within `bounds` (its steps and top-K at most) that
+// decodes fastest on this device, from the draft's acceptance on `prompts` and measured pass
+// costs (cached per device, driver, model and draft in engine::default_cache_dir()). `report`,
+// when given, receives the search's lines. `bounds` itself when it names its draft tokens.
+engine::TreeParams auto_tree_shape(const Model& model, const engine::TreeParams& bounds,
+                                   const std::vector<std::vector<int32_t>>& prompts, std::string* report = nullptr);
+// EAGLEVK_PROFILE=1: the device time per command family per generated token over everything
+// submitted so far, and the host's recording and waiting time; empty when not profiling.
+std::string profile_report(uint64_t generated_tokens);
 
 // The device behind a C handle (capi.cpp), for tests that check the validation layer's count.
 const Device& device_of(const eaglevk_runtime* runtime);
