@@ -1,6 +1,6 @@
 // What `eaglevk eval` asks of the C++ facade beyond generate (issue 42 item 2), each against an
 // independent path: a conversation's next turn rendered whole keeps the caches of the prefix it
-// shares with the last sequence (Session::generate_reusing, BatchSession::start_at) and gives the
+// shares with the last sequence (Session::generate_reusing_prefix, BatchSession::start_at) and gives the
 // tokens of prefilling it from scratch; BatchSession::collect hands on a sequence that ended in
 // start(); set_draft_taps gives the acceptance of a load with those taps (LoadOptions::aux_layers)
 // and refuses taps the draft cannot read; image_prompt_ids has the length Session::generate
@@ -79,7 +79,7 @@ TEST(ApiEvalSupport, GenerateReusingKeepsTheSharedPrefixAndGivesTheTokensOfAFres
     api::Session session(model(), p);
     const api::GenerateOutput a = session.generate(first);
     const std::vector<int32_t> second = next_turn(m, first, a.tokens);
-    const api::GenerateOutput reused = session.generate_reusing(second);
+    const api::GenerateOutput reused = session.generate_reusing_prefix(second);
     api::Session fresh_session(model(), p);
     const api::GenerateOutput fresh = fresh_session.generate(second);
     EXPECT_EQ(reused.tokens, fresh.tokens) << "k " << k;
@@ -156,8 +156,8 @@ TEST(ApiEvalSupport, BatchStartAtReusesItsIdsCachesAndCollectHandsOnSequencesTha
 
 TEST(ApiEvalSupport, DraftTapsSetAfterLoadAcceptAsALoadWithThoseTaps) {
   const std::shared_ptr<const api::Model>& m = model();
-  const std::vector<uint32_t> configured = api::draft_taps(*m);
-  const uint32_t layers = api::target_layers(*m);
+  const std::vector<uint32_t> configured = api::model_info(*m).draft_taps;
+  const uint32_t layers = api::model_info(*m).layers;
   ASSERT_EQ(configured.size(), 3u);
   std::vector<uint32_t> shifted = configured;
   for (uint32_t& id : shifted) id = std::min(id + 1, layers);
@@ -167,7 +167,7 @@ TEST(ApiEvalSupport, DraftTapsSetAfterLoadAcceptAsALoadWithThoseTaps) {
   auto run = [&](const std::shared_ptr<const api::Model>& model) { return api::Session(model, p).generate(prompt); };
   const api::GenerateOutput before = run(m);
   api::set_draft_taps(*m, shifted);
-  EXPECT_EQ(api::draft_taps(*m), shifted);
+  EXPECT_EQ(api::model_info(*m).draft_taps, shifted);
   const api::GenerateOutput moved = run(m);
   api::set_draft_taps(*m, configured);
   const api::GenerateOutput restored = run(m);
@@ -185,7 +185,7 @@ TEST(ApiEvalSupport, DraftTapsSetAfterLoadAcceptAsALoadWithThoseTaps) {
   EXPECT_NE(error_of([&] { api::set_draft_taps(*m, {1, 2, layers + 1}); }).find("out of range"), std::string::npos);
   EXPECT_NE(error_of([&] { api::set_draft_taps(*m, {2, 1, 3}); }).find("ascending and distinct"), std::string::npos);
   EXPECT_NE(error_of([&] { api::set_draft_taps(*m, {1, 1, 3}); }).find("ascending and distinct"), std::string::npos);
-  EXPECT_EQ(api::draft_taps(*m), configured);  // a refused call changes nothing
+  EXPECT_EQ(api::model_info(*m).draft_taps, configured);  // a refused call changes nothing
 }
 
 TEST(ApiEvalSupport, StopReasons) {

@@ -37,8 +37,9 @@ namespace {
 // hidden states the decoder copies out; the weights do not change). The ids are restored.
 std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, const EvalPass& first, bool& outputs_agree) {
   const api::Model& m = *e.model;
-  const std::vector<uint32_t> base = api::draft_taps(m);
-  const uint32_t layers = api::target_layers(m);
+  const api::ModelInfo info = api::model_info(m);
+  const std::vector<uint32_t> base = info.draft_taps;
+  const uint32_t layers = info.layers;
   std::vector<AuxSweepRow> rows;
   outputs_agree = true;
   for (int shift : kAuxShifts) {
@@ -216,7 +217,8 @@ int eval_command(const EvalArgs& a) {
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
   const api::Model& m = *loaded;
-  const std::vector<uint32_t> configured = api::draft_taps(m);
+  const api::ModelInfo info = api::model_info(m);
+  const std::vector<uint32_t>& configured = info.draft_taps;
 
   if (tree.enabled() && a.spec.auto_tokens()) {
     // Calibrated on the first prompts of the dataset (their first turn).
@@ -225,9 +227,7 @@ int eval_command(const EvalArgs& a) {
       std::vector<loader::ChatMessage> conversation;
       prompts.push_back(item_prompt_ids(a, m, data.items[i], 0, conversation));
     }
-    std::string search;
-    tree = api::auto_tree_shape(m, tree, prompts, &search);
-    fmt::print(stderr, "{}", search);
+    tree = resolve_tree(m, tree, prompts);
   }
   if (has_images && !m.images)
     throw Error(fmt::format("{} has lines with images, but {}", a.dataset, m.no_images_reason), m.no_images_setting);
@@ -256,7 +256,7 @@ int eval_command(const EvalArgs& a) {
   bool sweep_outputs_agree = true;
   if (a.aux_sweep) {
     sweep = aux_sweep(setup, p, sweep_outputs_agree);
-    fmt::print("{}", aux_sweep_report(sweep, configured, api::target_layers(m)));
+    fmt::print("{}", aux_sweep_report(sweep, configured, info.layers));
     // Greedy speculative decoding is lossless whatever the taps, so only acceptance may differ.
     if (a.temp == 0)
       fmt::print("greedy outputs identical in every row: {}\n", sweep_outputs_agree ? "yes" : "NO (a bug: please report)");

@@ -150,7 +150,7 @@ PromptResult evaluate_item(const EvalSetup& e, api::Session& spec, api::Session*
     // line before it (nor on the shard it runs in). Prompts with images prefill whole.
     const bool reuse = g > 0 && !a.no_kv_reuse && item.images.empty();
     auto generate = [&](api::Session& session) {
-      return reuse ? session.generate_reusing(ids) : session.generate(ids, {}, images);
+      return reuse ? session.generate_reusing_prefix(ids) : session.generate(ids, {}, images);
     };
     api::GenerateOutput out = generate(spec);
     if (plain) {

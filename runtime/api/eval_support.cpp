@@ -1,6 +1,6 @@
-// What `eaglevk eval` asks of a loaded model besides its sessions: stop reasons, the image
-// prompt's layout, the draft's taps for an aux-layer sweep, the automatic tree shape and the
-// profiler's report, so that the app reaches none of the engine's lower layers.
+// What `eaglevk eval` asks of a loaded model besides its sessions: the image prompt's layout
+// and the draft's taps for an aux-layer sweep, so that the app reaches none of the engine's
+// lower layers.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -23,17 +23,6 @@ namespace eaglevk::api {
 
 static_assert(kMaxBatchSequences == engine::kMaxBatch);
 
-const char* stop_reason(const GenerateOutput& out) {
-  engine::GenerationResult r;
-  r.stopped_at_eos = out.stopped_at_eos;
-  r.stopped_at_context = out.stopped_at_context;
-  return engine::stop_reason(r, out.stopped_at_stop_string);
-}
-
-void check_stop_strings(const std::vector<std::string>& stop) {
-  within(ErrorKind::InvalidArgument, [&] { engine::StopText check(stop); });
-}
-
 std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_t> prompt,
                                       std::span<const loader::RgbImage> images) {
   if (!model.images)
@@ -49,19 +38,12 @@ std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_
   });
 }
 
-uint32_t target_layers(const Model& model) { return uint32_t(model.target->config().num_hidden_layers); }
-
-std::vector<uint32_t> draft_taps(const Model& model) {
-  if (!model.draft) fail_as(ErrorKind::InvalidArgument, "the model has no draft");
-  return model.draft->aux_layers;
-}
-
 void set_draft_taps(const Model& model, std::vector<uint32_t> layers) {
   if (!model.draft) fail_as(ErrorKind::InvalidArgument, "the model has no draft");
   const std::vector<uint32_t>& now = model.draft->aux_layers;
   if (layers.size() != now.size())
     fail_as(ErrorKind::InvalidArgument, "the draft taps {} layers, got {}", now.size(), layers.size());
-  const uint32_t top = target_layers(model);
+  const uint32_t top = uint32_t(model.target->config().num_hidden_layers);
   for (size_t i = 0; i < layers.size(); ++i) {
     if (layers[i] > top)
       fail_as(ErrorKind::InvalidArgument, "tap layer {} is out of range: the target has {} layers (ids 0..{})",
@@ -73,30 +55,5 @@ void set_draft_taps(const Model& model, std::vector<uint32_t> layers) {
   // The decoder copies the ids when a session is made (the weights do not depend on them).
   model.draft->aux_layers = std::move(layers);
 }
-
-engine::TreeParams auto_tree_shape(const Model& model, const engine::TreeParams& bounds,
-                                   const std::vector<std::vector<int32_t>>& prompts, std::string* report) {
-  if (bounds.draft_tokens != 0) return bounds;
-  if (!model.draft) fail_as(ErrorKind::InvalidArgument, "tree drafting needs a draft");
-  engine::AutoOptions o;
-  o.prompts = prompts;
-  o.max_steps = bounds.steps;
-  o.max_topk = bounds.topk;
-  o.cache_dir = engine::default_cache_dir();
-  std::error_code ec;
-  const auto canonical = [&](const std::filesystem::path& p) {
-    auto c = std::filesystem::weakly_canonical(p, ec);
-    return ec ? p.string() : c.string();
-  };
-  ops::Gpu& gpu = *model.device->gpu;
-  const auto& f = gpu.ctx.info;
-  const auto& c = model.target->config();
-  o.cache_key = fmt::format("{}|{}|{}|{}|{}|{}|{}", f.name, f.driver, canonical(model.target_dir),
-                            canonical(model.draft_dir), c.hidden_size, c.num_hidden_layers, c.vocab_size);
-  std::lock_guard lock(model.device->queue_mutex);
-  return within(ErrorKind::Device, [&] { return engine::auto_tree_shape(gpu, *model.target, *model.draft, o, report).shape; });
-}
-
-std::string profile_report(uint64_t generated_tokens) { return vk::profile_report(generated_tokens); }
 
 }  // namespace eaglevk::api

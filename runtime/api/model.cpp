@@ -111,7 +111,8 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
   return plan;
 }
 
-std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
+std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
+                                        std::function<void(uint64_t bytes)> on_upload) {
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
   if (!plan.target_files) fail_as(ErrorKind::InvalidArgument, "the load plan holds no model files");
   auto m = std::make_shared<Model>();
@@ -124,7 +125,14 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
   {
     // Weight uploads go through the device's queue.
     std::lock_guard lock(runtime.device->queue_mutex);
-    const vk::Context& ctx = runtime.device->gpu->ctx;
+    vk::Context& ctx = runtime.device->gpu->ctx;
+    // The observer hears this load's uploads only.
+    struct Observe {
+      vk::Context& ctx;
+      std::function<void(uint64_t)> before;
+      ~Observe() { ctx.on_upload = std::move(before); }
+    } observe{ctx, ctx.on_upload};
+    if (on_upload) ctx.on_upload = std::move(on_upload);
     within(ErrorKind::Model, [&] {
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files, plan.memory.placement()));
       m->tokenizer = loader::load_tokenizer(files);

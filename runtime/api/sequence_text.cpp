@@ -45,7 +45,7 @@ void check_prompt_ids(const Model& model, std::span<const int32_t> prompt, const
   const int32_t vocab = model.vocab_size();
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
-      fail_as(ErrorKind::InvalidArgument, "{} {} (at {}) is outside the vocabulary of {}", what, prompt[i], i, vocab);
+      fail_as(ErrorKind::InvalidArgument, "{} {} (position {}) is outside the vocabulary of {}", what, prompt[i], i, vocab);
 }
 
 }  // namespace eaglevk::api
