@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/engine/spec_stats.h"
+#include <eaglevk/eaglevk.hpp>  // engine::SpecStats
 
 namespace eaglevk::cli {
 

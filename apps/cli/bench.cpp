@@ -11,6 +11,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <eaglevk/eaglevk.hpp>
 #include <eaglevk/error.h>
 
 #include "apps/cli/bench_concurrency.h"
@@ -19,11 +20,6 @@
 #include "apps/cli/model_files.h"
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
-#include "runtime/engine/elapsed.h"
-#include "runtime/engine/generate.h"
-#include "runtime/engine/memory_plan.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -41,13 +37,13 @@ struct BenchArgs {
 struct ProfiledRun {
   std::string test;
   uint64_t tokens = 0, rounds = 0;
-  vk::ProfileSummary summary;
+  api::ProfileSummary summary;
 };
 
 nlohmann::json profile_json(const ProfiledRun& r) {
   const double per = double(std::max<uint64_t>(r.tokens, 1));
   nlohmann::json commands = nlohmann::json::array();
-  for (const vk::ProfiledCommand& c : r.summary.per_command)
+  for (const api::ProfiledCommand& c : r.summary.per_command)
     commands.push_back({{"command", c.name}, {"gpu_ms_per_token", c.ms / per}, {"count_per_token", double(c.count) / per},
                         {"gb_per_s", c.gbps()}});
   nlohmann::json j = {{"test", "profile " + r.test},
@@ -110,7 +106,7 @@ int bench_command(const BenchArgs& a) {
       usage_fail("--concurrency measures the batch decoder: not with --profile, --depth or the --spec-* tree flags");
   }
   const api::Runtime runtime = api::open_runtime(a.device);
-  ops::Gpu* gpu = &gpu_of(runtime);
+  const std::string& device_name = runtime.device_name;
   // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
   // prefill writes untimed: attention's cost grows with it.
   // In 64 bits: -n 4294967295 must not wrap to a small context.
@@ -124,9 +120,8 @@ int bench_command(const BenchArgs& a) {
   const auto load_start = std::chrono::steady_clock::now();
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
   const double load_seconds = engine::seconds_since(load_start);
-  const models::TargetModel& target = *loaded->target;
-  models::Eagle3Model* draft = loaded->draft.get();
-  const auto& c = target.config();
+  const api::ModelInfo info = api::model_info(*loaded);
+  const bool draft = loaded->draft != nullptr;
   const std::string name = api::model_name(dir);
   if (!a.concurrency.empty()) {
     std::vector<ConcurrencyResult> results;
@@ -141,34 +136,40 @@ int bench_command(const BenchArgs& a) {
         fail("--concurrency {}: {}", clients, problem);
       results.push_back(bench_concurrency(loaded, clients, a.reps, a.n_prompt, a.n_gen, a.spec.k, uint32_t(sequence)));
       fmt::print(stderr, "bench: {} clients: {:.2f} requests/s\n", clients, results.back().requests / results.back().seconds);
-      j.push_back(concurrency_json(name, gpu->ctx.info.name, results.back()));
+      j.push_back(concurrency_json(name, device_name, results.back()));
     }
-    fmt::print("{}", a.output == "json" ? j.dump(2) + "\n" : concurrency_table(name, gpu->ctx.info.name, results));
+    fmt::print("{}", a.output == "json" ? j.dump(2) + "\n" : concurrency_table(name, device_name, results));
     return 0;
   }
-  // A plain decoder of prompt-sized prefill passes, a chain one and (with tree flags) a tree one.
-  auto make = [&](const models::Eagle3Model* with, uint32_t k, const engine::TreeParams& shape, uint32_t rows) {
-    return engine::make_decoder(*gpu, target, with, {.context = context, .k = k, .tree = shape, .max_rows = rows});
+  // A plain session of prompt-sized prefill passes, a chain one and (with tree flags) a tree
+  // one. Every generation ignores EOS; the prefill tests generate 1 token.
+  auto make = [&](uint32_t k, const engine::TreeParams& shape, uint32_t rows) {
+    api::SessionParams p;
+    p.context = context;
+    p.k = k;
+    p.tree = shape;
+    p.max_rows = rows;
+    p.ignore_eos = true;
+    return std::make_unique<api::Session>(loaded, p);
   };
-  const std::unique_ptr<engine::Decoder> runner = make(nullptr, 0, {}, max_rows);
+  const std::unique_ptr<api::Session> runner = make(0, {}, max_rows);
 
-  const std::vector<int32_t> bos = {c.bos_token_id >= 0 ? c.bos_token_id : 0};
-  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {bos});
+  const std::vector<int32_t> bos = {info.bos_token_id >= 0 ? info.bos_token_id : 0};
+  if (draft && tree.enabled()) tree = resolve_tree(*loaded, tree, {bos});
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(a.n_prompt);
-  for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(c.vocab_size));
+  for (int32_t& id : prompt) id = int32_t(rng() % uint32_t(info.vocab_size));
   // BOS, then depth - 1 random tokens.
   std::vector<int32_t> context_tokens = bos;
-  while (context_tokens.size() < a.depth) context_tokens.push_back(int32_t(rng() % uint32_t(c.vocab_size)));
+  while (context_tokens.size() < a.depth) context_tokens.push_back(int32_t(rng() % uint32_t(info.vocab_size)));
   const std::string at = a.depth ? fmt::format(" @ d{}", a.depth) : "";
   Stat pp{fmt::format("pp{}", a.n_prompt), {}}, tg{fmt::format("tg{}{}", a.n_gen, at), {}},
       spec{fmt::format("spec-tg{}{} k={}", a.n_gen, at, a.spec.k), {}},
       spec_tree{fmt::format("spec-tree-tg{}{} S={} K={} M={}", a.n_gen, at, tree.steps, tree.topk, tree.draft_tokens), {}};
-  std::unique_ptr<engine::Decoder> decoder, tree_decoder;
-  if (draft) decoder = make(draft, a.spec.k, {}, engine::kPrefillRows);
-  if (draft && tree.enabled()) tree_decoder = make(draft, 0, tree, engine::kPrefillRows);
-  engine::SpecStats plain_stats;  // plain decoding has none
+  std::unique_ptr<api::Session> decoder, tree_decoder;
+  if (draft) decoder = make(a.spec.k, {}, api::kSessionMaxRows);
+  if (draft && tree.enabled()) tree_decoder = make(0, tree, api::kSessionMaxRows);
   engine::SpecStats spec_stats, tree_stats;
   // Progress on stderr as each measurement finishes: a large model's repetitions take minutes.
   auto report = [&](uint32_t rep, const std::string& test, double tps) {
@@ -177,87 +178,70 @@ int bench_command(const BenchArgs& a) {
     else
       fmt::print(stderr, "bench: {} {}/{}: {:.2f} t/s\n", test, rep, a.reps, tps);
   };
+  // The first token comes from the prefill: a decode test generates n_gen + 1.
+  const uint32_t decoded = a.n_gen + 1;
   // One warm-up run builds the pipelines.
   for (uint32_t rep = 0; rep <= a.reps; ++rep) {
     if (a.n_prompt) {
-      engine::GenerationOptions o;
-      o.n_predict = 1;
-      auto r = runner->generate(prompt, o, plain_stats);
+      runner->set_max_new_tokens(1);
+      auto r = runner->generate(prompt);
       if (rep) pp.tps.push_back(a.n_prompt / r.prefill_seconds);
       report(rep, pp.test, a.n_prompt / r.prefill_seconds);
     }
     if (a.n_gen) {
-      engine::GenerationOptions o;
-      o.n_predict = a.n_gen + 1;  // the first token comes from the 1-token prefill
-      o.ignore_eos = true;
       const std::vector<int32_t>& start = context_tokens;
-      auto r = runner->generate(start, o, plain_stats);
+      runner->set_max_new_tokens(decoded);
+      auto r = runner->generate(start);
       if (rep) tg.tps.push_back(a.n_gen / r.decode_seconds);
       report(rep, tg.test, a.n_gen / r.decode_seconds);
       if (decoder) {
-        engine::SpecStats stats;
-        auto rs = decoder->generate(start, o, stats);
+        decoder->set_max_new_tokens(decoded);
+        auto rs = decoder->generate(start);
         if (rep) {
           spec.tps.push_back(a.n_gen / rs.decode_seconds);
-          spec_stats.merge(stats);
+          spec_stats.merge(rs.stats);
         }
         report(rep, spec.test, a.n_gen / rs.decode_seconds);
       }
       if (tree_decoder) {
-        engine::SpecStats stats;
-        auto rs = tree_decoder->generate(start, o, stats);
+        tree_decoder->set_max_new_tokens(decoded);
+        auto rs = tree_decoder->generate(start);
         if (rep) {
           spec_tree.tps.push_back(a.n_gen / rs.decode_seconds);
-          tree_stats.merge(stats);
+          tree_stats.merge(rs.stats);
         }
         report(rep, spec_tree.test, a.n_gen / rs.decode_seconds);
       }
     }
   }
   // --profile: after the timed runs, one decode of n_gen tokens (and one speculative, with a
-  // draft, and one with trees, with tree flags) on fresh runners whose recorders write a timestamp after every command, so the
-  // timestamps cost nothing above.
+  // draft, and one with trees, with tree flags) on fresh sessions whose recorders write a
+  // timestamp after every command, so the timestamps cost nothing above.
   std::vector<ProfiledRun> profiled;
   if (a.profile && a.n_gen) {
-    vk::request_profiling();
+    api::request_profiling();
     // The context is prefilled first, unprofiled; the profiled generation continues from its
-    // caches (reuse_prefix), so that it runs the last context token and then n_gen decode
-    // steps or rounds: n_gen + 1 tokens.
-    engine::GenerationOptions prefill;
-    prefill.n_predict = 1;
-    engine::GenerationOptions o;
-    o.n_predict = a.n_gen + 1;
-    o.ignore_eos = true;
-    o.reuse_prefix = true;
-    {
-      const std::unique_ptr<engine::Decoder> profiled_runner = make(nullptr, 0, {}, max_rows);
-      profiled_runner->generate(context_tokens, prefill, plain_stats);
-      vk::profile_reset();
-      auto r = profiled_runner->generate(context_tokens, o, plain_stats);
-      profiled.push_back({tg.test, r.tokens.size(), 0, vk::profile_summary()});
-    }
-    auto profile_rounds = [&](engine::Decoder& decoder, const std::string& test) {
-      engine::SpecStats stats;
-      decoder.generate(context_tokens, prefill, stats);
-      stats = {};
-      vk::profile_reset();
-      auto r = decoder.generate(context_tokens, o, stats);
-      profiled.push_back({test, r.tokens.size(), stats.num_drafts, vk::profile_summary()});
+    // caches (generate_reusing_prefix), so that it runs the last context token and then n_gen
+    // decode steps or rounds: n_gen + 1 tokens.
+    auto profile = [&](api::Session& session, const std::string& test, bool rounds) {
+      session.set_max_new_tokens(1);
+      session.generate(context_tokens);
+      session.set_max_new_tokens(decoded);
+      api::profile_reset();
+      auto r = session.generate_reusing_prefix(context_tokens);
+      profiled.push_back({test, r.tokens.size(), rounds ? r.stats.num_drafts : 0, api::profile_summary()});
     };
-    if (draft) {
-      profile_rounds(*make(draft, a.spec.k, {}, engine::kPrefillRows), spec.test);
-    }
-    if (tree_decoder) {
-      profile_rounds(*make(draft, 0, tree, engine::kPrefillRows), spec_tree.test);
-    }
+    profile(*make(0, {}, max_rows), tg.test, false);
+    if (draft) profile(*make(a.spec.k, {}, api::kSessionMaxRows), spec.test, true);
+    if (tree_decoder) profile(*make(0, tree, api::kSessionMaxRows), spec_tree.test, true);
   }
   spec.acceptance_length = spec_stats.mean_acceptance_length();
   spec_tree.acceptance_length = tree_stats.mean_acceptance_length();
   const uint64_t peak_rss = peak_host_memory();
 
-  std::string size = fmt::format("{:.2f} MiB", target.weight_bytes() / double(1 << 20));
-  std::string params = target.parameters() >= 1000000000 ? fmt::format("{:.2f} B", target.parameters() / 1e9)
-                                                        : fmt::format("{:.2f} M", target.parameters() / 1e6);
+  std::string size = fmt::format("{:.2f} MiB", info.weight_bytes / double(1 << 20));
+  std::string params = info.parameters >= 1000000000 ? fmt::format("{:.2f} B", info.parameters / 1e9)
+                                                     : fmt::format("{:.2f} M", info.parameters / 1e6);
   std::vector<Stat> stats;
   if (a.n_prompt) stats.push_back(pp);
   if (a.n_gen) stats.push_back(tg);
@@ -266,15 +250,15 @@ int bench_command(const BenchArgs& a) {
   if (a.output == "json") {
     nlohmann::json j = nlohmann::json::array();
     for (const Stat& s : stats)
-      j.push_back({{"model", name}, {"size_bytes", target.weight_bytes()}, {"params", target.parameters()},
-                   {"device", gpu->ctx.info.name}, {"test", s.test}, {"tokens_per_s", s.mean()},
+      j.push_back({{"model", name}, {"size_bytes", info.weight_bytes}, {"params", info.parameters},
+                   {"device", device_name}, {"test", s.test}, {"tokens_per_s", s.mean()},
                    {"stddev", s.stddev()}, {"samples", s.tps},
                    {"speedup", s.acceptance_length > 0 ? s.mean() / tg.mean() : 1.0}, {"depth", a.depth},
                    {"mean_acceptance_length", s.acceptance_length}});
-    j.push_back({{"model", name}, {"device", gpu->ctx.info.name}, {"test", "load"},
+    j.push_back({{"model", name}, {"device", device_name}, {"test", "load"},
                  {"file_bytes", loaded->memory.weights}, {"seconds", load_seconds},
                  {"bytes_per_s", loaded->memory.weights / load_seconds}, {"peak_host_bytes", peak_rss}});
-    if (nlohmann::json e = expert_traffic_json(target, a.draft.empty() ? 0 : a.spec.k + 1); !e.is_null())
+    if (nlohmann::json e = expert_traffic_json(*loaded, a.draft.empty() ? 0 : a.spec.k + 1); !e.is_null())
       j.push_back(e);
     for (const ProfiledRun& r : profiled) j.push_back(profile_json(r));
     fmt::print("{}\n", j.dump(2));
@@ -285,19 +269,19 @@ int bench_command(const BenchArgs& a) {
     std::string speedup = s.acceptance_length > 0
                               ? fmt::format("{:.2f}x (AL {:.2f})", s.mean() / tg.mean(), s.acceptance_length)
                               : "";
-    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", name, size, params, gpu->ctx.info.name,
+    fmt::print("| {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} |\n", name, size, params, device_name,
                s.test, s.mean(), s.stddev(), speedup);
   }
   fmt::print("\nload: {} of weights in {:.2f} s ({}/s); peak host memory {}\n", engine::format_bytes(loaded->memory.weights),
              load_seconds, engine::format_bytes(uint64_t(loaded->memory.weights / load_seconds)),
              engine::format_bytes(peak_rss));
-  if (std::string e = expert_traffic_line(target, a.draft.empty() ? 0 : a.spec.k + 1); !e.empty())
+  if (std::string e = expert_traffic_line(*loaded, a.draft.empty() ? 0 : a.spec.k + 1); !e.empty())
     fmt::print("{}\n", e);
   for (const ProfiledRun& r : profiled) {
     fmt::print("\n{} ", r.test);
     if (r.rounds)
       fmt::print("({} rounds, host recording {:.3f} ms a round) ", r.rounds, r.summary.record_ms / double(r.rounds));
-    fmt::print("{}", vk::profile_report(r.summary, r.tokens));
+    fmt::print("{}", api::profile_report(r.summary, r.tokens));
   }
   return 0;
 }

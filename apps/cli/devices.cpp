@@ -2,8 +2,9 @@
 
 #include <fmt/core.h>
 
+#include <eaglevk/eaglevk.hpp>
+
 #include "apps/cli/commands.h"
-#include "runtime/vk/context.h"
 
 namespace eaglevk::cli {
 
@@ -22,7 +23,7 @@ void add_devices_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("devices", "List Vulkan devices and their probed features");
   sub->footer("Example: eaglevk devices");
   register_runner(sub, [] {
-    for (const vk::DeviceInfo& info : vk::list_devices()) fmt::print("{}", vk::describe(info));
+    for (const std::string& device : api::describe_devices()) fmt::print("{}", device);
     return 0;
   });
 }

@@ -28,10 +28,6 @@
 #include "apps/cli/usage.h"
 #include "loader/input_path.h"
 #include "loader/output_file.h"
-#include "runtime/engine/elapsed.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/engine/stop_text.h"
-#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -39,10 +35,11 @@ namespace {
 // --aux-shift-sweep: the configured ids first (that pass also gives the usual report), then
 // the same loaded head tapping one layer shallower and one deeper (the taps are only which
 // hidden states the decoder copies out; the weights do not change). The ids are restored.
-std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draft, const EvalPass& first,
-                                   bool& outputs_agree) {
-  const std::vector<uint32_t> base = draft.aux_layers;
-  const uint32_t layers = uint32_t(e.m.target->config().num_hidden_layers);
+std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, const EvalPass& first, bool& outputs_agree) {
+  const api::Model& m = *e.model;
+  const api::ModelInfo info = api::model_info(m);
+  const std::vector<uint32_t> base = info.draft_taps;
+  const uint32_t layers = info.layers;
   std::vector<AuxSweepRow> rows;
   outputs_agree = true;
   for (int shift : kAuxShifts) {
@@ -64,9 +61,9 @@ std::vector<AuxSweepRow> aux_sweep(const EvalSetup& e, models::Eagle3Model& draf
     }
     row.ids = *ids;
     fmt::print(stderr, "eaglevk: aux shift {:+d}: draft taps layers {}\n", shift, format_ids(row.ids));
-    draft.aux_layers = row.ids;  // in range (shift_aux_layers) and still sorted and distinct
-    EvalPass pass = evaluate(e, draft, nullptr, nullptr);
-    draft.aux_layers = base;
+    api::set_draft_taps(m, row.ids);  // in range (shift_aux_layers) and still sorted and distinct
+    EvalPass pass = evaluate(e, nullptr, nullptr);
+    api::set_draft_taps(m, base);
     row.stats = pass.total;
     row.output_tokens = pass.spec_tokens;
     row.seconds = pass.spec_seconds;
@@ -169,9 +166,9 @@ int eval_command(const EvalArgs& a) {
     if (const loader::PathKind kind = loader::path_kind(a.resume);
         kind != loader::PathKind::File && kind != loader::PathKind::Missing)
       fail("--resume: {} (it is read, then appended to)", loader::file_problem(a.resume));
-  as_usage_error([&] { engine::StopText check(a.stop); });
+  as_usage_error([&] { api::check_stop_strings(a.stop); });
   as_usage_error([&] { engine::check_logprobs(a.logprobs); });
-  if (a.batch > engine::kMaxBatch) usage_fail("--batch is at most {}, got {}", engine::kMaxBatch, a.batch);
+  if (a.batch > api::kMaxBatchSequences) usage_fail("--batch is at most {}, got {}", api::kMaxBatchSequences, a.batch);
   const EvalShard shard = resolve_shard(a.shard, a.shard_count);
   engine::TreeParams tree;
   if (a.spec.tree()) {
@@ -207,9 +204,8 @@ int eval_command(const EvalArgs& a) {
   nlohmann::json config = eval_config(a, dir, tree, aux, seed, draft_sampling, count);
 
   const api::Runtime runtime = api::open_runtime(a.device);
-  ops::Gpu* gpu = &gpu_of(runtime);
   api::LoadPlan plan = plan_model(
-      runtime, dir, {a.draft, aux, engine::kPrefillRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
+      runtime, dir, {a.draft, aux, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
                            a.experts_in_host});
   config["fingerprints"] = eval_fingerprints({dir, a.draft, a.mmproj, a.chat_template, a.dataset, &data});
   // Opened before the weights upload: a file from another configuration is refused at once.
@@ -221,11 +217,8 @@ int eval_command(const EvalArgs& a) {
   const uint32_t batch = batch_that_fits(a, requested_batch, plan.memory, context);
   const std::shared_ptr<const api::Model> loaded = load_planned(runtime, std::move(plan));
   const api::Model& m = *loaded;
-  models::Eagle3Model& draft = *m.draft;
-  const std::vector<uint32_t> configured = draft.aux_layers;
-  std::unique_ptr<engine::Decoder> plain;
-  if (a.baseline)
-    plain = engine::make_decoder(*gpu, *m.target, nullptr, {.context = context, .max_rows = engine::kPrefillRows});
+  const api::ModelInfo info = api::model_info(m);
+  const std::vector<uint32_t>& configured = info.draft_taps;
 
   if (tree.enabled() && a.spec.auto_tokens()) {
     // Calibrated on the first prompts of the dataset (their first turn).
@@ -234,28 +227,36 @@ int eval_command(const EvalArgs& a) {
       std::vector<loader::ChatMessage> conversation;
       prompts.push_back(item_prompt_ids(a, m, data.items[i], 0, conversation));
     }
-    tree = resolve_tree(tree, *gpu, *m.target, dir, draft, a.draft, prompts);
+    tree = resolve_tree(m, tree, prompts);
   }
-  EvalSetup setup{a, data, count, *gpu, m, context, {}, tree, nullptr, shard, draft_sampling};
-  if (has_images) {
-    if (!m.images)
-      throw Error(fmt::format("{} has lines with images, but {}", a.dataset, m.no_images_reason), m.no_images_setting);
-    setup.images = m.images.get();
+  if (has_images && !m.images)
+    throw Error(fmt::format("{} has lines with images, but {}", a.dataset, m.no_images_reason), m.no_images_setting);
+  EvalSetup setup{a, data, count, loaded, {}, shard, batch};
+  api::SessionParams& s = setup.session;
+  s.context = context;
+  s.k = tree.enabled() ? 0 : a.spec.k;
+  s.tree = tree;
+  s.sampling = {a.temp, 0, 1.0f, seed};
+  s.max_new_tokens = a.n_predict;
+  s.greedy_drafts = a.greedy_drafts;
+  s.stop = a.stop;
+  s.logprobs = a.logprobs;
+  // --baseline: the same model decoding plainly (its own KV caches, no draft).
+  std::unique_ptr<api::Session> plain;
+  if (a.baseline) {
+    api::SessionParams plain_params = s;
+    plain_params.k = 0;
+    plain_params.tree = {};
+    plain = std::make_unique<api::Session>(loaded, plain_params);
   }
-  setup.batch = batch;
-  engine::GenerationOptions& o = setup.options;
-  o.n_predict = a.n_predict;
-  o.eos_ids = m.eos_ids;
-  o.sampling = {a.temp, 0, 1.0f, seed};
-  o.logprobs = a.logprobs;
 
   if (a.aux_sweep) fmt::print(stderr, "eaglevk: aux shift +0: draft taps layers {}\n", format_ids(configured));
-  const EvalPass p = evaluate(setup, draft, plain.get(), resume.get());
+  const EvalPass p = evaluate(setup, plain.get(), resume.get());
   std::vector<AuxSweepRow> sweep;
   bool sweep_outputs_agree = true;
   if (a.aux_sweep) {
-    sweep = aux_sweep(setup, draft, p, sweep_outputs_agree);
-    fmt::print("{}", aux_sweep_report(sweep, configured, uint32_t(m.target->config().num_hidden_layers)));
+    sweep = aux_sweep(setup, p, sweep_outputs_agree);
+    fmt::print("{}", aux_sweep_report(sweep, configured, info.layers));
     // Greedy speculative decoding is lossless whatever the taps, so only acceptance may differ.
     if (a.temp == 0)
       fmt::print("greedy outputs identical in every row: {}\n", sweep_outputs_agree ? "yes" : "NO (a bug: please report)");
@@ -266,11 +267,11 @@ int eval_command(const EvalArgs& a) {
   report.config = config;
   if (tree.enabled()) report.config["tree"]["spec_draft_tokens"] = tree.draft_tokens;  // auto's choice
   report.shards = {shard};
-  report.device = gpu->ctx.info.name;
+  report.device = runtime.device_name;
   report.dataset_prompts = count;
   report.skipped_lines = data.problems.size();
   report.records = p.results;
-  report.wall_seconds = engine::seconds_since(wall_start);
+  report.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   report.batch = batch;
   fmt::print("{}", report_text(report, plain != nullptr, a.temp));
   if (!a.json_out.empty()) {
@@ -280,7 +281,7 @@ int eval_command(const EvalArgs& a) {
   }
   // EAGLEVK_PROFILE=1: GPU time per command family per generated token (eval's submissions,
   // prefills included), and the host's recording and waiting time.
-  if (const std::string profile = vk::profile_report(p.spec_tokens); !profile.empty()) fmt::print(stderr, "{}", profile);
+  if (const std::string profile = api::profile_report(p.spec_tokens); !profile.empty()) fmt::print(stderr, "{}", profile);
   // At temperature 0 speculative output must equal plain output; at T > 0 both are samples.
   const EvalTotals totals = totals_of(p.results);
   if (plain && a.temp == 0 && totals.matched != totals.prompts) return 2;

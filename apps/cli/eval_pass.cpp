@@ -12,13 +12,12 @@
 
 #include <eaglevk/error.h>
 
-#include "runtime/engine/elapsed.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/engine/stop_text.h"
-
 namespace eaglevk::cli {
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 // Shows progress on a terminal as one rewritten line; elsewhere as plain lines.
 struct Progress {
@@ -31,7 +30,7 @@ struct Progress {
 
   void update(size_t done, const PromptResult& last) {
     tokens += last.output_tokens;
-    double elapsed = engine::seconds_since(start);
+    double elapsed = seconds_since(start);
     const size_t run = done - resumed;
     double eta = run ? elapsed / run * (total - done) : 0;
     double tps = elapsed > 0 ? tokens / elapsed : 0;
@@ -47,12 +46,19 @@ struct Progress {
   }
 };
 
-// A line's images: their placeholders expanded and their features computed.
-engine::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetItem& item, std::vector<int32_t> ids) {
+// A line's images, read from their files.
+std::vector<loader::RgbImage> item_images(const loader::DatasetItem& item) {
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : item.images) images.push_back(loader::load_image(path));
+  return images;
+}
+
+// The ids a line's prompt decodes as: its image placeholders expanded (the session expands
+// them again, with the images' features), so that a prompt too long is refused naming its line.
+std::vector<int32_t> item_image_ids(const EvalSetup& e, const loader::DatasetItem& item, std::span<const int32_t> ids,
+                                    std::span<const loader::RgbImage> images) {
   try {
-    return engine::build_image_prompt(e.gpu, *e.images, ids, images);
+    return api::image_prompt_ids(*e.model, ids, images);
   } catch (const Error& err) {
     fail("{}:{}: {}", e.args.dataset, item.line, err.what());
   }
@@ -91,24 +97,6 @@ std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, con
 
 namespace {
 
-// A token callback that ends generation at the first --stop string (none: no callback, so
-// nothing is decoded).
-struct StopWatch {
-  const loader::Tokenizer& tokenizer;
-  const std::vector<std::string>& stops;
-  std::optional<engine::GeneratedText> text;
-
-  engine::TokenCallback callback() {
-    if (stops.empty()) return {};
-    text.emplace(tokenizer, stops);
-    return [this](int32_t id) {
-      text->push(id);
-      return !text->stopped();
-    };
-  }
-  bool stopped() const { return text && text->stopped(); }
-};
-
 // A line's record: a new one, before its first generation.
 PromptResult new_record(const EvalSetup& e, size_t i, bool has_baseline) {
   const loader::DatasetItem& item = e.data.items[i];
@@ -123,84 +111,85 @@ PromptResult new_record(const EvalSetup& e, size_t i, bool has_baseline) {
 
 // Adds one finished generation to its line's record (and a multi-turn line's answer to its
 // conversation).
-void add_generation(const EvalSetup& e, PromptResult& r, engine::GenerationResult out, const engine::SpecStats& stats,
-                    bool stopped_by_text, std::vector<loader::ChatMessage>& conversation) {
-  r.stats.merge(stats);
+void add_generation(const EvalSetup& e, PromptResult& r, api::GenerateOutput out,
+                    std::vector<loader::ChatMessage>& conversation) {
+  r.stats.merge(out.stats);
   r.output_tokens += out.tokens.size();
-  r.prompt_tokens += out.prompt.size();
+  r.prompt_tokens += out.prompt_tokens;
   r.reused_tokens += out.reused_tokens;
   r.seconds += out.prefill_seconds + out.decode_seconds;
-  r.stop_reasons.push_back(engine::stop_reason(out, stopped_by_text));
-  if (e.options.logprobs) {
+  r.stop_reasons.push_back(api::stop_reason(out));
+  if (e.session.logprobs) {
     if (r.logprobs.is_null()) r.logprobs = nlohmann::json::array();
     r.logprobs.push_back(logprobs_json(out.logprobs));
   }
-  if (r.turns) conversation.push_back({"assistant", e.m.tokenizer.decode(out.tokens, /*skip_special=*/true)});
+  if (r.turns) conversation.push_back({"assistant", e.model->tokenizer.decode(out.tokens, /*skip_special=*/true)});
   r.tokens.push_back(std::move(out.tokens));
 }
 
-// Evaluates one dataset line: each of its generations, speculative and (with a plain runner)
+// Evaluates one dataset line: each of its generations, speculative and (with a plain session)
 // plain. A multi-turn line asks each turn after the model's own answer to the one before, in
 // one conversation whose KV caches are kept from turn to turn.
-PromptResult evaluate_item(const EvalSetup& e, engine::Decoder& spec, engine::Decoder* plain, size_t i) {
+PromptResult evaluate_item(const EvalSetup& e, api::Session& spec, api::Session* plain, size_t i) {
   const EvalArgs& a = e.args;
-  const api::Model& m = e.m;
+  const api::Model& m = *e.model;
   const loader::DatasetItem& item = e.data.items[i];
   PromptResult r = new_record(e, i, plain != nullptr);
   std::vector<loader::ChatMessage> conversation;
   const size_t generations = r.turns ? item.turns.size() : 1;
+  std::vector<loader::RgbImage> images;
   for (size_t g = 0; g < generations; ++g) {
     std::string prompt_text;
     std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation, &prompt_text);
     r.prompt_texts.push_back(std::move(prompt_text));
-    engine::GenerationOptions options = e.options;
+    if (g == 0) images = item_images(item);
+    const size_t length = images.empty() ? ids.size() : item_image_ids(e, item, ids, images).size();
+    if (length >= e.session.context)
+      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, length, context_advice(m, e.session.context));
     // A line's first generation starts a new sequence, so its result does not depend on the
-    // line before it (nor on the shard it runs in).
-    options.reuse_prefix = g > 0 && !a.no_kv_reuse;
-    engine::ImagePrompt image_prompt;
-    if (!item.images.empty()) {
-      image_prompt = item_image_prompt(e, item, std::move(ids));
-      ids = image_prompt.ids;
-      options.images = &image_prompt.images;
-    }
-    if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, ids.size(), context_advice(m, e.context));
-    engine::SpecStats stats;
-    StopWatch watch{m.tokenizer, a.stop, std::nullopt};
-    auto out = spec.generate(ids, options, stats, watch.callback());
+    // line before it (nor on the shard it runs in). Prompts with images prefill whole.
+    const bool reuse = g > 0 && !a.no_kv_reuse && item.images.empty();
+    auto generate = [&](api::Session& session) {
+      return reuse ? session.generate_reusing_prefix(ids) : session.generate(ids, {}, images);
+    };
+    api::GenerateOutput out = generate(spec);
     if (plain) {
-      StopWatch plain_watch{m.tokenizer, a.stop, std::nullopt};
-      engine::SpecStats plain_stats;
-      auto base = plain->generate(ids, options, plain_stats, plain_watch.callback());
+      const api::GenerateOutput base = generate(*plain);
       r.baseline_seconds += base.prefill_seconds + base.decode_seconds;
       r.baseline_tokens += base.tokens.size();
       r.matches_baseline = r.matches_baseline && base.tokens == out.tokens;
     }
-    add_generation(e, r, std::move(out), stats, watch.stopped(), conversation);
+    add_generation(e, r, std::move(out), conversation);
   }
   return r;
 }
 
-// A line in flight in one slot of the batched decoder: its record, its turn and conversation.
+// A line in flight in one slot of the batch session: its record, its turn and conversation.
 struct LineInFlight {
   size_t index = 0;
   size_t generation = 0, generations = 1;
   PromptResult record;
   std::vector<loader::ChatMessage> conversation;
-  std::unique_ptr<StopWatch> watch;
 };
 
 // The `pending` lines, B at a time (continuous batching): when a line's last
 // generation ends, the next line takes its slot; a multi-turn line asks each turn in the same
 // slot, continuing from its caches. Records come back in `pending`'s order.
-std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eagle3Model& draft,
-                                           const std::vector<size_t>& pending,
+std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const std::vector<size_t>& pending,
                                            const std::function<void(const PromptResult&)>& on_done) {
   const EvalArgs& a = e.args;
-  const std::unique_ptr<engine::Decoder> decoder =
-      engine::make_decoder(e.gpu, *e.m.target, &draft, {.context = e.context, .batch = e.batch, .k = a.spec.k},
-                           !e.draft_sampling);
-  engine::Decoder& batch = *decoder;
+  const api::Model& m = *e.model;
+  api::BatchParams batch_params;
+  batch_params.sequences = e.batch;
+  batch_params.context = e.session.context;
+  batch_params.k = e.session.k;
+  batch_params.greedy_drafts = e.session.greedy_drafts;
+  api::BatchSession batch(e.model, batch_params);
+  api::SequenceParams params;
+  params.sampling = e.session.sampling;
+  params.max_new_tokens = e.session.max_new_tokens;
+  params.stop = e.session.stop;
+  params.logprobs = e.session.logprobs;
   std::vector<std::optional<LineInFlight>> lines(e.batch);
   std::map<size_t, PromptResult> done;
   size_t next = 0;
@@ -208,26 +197,23 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
     LineInFlight& line = *lines[slot];
     const loader::DatasetItem& item = e.data.items[line.index];
     std::string prompt_text;
-    std::vector<int32_t> ids = item_prompt_ids(a, e.m, item, line.generation, line.conversation, &prompt_text);
+    std::vector<int32_t> ids = item_prompt_ids(a, m, item, line.generation, line.conversation, &prompt_text);
     line.record.prompt_texts.push_back(std::move(prompt_text));
-    if (ids.size() >= e.context)
-      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, ids.size(), context_advice(e.m, e.context));
-    engine::GenerationOptions options = e.options;
-    options.reuse_prefix = line.generation > 0 && !a.no_kv_reuse;
-    line.watch = std::make_unique<StopWatch>(StopWatch{e.m.tokenizer, a.stop, std::nullopt});
-    batch.start(slot, std::move(ids), options, line.watch->callback());
+    if (ids.size() >= e.session.context)
+      fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, ids.size(), context_advice(m, e.session.context));
+    batch.start_at(slot, ids, params, /*reuse_prefix=*/line.generation > 0 && !a.no_kv_reuse);
   };
-  // Fills free slots and collects finished generations until every slot runs or the lines
-  // are all done (a generation may end as it starts).
-  auto settle = [&] {
-    for (bool changed = true; changed;) {
+  // Takes the generations that `ended` and fills free slots until every slot runs or the lines
+  // are all done (a generation may end as it starts: collect() hands those on).
+  auto settle = [&](std::vector<uint32_t> ended) {
+    for (bool changed = true; changed; ended = batch.collect()) {
       changed = false;
+      std::vector<bool> is_ended(e.batch, false);
+      for (uint32_t slot : ended) is_ended[slot] = true;
       for (uint32_t slot = 0; slot < e.batch; ++slot) {
-        if (batch.finished(slot)) {
+        if (is_ended[slot]) {
           LineInFlight& line = *lines[slot];
-          engine::SpecStats stats;
-          engine::GenerationResult out = batch.take(slot, stats);
-          add_generation(e, line.record, std::move(out), stats, line.watch->stopped(), line.conversation);
+          add_generation(e, line.record, batch.take(slot), line.conversation);
           if (++line.generation < line.generations) {
             start_generation(slot);
           } else {
@@ -252,11 +238,8 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
       }
     }
   };
-  settle();
-  while (batch.any_running()) {
-    batch.round();
-    settle();
-  }
+  settle({});
+  while (batch.running()) settle(batch.step());
   std::vector<PromptResult> records;
   for (size_t i : pending) records.push_back(std::move(done.at(i)));
   return records;
@@ -264,8 +247,7 @@ std::vector<PromptResult> evaluate_batched(const EvalSetup& e, const models::Eag
 
 }  // namespace
 
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::Decoder* plain,
-                  ResumeFile* resume) {
+EvalPass evaluate(const EvalSetup& e, api::Session* plain, ResumeFile* resume) {
   std::vector<size_t> mine;
   for (size_t i = 0; i < e.count; ++i)
     if (in_shard(e.shard, i)) mine.push_back(i);
@@ -290,12 +272,9 @@ EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::
 
   std::vector<PromptResult> fresh;
   if (e.batch > 1) {
-    fresh = evaluate_batched(e, draft, pending, on_done);
+    fresh = evaluate_batched(e, pending, on_done);
   } else {
-    const engine::DecoderConfig config{.context = e.context, .k = e.tree.enabled() ? 0 : e.args.spec.k, .tree = e.tree};
-    const std::unique_ptr<engine::Decoder> decoder =
-        engine::make_decoder(e.gpu, *e.m.target, &draft, config, !e.draft_sampling);
-    engine::Decoder& spec = *decoder;
+    api::Session spec(e.model, e.session);
     for (size_t i : pending) {
       fresh.push_back(evaluate_item(e, spec, plain, i));
       on_done(fresh.back());

@@ -1,13 +1,16 @@
 #pragma once
-// One evaluation pass of `eaglevk eval` over a dataset (this shard of it) with one draft: the
-// lines' prompts (single prompts, chats, multi-turn conversations, images), one line after
-// another on one decoder, or B at a time in its slots (continuous batching), with
-// progress, stop strings, the plain baseline and the resume file. eval.cpp has the command.
+// One evaluation pass of `eaglevk eval` over a dataset (this shard of it) with the model's
+// draft at its current taps: the lines' prompts (single prompts, chats, multi-turn
+// conversations, images), one line after another in an api::Session, or B at a time in an
+// api::BatchSession (continuous batching), with progress, stop strings, the plain baseline and
+// the resume file. eval.cpp has the command.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <eaglevk/eaglevk.hpp>
 
 #include "apps/cli/eval_report.h"
 #include "apps/cli/eval_resume.h"
@@ -16,13 +19,6 @@
 #include "apps/cli/spec_flags.h"
 #include "loader/chat_messages.h"
 #include "loader/dataset.h"
-#include "models/eagle3.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/engine/generate.h"
-#include "runtime/engine/prompt_images.h"
-#include "runtime/engine/spec_stats.h"
-#include "runtime/engine/tree_params.h"
-#include "runtime/ops/gpu.h"
 
 namespace eaglevk::cli {
 
@@ -49,19 +45,16 @@ struct EvalPass {
   size_t spec_tokens = 0;
 };
 
-// What every pass shares: the dataset, the target and the generation settings.
+// What every pass shares: the dataset, the model and the generation settings.
 struct EvalSetup {
   const EvalArgs& args;
   const loader::Dataset& data;
   size_t count = 0;
-  ops::Gpu& gpu;
-  const api::Model& m;
-  uint32_t context = 0;
-  engine::GenerationOptions options;
-  engine::TreeParams tree;  // enabled: tree drafting instead of -k
-  const engine::ImageSupport* images = nullptr;  // set when a line has images and the model takes them
+  std::shared_ptr<const api::Model> model;
+  // The speculative sessions' settings (context, -k or the tree, sampling, stop strings,
+  // logprobs, draft scheme); the baseline's are the same without speculation.
+  api::SessionParams session;
   EvalShard shard;
-  bool draft_sampling = false;  // the scheme at temperature > 0 (chain only)
   uint32_t batch = 1;           // sequences decoded together (chain drafting, text lines)
 };
 
@@ -73,8 +66,7 @@ std::vector<int32_t> item_prompt_ids(const EvalArgs& a, const api::Model& m, con
 
 // Evaluates the lines of this shard that `resume` (when given) does not hold yet, appending
 // each to it as it finishes; records come back in dataset order, the resumed ones included.
-// `plain` (with --baseline) also decodes each line plainly.
-EvalPass evaluate(const EvalSetup& e, const models::Eagle3Model& draft, engine::Decoder* plain,
-                  ResumeFile* resume);
+// `plain` (with --baseline: a session without speculation) also decodes each line plainly.
+EvalPass evaluate(const EvalSetup& e, api::Session* plain, ResumeFile* resume);
 
 }  // namespace eaglevk::cli

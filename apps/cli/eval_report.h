@@ -9,9 +9,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-
-#include "runtime/engine/sampler.h"
-#include "runtime/engine/spec_stats.h"
+#include <eaglevk/eaglevk.hpp>  // engine::SpecStats and engine::TokenLogprobs, as the facade reports them
 
 namespace eaglevk::cli {
 

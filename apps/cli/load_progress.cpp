@@ -6,17 +6,19 @@
 
 #include <fmt/format.h>
 
-#include "runtime/engine/memory_plan.h"
+#include <eaglevk/eaglevk.hpp>  // engine::format_bytes
 
 namespace eaglevk::cli {
 
-LoadProgress::LoadProgress(vk::Context& ctx, uint64_t total)
-    : ctx_(ctx), total_(total), terminal_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {
-  if (terminal_) ctx_.on_upload = [this](uint64_t bytes) { advance(bytes); };
+LoadProgress::LoadProgress(uint64_t total)
+    : total_(total), terminal_(::isatty(STDERR_FILENO) == 1), start_(std::chrono::steady_clock::now()) {}
+
+std::function<void(uint64_t)> LoadProgress::observer() {
+  if (!terminal_) return {};
+  return [this](uint64_t bytes) { advance(bytes); };
 }
 
 LoadProgress::~LoadProgress() {
-  ctx_.on_upload = nullptr;
   if (shown_) fmt::print(stderr, "\r\033[K");  // the line goes; what follows starts clean
 }
 

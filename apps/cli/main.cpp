@@ -6,12 +6,13 @@
 #include <fmt/core.h>
 
 #include <eaglevk/eaglevk.h>
+#include <eaglevk/eaglevk.hpp>
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/flag_values.h"
 #include "apps/cli/setting_names.h"
 #include "apps/cli/usage.h"
-#include "runtime/vk/context.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"eaglevk: LLM inference with EAGLE-3 speculative decoding on Vulkan"};
@@ -47,9 +48,10 @@ int main(int argc, char** argv) {
   }
   try {
     for (CLI::App* sub : app.get_subcommands()) {
+      eaglevk::cli::check_values_are_not_flags(*sub);
       const int status = eaglevk::cli::run_selected(*sub);
       // With EAGLEVK_VALIDATE=1 a run the validation layer objected to has not succeeded.
-      if (const uint32_t errors = eaglevk::vk::validation_errors_in_process()) {
+      if (const uint32_t errors = eaglevk::api::validation_errors_in_process()) {
         fmt::print(stderr, "eaglevk: error: the Vulkan validation layer reported {} error(s) (above)\n", errors);
         return status ? status : 1;
       }

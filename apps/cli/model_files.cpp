@@ -16,7 +16,6 @@
 #include "loader/chat_messages.h"
 #include "loader/input_path.h"
 #include "loader/text_file.h"
-#include "runtime/engine/elapsed.h"
 
 namespace eaglevk::cli {
 
@@ -33,7 +32,6 @@ std::filesystem::path bundled_model_dir() {
   return std::filesystem::path(EAGLEVK_SOURCE_DIR) / "assets" / "tiny-llama3";
 }
 
-ops::Gpu& gpu_of(const api::Runtime& runtime) { return *runtime.device->gpu; }
 
 api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::path& model, const api::LoadOptions& options) {
   api::LoadPlan plan = api::plan_load(runtime, model, options);
@@ -55,12 +53,12 @@ void add_experts_in_host_flags(CLI::App* sub, std::optional<bool>& in_host) {
 }
 
 std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan) {
-  LoadProgress progress(gpu_of(runtime).ctx, plan.memory.weights);
-  return api::load_model(runtime, std::move(plan));
+  LoadProgress progress(plan.memory.weights);
+  return api::load_model(runtime, std::move(plan), progress.observer());
 }
 
-nlohmann::json expert_traffic_json(const models::TargetModel& target, uint32_t verify_rows) {
-  const models::ExpertTraffic t = models::expert_traffic(target);
+nlohmann::json expert_traffic_json(const api::Model& m, uint32_t verify_rows) {
+  const api::ExpertTraffic t = api::expert_traffic(m, verify_rows);
   if (t.moe_layers == 0) return nullptr;
   nlohmann::json j = {{"test", "experts"},
                       {"in_host_memory", t.host_bytes > 0},
@@ -70,26 +68,26 @@ nlohmann::json expert_traffic_json(const models::TargetModel& target, uint32_t v
                       {"experts", t.experts},
                       {"experts_per_token", t.experts_per_token},
                       {"bytes_per_expert", t.bytes_per_expert},
-                      {"expert_bytes_per_token", t.bytes_per_token()}};
+                      {"expert_bytes_per_token", t.bytes_per_token}};
   if (verify_rows) {
     j["verify_rows"] = verify_rows;
-    j["expert_bytes_per_verify_pass_at_most"] = t.bytes_per_pass_bound(verify_rows);
+    j["expert_bytes_per_verify_pass_at_most"] = t.bytes_per_verify_pass_at_most;
   }
   return j;
 }
 
-std::string expert_traffic_line(const models::TargetModel& target, uint32_t verify_rows) {
-  const models::ExpertTraffic t = models::expert_traffic(target);
+std::string expert_traffic_line(const api::Model& m, uint32_t verify_rows) {
+  const api::ExpertTraffic t = api::expert_traffic(m, verify_rows);
   if (t.moe_layers == 0) return {};
   std::string line = fmt::format(
       "routed experts: {} in {} memory; a token reads {} of them (top-{} of {} experts of {} in each of {} "
       "layers){}",
-      engine::format_bytes(t.bytes), t.host_bytes ? "host" : "device", engine::format_bytes(t.bytes_per_token()),
+      engine::format_bytes(t.bytes), t.host_bytes ? "host" : "device", engine::format_bytes(t.bytes_per_token),
       t.experts_per_token, t.experts, engine::format_bytes(t.bytes_per_expert), t.moe_layers,
       t.host_bytes ? " over the bus" : "");
   if (verify_rows)
     line += fmt::format("; a {}-row verify pass at most {} (each expert its rows route to, once per layer)",
-                        verify_rows, engine::format_bytes(t.bytes_per_pass_bound(verify_rows)));
+                        verify_rows, engine::format_bytes(t.bytes_per_verify_pass_at_most));
   return line;
 }
 
@@ -194,22 +192,22 @@ PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<loader::RgbImage> images;
   for (const std::filesystem::path& path : image_paths) images.push_back(loader::load_image(path));
-  engine::ImagePrompt prompt = engine::build_image_prompt(*m.device->gpu, *m.images, ids, images);
-  PreparedPrompt out{std::move(prompt.ids), std::move(rendered), std::move(prompt.images)};
+  api::ImagePrompt prompt = api::prepare_images(m, ids, images);
+  PreparedPrompt out{prompt.ids, std::move(rendered), std::move(prompt)};
   out.image_seconds = engine::seconds_since(start);
-  out.image_tiles = uint32_t(out.images->patch_positions.size() / m.images->tokens.tokens_per_tile);
+  const uint32_t tiles = out.images->tiles;
   fmt::print(stderr, "eaglevk: {} image(s), {} tiles, {} image tokens: {:.1f} ms ({:.1f} ms per tile)\n",
-             images.size(), out.image_tiles, out.images->patch_positions.size(), out.image_seconds * 1e3,
-             out.image_seconds * 1e3 / std::max(out.image_tiles, 1u));
+             images.size(), tiles, out.images->images.patch_positions.size(), out.image_seconds * 1e3,
+             out.image_seconds * 1e3 / std::max(tiles, 1u));
   return out;
 }
 
-void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden) {
-  if (draft.aux_layers_default) return;
-  std::vector<uint32_t> d = models::default_aux_layers(uint32_t(target_layers));
-  fmt::print(stderr, "eaglevk: draft taps layers {},{},{} ({}; the default would be {},{},{})\n", draft.aux_layers[0],
-             draft.aux_layers[1], draft.aux_layers[2], overridden ? "--aux-layers" : draft.config.aux_layers_rule, d[0],
-             d[1], d[2]);
+void print_draft_taps(const api::ModelInfo& info, bool overridden) {
+  if (info.draft_taps_default) return;
+  const std::vector<uint32_t>& t = info.draft_taps;
+  const std::vector<uint32_t>& d = info.default_taps;
+  fmt::print(stderr, "eaglevk: draft taps layers {},{},{} ({}; the default would be {},{},{})\n", t[0], t[1], t[2],
+             overridden ? "--aux-layers" : info.draft_taps_rule, d[0], d[1], d[2]);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& csv, const char* flag) {

@@ -13,10 +13,6 @@
 #include <eaglevk/eaglevk.hpp>
 
 #include "loader/chat_template.h"
-#include "models/eagle3.h"
-#include "models/target.h"
-#include "runtime/engine/prompt_images.h"
-#include "runtime/ops/gpu.h"
 
 namespace eaglevk::cli {
 
@@ -29,7 +25,6 @@ std::filesystem::path bundled_model_dir();
 api::LoadPlan plan_model(const api::Runtime& runtime, const std::filesystem::path& model, const api::LoadOptions& options);
 // load_planned: the facade's load_model, with a progress line on stderr while the weights upload.
 std::shared_ptr<const api::Model> load_planned(const api::Runtime& runtime, api::LoadPlan plan);
-ops::Gpu& gpu_of(const api::Runtime& runtime);
 
 // Prompt ids: raw text with BOS, or a chat turn rendered with the template. `text`, when given,
 // receives what was encoded (the rendered chat, or the raw text; empty for --prompt-ids).
@@ -46,12 +41,11 @@ struct PromptSource {
 std::vector<int32_t> prompt_ids(const api::Model& m, const PromptSource& source, std::string* text = nullptr);
 
 // The prompt with its images: the rendered chat's image placeholders expanded into the
-// images' token layouts, and the images' features computed on the device.
+// images' token layouts, and the images' features computed on the device (api::prepare_images).
 struct PreparedPrompt {
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids;  // with images, images->ids
   std::string text;  // what was encoded: the rendered chat (with the BOS it writes) or the raw text
-  std::optional<engine::PromptImages> images;
-  uint32_t image_tiles = 0;
+  std::optional<api::ImagePrompt> images;
   double image_seconds = 0;  // decoding, preprocessing and the vision tower (one submission)
 };
 PreparedPrompt prepare_prompt(const api::Model& m, const PromptSource& source);
@@ -67,8 +61,8 @@ void add_experts_in_host_flags(CLI::App* sub, std::optional<bool>& in_host);
 // them (top-k per MoE layer) and, for a verify pass of `verify_rows` rows (0: none), at most
 // (the union of the experts its rows route to, min(E, rows k) per layer); when they live in
 // host memory, that is what crosses the bus. Null (and "") for a model without routed experts.
-nlohmann::json expert_traffic_json(const models::TargetModel& target, uint32_t verify_rows);
-std::string expert_traffic_line(const models::TargetModel& target, uint32_t verify_rows);
+nlohmann::json expert_traffic_json(const api::Model& m, uint32_t verify_rows);
+std::string expert_traffic_line(const api::Model& m, uint32_t verify_rows);
 
 // Refuses `text` before it is encoded when it has more bytes than the model's planned context
 // can hold in tokens (loader::Tokenizer::max_input_bytes_per_token): encoding a 50 MB prompt
@@ -92,7 +86,7 @@ void check_image_folders(const std::vector<std::filesystem::path>& images, const
                          std::string_view source);
 
 // Logs the draft's tap layers and the rule they came from, when they are not the default.
-void print_draft_taps(const models::Eagle3Model& draft, int target_layers, bool overridden);
+void print_draft_taps(const api::ModelInfo& info, bool overridden);
 
 // Comma-separated integers in 0..INT32_MAX (parse_integer, integer_flags.h); a usage error
 // naming `flag` otherwise.

@@ -10,6 +10,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include <eaglevk/eaglevk.hpp>
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
@@ -22,15 +23,11 @@
 #include "loader/output_file.h"
 #include "loader/safetensors.h"
 #include "loader/text_file.h"
-#include "runtime/engine/generate.h"
-#include "runtime/engine/decoder.h"
-#include "runtime/engine/stop_text.h"
-#include "runtime/vk/profile.h"
 
 namespace eaglevk::cli {
 namespace {
 
-constexpr uint32_t kMaxRows = engine::kPrefillRows;  // of a prefill pass and of the memory plan
+constexpr uint32_t kMaxRows = api::kSessionMaxRows;  // of a prefill pass and of the memory plan
 
 struct RunArgs {
   std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages,
@@ -77,10 +74,10 @@ void check_flag_pairs(const RunArgs& a) {
 struct TapDump {
   std::vector<int32_t> tokens, positions;
   std::vector<float> hidden;
-  void add(const engine::TapRows& t) {
-    tokens.insert(tokens.end(), t.tokens.begin(), t.tokens.end());
-    positions.insert(positions.end(), t.positions.begin(), t.positions.end());
-    hidden.insert(hidden.end(), t.hidden.begin(), t.hidden.end());
+  void add(std::span<const int32_t> t, std::span<const int32_t> p, std::span<const float> h) {
+    tokens.insert(tokens.end(), t.begin(), t.end());
+    positions.insert(positions.end(), p.begin(), p.end());
+    hidden.insert(hidden.end(), h.begin(), h.end());
   }
   void write(const std::string& path, const std::vector<uint32_t>& layers, int hidden_size) const {
     auto bytes = [](const auto& v) { return std::as_bytes(std::span(v)); };
@@ -128,7 +125,7 @@ int run_command(const RunArgs& a) {
   if (a.interactive && !a.images.empty()) usage_fail("--interactive does not take images");
   if (a.interactive && !a.dump_taps.empty()) usage_fail("--dump-taps writes one generation's taps: not with --interactive");
   if (a.draft_sampling && a.greedy_drafts) usage_fail("--draft-sampling and --greedy-drafts choose opposite schemes");
-  as_usage_error([&] { engine::StopText check(a.stop); });
+  as_usage_error([&] { api::check_stop_strings(a.stop); });
   // No --seed, or --seed -1: a new draw each run at --temp > 0 (printed, and in --json).
   const std::optional<uint64_t> seed = a.seed_option->count() ? parse_seed(a.seed) : std::nullopt;
   engine::SamplingParams sampling{a.temp, a.top_k, a.top_p, seed.value_or(0)};
@@ -150,73 +147,65 @@ int run_command(const RunArgs& a) {
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
   const api::Runtime runtime = api::open_runtime(a.device);
-  ops::Gpu* gpu = &gpu_of(runtime);
   const std::shared_ptr<const api::Model> loaded =
       load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template,
                                                       a.check_tensors, a.experts_in_host}));
   const api::Model& m = *loaded;
-  const models::TargetModel& target = *m.target;
-  models::Eagle3Model* draft = m.draft.get();
+  const api::ModelInfo info = api::model_info(m);
+  const bool draft = m.draft != nullptr;
   const uint32_t context = m.planned_context;
-  if (draft) print_draft_taps(*draft, target.config().num_hidden_layers, !a.aux_layers.empty());
+  if (draft) print_draft_taps(info, !a.aux_layers.empty());
   PreparedPrompt prepared = prepare_prompt(m, source);
   const std::vector<int32_t>& prompt = prepared.ids;
   if (prompt.size() >= context) fail("the prompt has {} tokens {}", prompt.size(), context_advice(m, context));
 
-  if (draft && tree.enabled()) tree = resolve_tree(tree, *gpu, target, dir, *draft, a.draft, {prompt});
+  if (draft && tree.enabled()) tree = resolve_tree(m, tree, {prompt});
 
-  engine::GenerationOptions o;
-  o.n_predict = a.n_predict;
-  o.ignore_eos = a.ignore_eos;
-  o.eos_ids = m.eos_ids;
-  o.sampling = sampling;
-  o.top_logits = a.top_logits;
-  o.logprobs = a.logprobs;
-  if (prepared.images) o.images = &*prepared.images;
-
-  // The decoder lives across the turns of --interactive, whose next turns continue its KV
+  // The session lives across the turns of --interactive, whose next turns continue its KV
   // caches. At T > 0 chain drafts are drawn from the draft's distribution unless
   // --greedy-drafts: it accepts more (both keep the target's distribution).
+  api::SessionParams params;
+  params.context = context;
+  params.max_rows = kMaxRows;
+  params.k = tree.enabled() ? 0 : a.spec.k;
+  params.tree = tree;
+  params.greedy_drafts = a.greedy_drafts;
+  params.sampling = sampling;
+  params.max_new_tokens = a.n_predict;
+  params.ignore_eos = a.ignore_eos;
+  params.stop = a.stop;
+  params.logprobs = a.logprobs;
+  params.top_logits = a.top_logits;
+  api::Session session(loaded, params);
   TapDump dump;
-  engine::DecoderConfig config;
-  config.context = context;
-  config.max_rows = kMaxRows;
-  config.k = tree.enabled() ? 0 : a.spec.k;
-  config.tree = tree;
-  const std::unique_ptr<engine::Decoder> decoder = engine::make_decoder(*gpu, target, draft, config, a.greedy_drafts);
-  if (draft && !a.dump_taps.empty()) decoder->set_tap_sink([&](const engine::TapRows& t) { dump.add(t); });
+  if (draft && !a.dump_taps.empty())
+    session.set_tap_callback([&](auto tokens, auto positions, auto hidden) { dump.add(tokens, positions, hidden); });
 
-  engine::GenerationResult r;
-  engine::SpecStats stats;
+  api::GenerateOutput r;
   std::string text;
   std::string prompt_text = prepared.text;
   // One generation: streams its text (up to a stop string) unless --json, then reports it.
   auto generate_turn = [&](const std::vector<int32_t>& ids, bool reuse) {
-    engine::GeneratedText generated_text(m.tokenizer, a.stop);
     text.clear();
-    auto emit = [&](const std::string& piece) {
+    const api::PieceCallback emit = [&](int32_t, std::string_view piece) {
       text += piece;
       if (!a.json) {
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       }
+      return true;
     };
-    engine::TokenCallback stream = [&](int32_t id) {
-      emit(generated_text.push(id));
-      return !generated_text.stopped();
-    };
-    engine::GenerationOptions turn = o;
-    turn.reuse_prefix = reuse;
-    stats = {};
-    r = decoder->generate(ids, turn, stats, stream);
-    emit(generated_text.finish());
-    const char* reason = engine::stop_reason(r, generated_text.stopped());
-    double prefill_tps = r.prefill_seconds > 0 ? (r.prompt.size() - r.reused_tokens) / r.prefill_seconds : 0;
+    r = reuse ? session.generate_reusing_prefix(ids, emit)
+        : prepared.images ? session.generate(*prepared.images, emit)
+                          : session.generate(ids, emit);
+    const engine::SpecStats& stats = r.stats;
+    const char* reason = api::stop_reason(r);
+    double prefill_tps = r.prefill_seconds > 0 ? (r.prompt_ids.size() - r.reused_tokens) / r.prefill_seconds : 0;
     double decode_tps = r.tokens.size() > 1 && r.decode_seconds > 0 ? (r.tokens.size() - 1) / r.decode_seconds : 0;
     if (a.json) {
       nlohmann::json j;
       if (a.prompt_ids.empty()) j["prompt_text"] = prompt_text;  // as encoded: the rendered chat, or -p/-f
-      j["prompt_tokens"] = r.prompt;
+      j["prompt_tokens"] = r.prompt_ids;
       j["tokens"] = r.tokens;
       j["text"] = text;
       j["stop_reason"] = reason;
@@ -226,7 +215,7 @@ int run_command(const RunArgs& a) {
       j["timing"] = {{"prefill_tokens_per_s", prefill_tps}, {"decode_tokens_per_s", decode_tps}};
       if (prepared.images) {
         j["timing"]["image_seconds"] = prepared.image_seconds;
-        j["image_tiles"] = prepared.image_tiles;
+        j["image_tiles"] = prepared.images->tiles;
       }
       if (draft)
         j["stats"] = {{"num_drafts", stats.num_drafts},
@@ -245,14 +234,14 @@ int run_command(const RunArgs& a) {
       fmt::print("\n");
     }
     fmt::print(stderr, "\nprompt tokens: {}{}  generated tokens: {}\nprefill: {:.1f} tokens/s  decode: {:.1f} tokens/s  (stopped: {})\n",
-               r.prompt.size(), r.reused_tokens ? fmt::format(" ({} from the cache)", r.reused_tokens) : "",
+               r.prompt_ids.size(), r.reused_tokens ? fmt::format(" ({} from the cache)", r.reused_tokens) : "",
                r.tokens.size(), prefill_tps, decode_tps, reason);
     if (draft) fmt::print(stderr, "{}", stats.block());
   };
 
-  vk::profile_reset();  // the profile covers generation, not the model's upload
+  api::profile_reset();  // the profile covers generation, not the model's upload
   generate_turn(prompt, false);
-  if (!a.dump_taps.empty()) dump.write(a.dump_taps, draft->aux_layers, target.config().hidden_size);
+  if (!a.dump_taps.empty()) dump.write(a.dump_taps, info.draft_taps, int(info.hidden_size));
   size_t generated = r.tokens.size();
   if (a.interactive) {
     // A chat on the terminal (or lines piped in): each line is the next user turn, asked
@@ -276,7 +265,7 @@ int run_command(const RunArgs& a) {
   }
   // EAGLEVK_PROFILE=1: GPU time per command family over the generation (prefill included),
   // divided by the generated tokens, and the host's recording and waiting time.
-  if (const std::string profile = vk::profile_report(generated); !profile.empty()) fmt::print(stderr, "{}", profile);
+  if (const std::string profile = api::profile_report(generated); !profile.empty()) fmt::print(stderr, "{}", profile);
   return 0;
 }
 

@@ -16,7 +16,6 @@
 #include "apps/cli/spec_flags.h"
 #include "apps/cli/usage.h"
 #include "loader/input_path.h"
-#include "runtime/engine/decoder.h"
 
 namespace eaglevk::cli {
 namespace {
@@ -25,14 +24,31 @@ struct ServeArgs {
   std::string model, draft, mmproj, chat_template, device, host = "127.0.0.1", api_key, seed;
   std::vector<std::string> allowed_image_dirs;
   std::optional<bool> check_tensors, experts_in_host;
-  CLI::Option *k_option = nullptr, *seed_option = nullptr;
-  uint32_t k = 3, parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
+  SpecFlags spec;
+  CLI::Option *parallel_option = nullptr, *seed_option = nullptr;
+  uint32_t parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
   bool greedy_drafts = false;
 };
 
 int serve_command(const ServeArgs& a) {
-  if (a.draft.empty() && (a.k_option->count() || a.greedy_drafts))
-    usage_fail("{} needs a draft (-d)", a.k_option->count() ? "-k" : "--greedy-drafts");
+  if (a.draft.empty() && (a.spec.k_option->count() || a.greedy_drafts))
+    usage_fail("{} needs a draft (-d)", a.spec.k_option->count() ? "-k" : "--greedy-drafts");
+  if (a.draft.empty() && a.spec.tree()) usage_fail("the --spec-* tree flags need a draft (-d)");
+  engine::TreeParams tree;
+  uint32_t parallel = a.parallel;
+  if (a.spec.tree()) {
+    tree = a.spec.tree_params();
+    // `auto` calibrates on prompts (run's, eval's dataset); a server has none before it starts.
+    if (a.spec.auto_tokens())
+      usage_fail("--spec-draft-tokens auto needs prompts to calibrate on, which serve does not have: give a "
+                 "count (`eaglevk run --spec-draft-tokens auto` on typical prompts prints the shape it chose)");
+    // The decoder drafts trees for one sequence at a time: requests then decode one after another.
+    if (a.parallel_option->count() && a.parallel != 1)
+      usage_fail("tree drafting (--spec-*) decodes one request at a time: --parallel must be 1, got {}", a.parallel);
+    parallel = 1;
+  } else if (!a.draft.empty() && a.spec.k != 0) {  // -k 0 loads the draft but turns speculation off
+    a.spec.check_chain();
+  }
   if (a.host.empty()) usage_fail("--host is empty");
   for (const std::string& folder : a.allowed_image_dirs)
     if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
@@ -61,18 +77,18 @@ int serve_command(const ServeArgs& a) {
   options.model_name = api::model_name(dir);
 
   api::BatchParams batch;
-  batch.sequences = a.parallel;
+  batch.sequences = parallel;
   batch.context = model->planned_context;
-  batch.k = model->draft ? a.k : 0;
+  batch.k = model->draft && !tree.enabled() ? a.spec.k : 0;
   batch.greedy_drafts = a.greedy_drafts;
   if (std::string problem = api::batch_memory_problem(model->memory, batch.sequences, batch.context); !problem.empty())
     fail("{} (lower --parallel or --ctx)", problem);
   // Every handler thread may hold a running, a queued or a refused request; a few more answer
   // /health and /metrics while all of those wait.
-  options.http_threads = size_t(a.parallel) + a.max_queue + 4;
+  options.http_threads = size_t(parallel) + a.max_queue + 4;
 
   serve::Metrics metrics;
-  serve::Scheduler scheduler(model, batch, a.max_queue, metrics);
+  serve::Scheduler scheduler(model, batch, tree, a.max_queue, metrics);
   return serve::run_server(model, scheduler, metrics, options, signals);
 }
 
@@ -84,9 +100,7 @@ void add_serve_command(CLI::App& app) {
   sub->footer("Example: eaglevk serve -m assets/tiny-llama3 -d assets/tiny-llama3-eagle3 --port 8080");
   sub->add_option("-m,--model", args->model, "model: a Hugging Face folder or a GGUF file (default: the bundled one)");
   sub->add_option("-d,--draft", args->draft, "EAGLE-3 draft head (folder or GGUF file): speculative decoding");
-  args->k_option = sub->add_option("-k", args->k, "draft tokens per round (0: no speculation)")
-                       ->capture_default_str()
-                       ->check(integer_in(0, engine::kMaxChainDraftTokens));
+  add_spec_flags(sub, args->spec);
   sub->add_flag("--greedy-drafts", args->greedy_drafts, "at temperature > 0: propose the draft's argmax");
   sub->add_option("--mmproj", args->mmproj, "llama.cpp's vision file (mmproj-*.gguf) for a Llama-4 GGUF model");
   sub->add_option("--chat-template", args->chat_template, "a Jinja chat template file to use instead of the model's")
@@ -96,7 +110,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--host", args->host, "address to listen on (other machines reach only a public one)")
       ->capture_default_str();
   sub->add_option("--port", args->port, "TCP port (0: a free one, printed)")->capture_default_str()->check(integer_in(0, 65535));
-  sub->add_option("--parallel", args->parallel, "the most requests decoding together")
+  args->parallel_option = sub->add_option("--parallel", args->parallel, "the most requests decoding together (1 with tree drafting)")
       ->capture_default_str()
       ->check(integer_in(1, 64));
   sub->add_option("--ctx", args->ctx, "tokens of context per request (default: the most that fits)")

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/engine/spec_stats.h"
+#include <eaglevk/eaglevk.hpp>  // engine::SpecStats, through the facade
 
 namespace eaglevk::cli::serve {
 

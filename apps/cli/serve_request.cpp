@@ -252,10 +252,6 @@ void parse_logprobs(const json& body, Request& r, const RequestLimits& limits) {
     r.logprobs = true;
     r.top_logprobs = uint32_t(get_integer(body["logprobs"], "logprobs", 0, limits.max_logprobs));
   }
-  // A request with images decodes in a Session, which gives log-probabilities only at the end.
-  if (r.logprobs && r.stream && !r.images.empty())
-    refuse(400, "logprobs", "'logprobs' with 'stream' is not supported by eaglevk for a request with images: ask "
-                            "without streaming");
 }
 
 }  // namespace

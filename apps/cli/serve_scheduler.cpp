@@ -52,9 +52,19 @@ std::vector<engine::TokenLogprobs> logprobs_from(const api::BatchSession& batch,
 
 }  // namespace
 
-Scheduler::Scheduler(std::shared_ptr<const api::Model> model, const api::BatchParams& params, size_t max_queue,
-                     Metrics& metrics)
-    : model_(std::move(model)), batch_(model_, params), metrics_(metrics), queue_(max_queue) {
+Scheduler::Scheduler(std::shared_ptr<const api::Model> model, const api::BatchParams& params,
+                     const engine::TreeParams& tree, size_t max_queue, Metrics& metrics)
+    : model_(std::move(model)), tree_(tree), metrics_(metrics), queue_(max_queue) {
+  greedy_drafts_ = params.greedy_drafts;
+  if (tree_.enabled()) {
+    // What each request's Session will decide (api::Session clips the context the same way).
+    context_ = std::min(params.context, model_->max_context());
+    speculative_ = model_->draft != nullptr;
+  } else {
+    batch_.emplace(model_, params);
+    context_ = batch_->context();
+    speculative_ = batch_->speculative();
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -68,7 +78,7 @@ Scheduler::~Scheduler() {
 bool Scheduler::submit(std::shared_ptr<Job> job) { return queue_.push(std::move(job)); }
 
 MetricsGauges Scheduler::gauges() const {
-  return {queue_.size(), running_count_.load(), batch_.params().sequences, queue_.capacity()};
+  return {queue_.size(), running_count_.load(), batch_ ? batch_->params().sequences : 1u, queue_.capacity()};
 }
 
 void Scheduler::loop() {
@@ -76,9 +86,9 @@ void Scheduler::loop() {
     try {
       admit();
       end_abandoned();
-      if (batch_.running()) {
+      if (batch_ && batch_->running()) {
         const Clock::time_point start = Clock::now();
-        batch_.step();
+        batch_->step();
         metrics_.add_busy_seconds(seconds_since(start));
       }
       deliver();
@@ -110,16 +120,16 @@ void Scheduler::admit() {
       job->fail(server_error(503, "the request waited in the queue past --timeout", "timeout"));
       continue;
     }
-    if (!job->images.empty()) {
+    if (!job->images.empty() || !batch_) {
       queue_.pop(job);
-      run_with_images(job);
+      run_alone(job);
       continue;
     }
-    if (!batch_.can_start(job->params)) return;  // a slot frees, or the batch's settings drain
+    if (!batch_->can_start(job->params)) return;  // a slot frees, or the batch's settings drain
     queue_.pop(job);
     try {
       const Clock::time_point start = Clock::now();
-      const uint32_t id = batch_.start(job->prompt, job->params, collect_into(job.get()));
+      const uint32_t id = batch_->start(job->prompt, job->params, collect_into(job.get()));
       metrics_.add_busy_seconds(seconds_since(start));
       running_[id] = job;
       running_count_ = running_.size();
@@ -133,11 +143,12 @@ void Scheduler::admit() {
   }
 }
 
-void Scheduler::run_with_images(const std::shared_ptr<Job>& job) {
+void Scheduler::run_alone(const std::shared_ptr<Job>& job) {
   api::SessionParams p;
-  p.context = batch_.context();
-  p.k = batch_.params().k;
-  p.greedy_drafts = batch_.params().greedy_drafts;
+  p.context = context_;
+  p.k = batch_ ? batch_->params().k : 0;
+  p.tree = tree_;
+  p.greedy_drafts = greedy_drafts_;
   p.sampling = job->params.sampling;
   p.max_new_tokens = job->params.max_new_tokens;
   p.ignore_eos = job->params.ignore_eos;
@@ -149,15 +160,26 @@ void Scheduler::run_with_images(const std::shared_ptr<Job>& job) {
     api::Session session(model_, p);
     api::GenerateOutput out = session.generate(
         job->prompt,
-        [j](int32_t token, std::string_view piece) {
+        [j, &session](int32_t token, std::string_view piece) {
           j->round_text += piece;
           if (token >= 0) j->round_ids.push_back(token);
+          if (j->request.stream && j->request.logprobs) {
+            std::vector<engine::TokenLogprobs> fresh = session.logprobs_so_far(j->logprobs_taken);
+            j->logprobs_taken += fresh.size();
+            std::move(fresh.begin(), fresh.end(), std::back_inserter(j->round_logprobs));
+          }
           j->publish();
           if (Clock::now() > j->deadline) j->timed_out = true;
           return !j->abandoned.load() && !j->timed_out;
         },
         job->images);
     metrics_.add_busy_seconds(seconds_since(start));
+    if (j->request.stream && j->request.logprobs && j->logprobs_taken < out.logprobs.size()) {
+      // Tokens whose text the stop strings held back until the end: their log-probabilities too.
+      std::copy(out.logprobs.begin() + std::ptrdiff_t(j->logprobs_taken), out.logprobs.end(),
+                std::back_inserter(j->round_logprobs));
+      j->logprobs_taken = out.logprobs.size();
+    }
     metrics_.count_generation(out.prompt_tokens, out.tokens.size(), out.stats, out.stopped_by_caller);
     if (j->timed_out)
       job->fail(server_error(503, "the request ran past --timeout", "timeout"));
@@ -172,21 +194,21 @@ void Scheduler::run_with_images(const std::shared_ptr<Job>& job) {
 void Scheduler::end_abandoned() {
   const Clock::time_point now = Clock::now();
   for (auto& [id, job] : running_) {
-    if (batch_.finished(id)) continue;
+    if (batch_->finished(id)) continue;
     if (now > job->deadline) job->timed_out = true;
-    if (job->abandoned || job->timed_out) batch_.cancel(id);
+    if (job->abandoned || job->timed_out) batch_->cancel(id);
   }
 }
 
 void Scheduler::deliver() {
   for (auto it = running_.begin(); it != running_.end();) {
     const auto& [id, job] = *it;
-    const bool done = batch_.finished(id);
+    const bool done = batch_->finished(id);
     std::optional<api::GenerateOutput> taken;
-    if (done) taken = batch_.take(id);
+    if (done) taken = batch_->take(id);
     if (job->request.stream && job->request.logprobs) {
       // The log-probabilities of the tokens this round emitted go out with their text.
-      std::vector<engine::TokenLogprobs> fresh = logprobs_from(batch_, id, taken, job->logprobs_taken);
+      std::vector<engine::TokenLogprobs> fresh = logprobs_from(*batch_, id, taken, job->logprobs_taken);
       job->logprobs_taken += fresh.size();
       std::move(fresh.begin(), fresh.end(), std::back_inserter(job->round_logprobs));
     }

@@ -11,9 +11,12 @@
 //    drains, and the requests behind it wait too (first come, first served).
 //  - A request with images decodes alone, in an api::Session run between two rounds (the
 //    batch's sequences pause meanwhile): BatchSession takes no images. One at a time.
+//  - With tree drafting (the --spec-* flags) every request decodes alone in an api::Session:
+//    the decoder drafts trees for one sequence at a time, so there is no batch at all.
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <eaglevk/eaglevk.hpp>
@@ -26,8 +29,10 @@ namespace eaglevk::cli::serve {
 
 class Scheduler {
  public:
-  Scheduler(std::shared_ptr<const api::Model> model, const api::BatchParams& params, size_t max_queue,
-            Metrics& metrics);
+  // `tree`, when enabled, makes every request a tree-drafting Session of its own (params.k and
+  // params.sequences are then unused).
+  Scheduler(std::shared_ptr<const api::Model> model, const api::BatchParams& params, const engine::TreeParams& tree,
+            size_t max_queue, Metrics& metrics);
   ~Scheduler();  // ends the thread; waiting and running requests are failed with 503
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -36,20 +41,24 @@ class Scheduler {
   bool submit(std::shared_ptr<Job> job);
   // False once decoding failed on the device: the server then answers 503.
   bool healthy() const { return healthy_; }
-  uint32_t context() const { return batch_.context(); }
-  bool speculative() const { return batch_.speculative(); }
+  uint32_t context() const { return context_; }
+  bool speculative() const { return speculative_; }
   MetricsGauges gauges() const;
 
  private:
   void loop();
   void admit();
-  void run_with_images(const std::shared_ptr<Job>& job);
+  void run_alone(const std::shared_ptr<Job>& job);
   void end_abandoned();
   void deliver();
   void fail_all(const HttpError& e);
 
   std::shared_ptr<const api::Model> model_;
-  api::BatchSession batch_;
+  engine::TreeParams tree_;
+  std::optional<api::BatchSession> batch_;  // absent with tree drafting
+  uint32_t context_ = 0;
+  bool speculative_ = false;
+  bool greedy_drafts_ = false;
   Metrics& metrics_;
   BoundedQueue<Job> queue_;
   std::map<uint32_t, std::shared_ptr<Job>> running_;  // by sequence id

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "runtime/engine/decoder.h"
+#include <eaglevk/eaglevk.hpp>
 
 namespace eaglevk::cli {
 
@@ -26,18 +26,15 @@ struct SpecFlags {
   // (--spec-steps and --spec-topk when given, else 8 and 8): resolve_tree decides.
   // bench measures the chain (-k) and the tree side by side, so it allows both.
   engine::TreeParams tree_params(bool with_k = false) const;
-  // -k within 1..engine::kMaxChainDraftTokens; a usage error otherwise.
+  // -k within 1..api::speculation_limits().chain_draft_tokens; a usage error otherwise.
   void check_chain() const;
 };
 
 void add_spec_flags(CLI::App* sub, SpecFlags& flags);
 
-// `tree` itself, or for --spec-draft-tokens auto the shape engine::auto_tree_shape chooses
-// after calibrating on `prompts` (its report goes to stderr). The pass costs are cached per
-// device, driver, model and draft in engine::default_cache_dir().
-engine::TreeParams resolve_tree(const engine::TreeParams& tree, ops::Gpu& gpu, const models::TargetModel& target,
-                                const std::filesystem::path& model_path, const models::Eagle3Model& draft,
-                                const std::filesystem::path& draft_path,
+// `tree` itself, or for --spec-draft-tokens auto the shape api::auto_tree chooses after
+// calibrating on `prompts` (its report goes to stderr).
+engine::TreeParams resolve_tree(const api::Model& m, const engine::TreeParams& tree,
                                 const std::vector<std::vector<int32_t>>& prompts);
 
 // A random seed for a run at temperature > 0 without --seed, printed on stderr so that the run

@@ -116,6 +116,22 @@ bool BatchSession::can_start(const SequenceParams& params) const {
 }
 
 uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece) {
+  const auto& seqs = state_->sequences;
+  const auto free = std::find_if(seqs.begin(), seqs.end(), [](const auto& s) { return !s; });
+  return start_in(uint32_t(free - seqs.begin()), prompt, params, std::move(on_piece), /*reuse=*/false);
+}
+
+uint32_t BatchSession::start_at(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params,
+                                bool reuse_prefix, PieceCallback on_piece) {
+  if (id >= params_.sequences) fail_as(ErrorKind::InvalidArgument, "no sequence {} in this batch", id);
+  if (state_->sequences[id])
+    fail_as(ErrorKind::InvalidArgument, "sequence {} is in use: take it before starting another there", id);
+  return start_in(id, prompt, params, std::move(on_piece), reuse_prefix);
+}
+
+// `id` is free, or sequences.size() when none is.
+uint32_t BatchSession::start_in(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params,
+                                PieceCallback on_piece, bool reuse) {
   State& st = *state_;
   st.check_usable();
   check_generation_settings(params.sampling, params.logprobs, params.stop);
@@ -126,16 +142,15 @@ uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequencePara
                                "new token)",
                                prompt.size(), context_),
                    Setting::Context);
-  const auto free = std::find_if(st.sequences.begin(), st.sequences.end(), [](const auto& s) { return !s; });
-  if (free == st.sequences.end())
+  if (id == st.sequences.size())
     fail_as(ErrorKind::InvalidArgument, "all {} sequences of the batch are in use: take a finished one first",
             params_.sequences);
   if (!st.shares_sampling(params))
     fail_as(ErrorKind::InvalidArgument,
             "sequences decoding together share their sampling settings (temperature, top-k, top-p, seed), and this "
             "one's differ from a running sequence's: start it once those have finished");
-  const uint32_t id = uint32_t(free - st.sequences.begin());
-  State::Sequence& seq = free->emplace();
+  std::optional<State::Sequence>& slot = st.sequences[id];
+  State::Sequence& seq = slot.emplace();
   seq.params = params;
   try {
     seq.text = std::make_unique<SequenceText>(model_->tokenizer, params.stop, std::move(on_piece));
@@ -145,6 +160,7 @@ uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequencePara
     o.eos_ids = model_->eos_ids;
     o.sampling = params.sampling;
     o.logprobs = params.logprobs;
+    o.reuse_prefix = reuse;
     std::lock_guard lock(model_->device->queue_mutex);
     decoding([&] {
       st.decoder->start(id, std::vector<int32_t>(prompt.begin(), prompt.end()), o,
@@ -154,7 +170,7 @@ uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequencePara
                         });
     });
   } catch (...) {
-    free->reset();
+    slot.reset();
     throw;
   }
   return id;
@@ -172,6 +188,11 @@ std::vector<uint32_t> BatchSession::step() {
       throw;
     }
   }
+  return collect();
+}
+
+std::vector<uint32_t> BatchSession::collect() {
+  State& st = *state_;
   std::vector<uint32_t> done;
   for (uint32_t id = 0; id < st.sequences.size(); ++id) {
     auto& s = st.sequences[id];

@@ -153,7 +153,8 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
   return plan;
 }
 
-std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
+std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
+                                        std::function<void(uint64_t bytes)> on_upload) {
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
   if (!plan.target_files) fail_as(ErrorKind::InvalidArgument, "the load plan holds no model files");
   auto m = std::make_shared<Model>();
@@ -168,7 +169,21 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan) {
   {
     // Weight uploads go through the device's queue.
     std::lock_guard lock(m->device->queue_mutex);
-    const vk::Context& ctx = m->device->gpu->ctx;
+    vk::Context& ctx = m->device->gpu->ctx;
+    // The observer hears this load's uploads only, on every device the model loads onto.
+    struct Observe {
+      vk::Context& ctx;
+      std::function<void(uint64_t)> before;
+      Observe(vk::Context& c, const std::function<void(uint64_t)>& hear) : ctx(c), before(c.on_upload) {
+        if (hear) ctx.on_upload = hear;
+      }
+      ~Observe() { ctx.on_upload = std::move(before); }
+      Observe(const Observe&) = delete;
+      Observe& operator=(const Observe&) = delete;
+    };
+    std::vector<std::unique_ptr<Observe>> observers;
+    for (const std::shared_ptr<Device>& d : m->devices)
+      observers.push_back(std::make_unique<Observe>(d->gpu->ctx, on_upload));
     within(ErrorKind::Model, [&] {
       models::WeightPlacement placement = plan.memory.placement();
       if (plan.split) {

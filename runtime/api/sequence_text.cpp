@@ -24,6 +24,8 @@ void fill_output(GenerateOutput& out, engine::GenerationResult&& r, const Sequen
   out.reused_tokens = r.reused_tokens;
   out.prompt_tokens = uint32_t(r.prompt.size());
   out.logprobs = std::move(r.logprobs);
+  out.prefill_seconds = r.prefill_seconds;
+  out.decode_seconds = r.decode_seconds;
   out.stopped_by_caller = text.stopped_by_caller();
   out.stopped_at_stop_string = text.stopped_at_stop_string();
 }
@@ -43,7 +45,7 @@ void check_prompt_ids(const Model& model, std::span<const int32_t> prompt, const
   const int32_t vocab = model.vocab_size();
   for (size_t i = 0; i < prompt.size(); ++i)
     if (prompt[i] < 0 || prompt[i] >= vocab)
-      fail_as(ErrorKind::InvalidArgument, "{} {} (at {}) is outside the vocabulary of {}", what, prompt[i], i, vocab);
+      fail_as(ErrorKind::InvalidArgument, "{} {} (position {}) is outside the vocabulary of {}", what, prompt[i], i, vocab);
 }
 
 }  // namespace eaglevk::api

@@ -18,14 +18,12 @@
 namespace eaglevk::api {
 namespace {
 
-// Rows of one prefill pass, as the CLI uses.
-constexpr uint32_t kMaxRows = kSessionMaxRows;
-
 void check_params(const SessionParams& p) {
   check_generation_settings(p.sampling, p.logprobs, p.stop);
   if (p.context < 2)
     throw ApiError(ErrorKind::InvalidArgument, fmt::format("the context must hold at least 2 tokens, got {}", p.context),
                    Setting::Context);
+  if (p.max_rows == 0) fail_as(ErrorKind::InvalidArgument, "a prefill pass needs at least 1 row");
 }
 
 }  // namespace
@@ -35,16 +33,22 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   if (!model_) fail_as(ErrorKind::InvalidArgument, "no model");
   check_params(params_);
   context_ = std::min(params_.context, model_->max_context());
+  // A round's drafts must fit the context with the token before them: one policy for every
+  // front door (`run` built its decoders itself before and let the decoder clip such rounds).
   if (params_.tree.enabled()) {
     params_.tree = engine::tree_with_defaults(params_.tree);
     within(ErrorKind::InvalidArgument, [&] { engine::check_tree_params(params_.tree); });
     if (params_.tree.draft_tokens >= context_)
-      fail_as(ErrorKind::InvalidArgument, "spec_draft_tokens = {} does not fit a context of {} tokens",
-              params_.tree.draft_tokens, context_);
+      throw ApiError(ErrorKind::InvalidArgument,
+                     fmt::format("spec_draft_tokens = {} does not fit a context of {} tokens", params_.tree.draft_tokens,
+                                 context_),
+                     Setting::TreeDraftTokens);
   }
   const bool speculate = model_->draft && (params_.k > 0 || params_.tree.enabled());
   if (speculate && !params_.tree.enabled() && params_.k + 1 >= context_)
-    fail_as(ErrorKind::InvalidArgument, "k = {} does not fit a context of {} tokens", params_.k, context_);
+    throw ApiError(ErrorKind::InvalidArgument,
+                   fmt::format("k = {} does not fit a context of {} tokens", params_.k, context_),
+                   Setting::ChainDraftTokens);
 
   within(ErrorKind::Device, [&] { engine::choose_context(model_->memory, context_, nullptr); });
 
@@ -53,7 +57,7 @@ Session::Session(std::shared_ptr<const Model> model, const SessionParams& params
   within(ErrorKind::Device, [&] {
     engine::DecoderConfig config;
     config.context = context_;
-    config.max_rows = kMaxRows;
+    config.max_rows = params_.max_rows;
     if (speculate) {
       config.k = params_.tree.enabled() ? 0 : params_.k;
       config.tree = params_.tree;
@@ -67,28 +71,55 @@ Session::~Session() = default;
 
 bool Session::speculative() const { return decoder_->speculative(); }
 
+ImagePrompt prepare_images(const Model& m, std::span<const int32_t> prompt, std::span<const loader::RgbImage> images) {
+  check_prompt_ids(m, prompt);
+  if (!m.images)
+    throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", m.no_images_reason),
+                   m.no_images_setting);
+  // Expand the placeholders and run the vision tower (on the device queue).
+  std::lock_guard lock(m.device->queue_mutex);
+  engine::ImagePrompt built = within(ErrorKind::InvalidArgument, [&] {
+    return engine::build_image_prompt(*m.device->gpu, *m.images, prompt, images);
+  });
+  ImagePrompt out{std::move(built.ids), std::move(built.images)};
+  out.tiles = uint32_t(out.images.patch_positions.size() / m.images->tokens.tokens_per_tile);
+  return out;
+}
+
 GenerateOutput Session::generate(std::span<const int32_t> prompt, const PieceCallback& on_piece,
                                  std::span<const loader::RgbImage> images) {
+  if (!images.empty()) return generate(prepare_images(*model_, prompt, images), on_piece);
   check_prompt_ids(*model_, prompt);
-  if (!images.empty() && !model_->images)
-    throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", model_->no_images_reason),
-                   model_->no_images_setting);
-  // Images: expand their placeholders and run the vision tower (on the device queue).
-  engine::ImagePrompt image_prompt;
-  if (!images.empty()) {
-    std::lock_guard lock(model_->device->queue_mutex);
-    image_prompt = within(ErrorKind::InvalidArgument, [&] {
-      return engine::build_image_prompt(*model_->device->gpu, *model_->images, prompt, images);
-    });
-    prompt = image_prompt.ids;
-  }
-  if (prompt.size() >= context_)
+  check_fits(prompt.size());
+  return run(std::vector<int32_t>(prompt.begin(), prompt.end()), on_piece, nullptr, /*reuse=*/false);
+}
+
+GenerateOutput Session::generate(const ImagePrompt& prompt, const PieceCallback& on_piece) {
+  check_fits(prompt.ids.size());
+  return run(prompt.ids, on_piece, &prompt.images, /*reuse=*/false);
+}
+
+GenerateOutput Session::generate_reusing_prefix(std::span<const int32_t> prompt, const PieceCallback& on_piece) {
+  check_prompt_ids(*model_, prompt);
+  check_fits(prompt.size());
+  return run(std::vector<int32_t>(prompt.begin(), prompt.end()), on_piece, nullptr, /*reuse=*/true);
+}
+
+void Session::check_fits(size_t prompt_tokens) const {
+  if (prompt_tokens >= context_)
     fail_as(ErrorKind::ContextFull,
             "the prompt has {} tokens but the context holds {} (one more is needed for the first new token)",
-            prompt.size(), context_);
+            prompt_tokens, context_);
+}
 
-  return run(std::vector<int32_t>(prompt.begin(), prompt.end()), on_piece,
-             images.empty() ? nullptr : &image_prompt.images, /*reuse=*/false);
+void Session::set_tap_callback(TapCallback on_taps) {
+  if (!on_taps) {
+    decoder_->set_tap_sink({});
+    return;
+  }
+  decoder_->set_tap_sink([on_taps = std::move(on_taps)](const engine::TapRows& t) {
+    on_taps(t.tokens, t.positions, t.hidden);
+  });
 }
 
 GenerateOutput Session::continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece) {
@@ -112,6 +143,8 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
   o.images = images;
   o.reuse_prefix = reuse;
   o.logprobs = params_.logprobs;
+  o.top_logits = params_.top_logits;
+  o.prompt_argmax = params_.prompt_argmax;
 
   GenerateOutput out;
   SequenceText text(model_->tokenizer, params_.stop, on_piece);
@@ -136,8 +169,31 @@ GenerateOutput Session::run(std::vector<int32_t> ids, const PieceCallback& on_pi
     sequence_ = std::move(prompt);
     sequence_.insert(sequence_.end(), r.tokens.begin(), r.tokens.end());
   }
+  out.prompt_top_logits = std::move(r.prompt_top_logits);
+  out.prompt_argmax = std::move(r.prompt_argmax);
+  out.prefill_seconds = r.prefill_seconds;
+  out.decode_seconds = r.decode_seconds;
+  out.prompt_ids = r.prompt;
   fill_output(out, std::move(r), text);
   return out;
+}
+
+std::vector<engine::TokenLogprobs> Session::logprobs_so_far(size_t from) const {
+  if (!decoder_->running(0) && !decoder_->finished(0)) return {};  // between calls: no sequence
+  const std::vector<engine::TokenLogprobs>& all = decoder_->logprobs_so_far(0);
+  if (from >= all.size()) return {};
+  return {all.begin() + std::ptrdiff_t(from), all.end()};
+}
+
+void check_stop_strings(const std::vector<std::string>& stop) {
+  within(ErrorKind::InvalidArgument, [&] { engine::StopText check(stop); });
+}
+
+const char* stop_reason(const GenerateOutput& out) {
+  engine::GenerationResult r;
+  r.stopped_at_eos = out.stopped_at_eos;
+  r.stopped_at_context = out.stopped_at_context;
+  return engine::stop_reason(r, out.stopped_at_stop_string);
 }
 
 }  // namespace eaglevk::api

@@ -2,7 +2,8 @@
 // package-lock.json): chat, completion, streaming with usage, stop strings, logprobs, an image
 // message on tiny-llama4-vision, usage numbers and error shapes; and at temperature 0 every
 // answer equals `eaglevk run --json` on the same prompt, computed here, for one client and for 8
-// at once, with and without a draft. Loopback only.
+// at once, with and without a draft, and with tree drafting (one request at a time); streamed
+// logprobs of an image request; --timeout's 503 for a running and a waiting request. Loopback only.
 //
 //   node serve_test.mjs EAGLEVK ASSETS
 import OpenAI from 'openai';
@@ -32,15 +33,20 @@ writeFileSync(join(tmp, 'vision.json'), JSON.stringify([
 
 // The servers load while the references run.
 const started = Date.now();
-const [A, B, V, refs, refDraft, chatRef, visionRef] = await Promise.all([
+const treeFlags = ['--spec-steps', '3', '--spec-topk', '2', '--spec-draft-tokens', '5'];
+const [A, B, V, T, W, refs, refDraft, chatRef, visionRef, treeRef] = await Promise.all([
   startServer(cli, ['-m', target, '-d', draft, '--api-key', key, '--parallel', '8', '--max-queue', '8',
                     '--max-body-mib', '1'], 'draft'),
   startServer(cli, ['-m', target, '--parallel', '8', '--max-queue', '8'], 'plain'),
   startServer(cli, ['-m', vision, '--allowed-image-dir', images, '--parallel', '2'], 'vision'),
+  startServer(cli, ['-m', target, '-d', draft, ...treeFlags], 'tree'),
+  startServer(cli, ['-m', target, '--parallel', '1', '--timeout', '2'], 'timeout'),
   Promise.all(prompts.map((p) => runJson(cli, ['-m', target, '-p', p, '-n', String(N), '--logprobs', '3']))),
   runJson(cli, ['-m', target, '-d', draft, '-p', prompts[0], '-n', String(N)]),
   runJson(cli, ['-m', target, '--messages', join(tmp, 'chat.json'), '-n', String(N), '--logprobs', '2']),
-  runJson(cli, ['-m', vision, '--messages', join(tmp, 'vision.json'), '--allowed-image-dir', images, '-n', '8']),
+  runJson(cli, ['-m', vision, '--messages', join(tmp, 'vision.json'), '--allowed-image-dir', images, '-n', '8',
+                '--logprobs', '2']),
+  runJson(cli, ['-m', target, '-d', draft, ...treeFlags, '-p', prompts[0], '-n', String(N)]),
 ]);
 console.log(`servers up and references made in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 check(sameIds(refDraft.tokens, refs[0].tokens), 'run: the draft changes no token at temperature 0');
@@ -217,6 +223,24 @@ for (const [c, name, speculative] of [[a, 'draft', true], [b, 'plain', false]]) 
   // The image's tile tokens count, as the context holds them and run reports them.
   check(byData.usage.prompt_tokens === visionRef.prompt_tokens.length,
         `image as data URL: usage.prompt_tokens ${byData.usage.prompt_tokens}, run's prompt has ${visionRef.prompt_tokens.length}`);
+  // Streamed with logprobs: the image request decodes in a Session, which hands them over per token.
+  const stream = await v.chat.completions.create({
+    model: 'tiny-llama4-vision', max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 2, stream: true,
+    return_token_ids: true,
+    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: dataUrl } }, { type: 'text', text: imageText }] }] });
+  const entries = [], ids = [];
+  for await (const chunk of stream) {
+    const choice = chunk.choices[0];
+    const got = choice?.logprobs?.content ?? [];
+    check(got.length === (choice?.token_ids ?? []).length,
+          `image stream logprobs: a chunk of ${(choice?.token_ids ?? []).length} tokens carries ${got.length} entries`);
+    entries.push(...got);
+    ids.push(...(choice?.token_ids ?? []));
+  }
+  check(sameIds(ids, visionRef.tokens), `image stream logprobs: tokens ${JSON.stringify(ids)} are run's`);
+  check(entries.length === visionRef.logprobs.length &&
+        entries.every((t, i) => Math.abs(t.logprob - visionRef.logprobs[i].logprob) < 2e-3 && t.top_logprobs.length === 2),
+        `image stream logprobs: ${JSON.stringify(entries.map((t) => t.logprob))} are run's ${JSON.stringify(visionRef.logprobs.map((t) => t.logprob))}`);
   const byFile = await ask(`file://${imagePath}`);
   check(sameIds(byFile.choices[0].token_ids, visionRef.tokens), 'image as a file under --allowed-image-dir: run\'s tokens');
   for (const [url, words, c, m] of [[`file://${target}/config.json`, 'outside --allowed-image-dir', v, 'tiny-llama4-vision'],
@@ -230,6 +254,45 @@ for (const [c, name, speculative] of [[a, 'draft', true], [b, 'plain', false]]) 
       check(e.status === 400 && e.message.includes(words), `image ${url.slice(0, 40)}: 400 '${words}', got ${e.status} ${e.message}`);
     }
   }
+}
+
+// ---- tree drafting: each request alone in a Session, run's tokens and run's drafts ----------------
+{
+  const t = client(T);
+  const treeAnswer = (res, what) => {
+    const choice = res.choices[0], e = res.usage.eaglevk ?? {};
+    check(sameIds(choice.token_ids, treeRef.tokens), `${what}: tokens ${JSON.stringify(choice.token_ids)} are run's`);
+    check(sameIds(choice.token_ids, refs[0].tokens), `${what}: the tree changes no token at temperature 0`);
+    check(e.drafts === treeRef.stats.num_drafts && e.draft_tokens === treeRef.stats.num_draft_tokens &&
+          e.accepted_tokens === treeRef.stats.num_accepted_tokens,
+          `${what}: usage.eaglevk ${JSON.stringify(e)} counts run's tree drafts ${JSON.stringify(treeRef.stats)}`);
+  };
+  treeAnswer(await completion(t, 0), 'tree completion');
+  // Four at once: they queue and decode one after another, each as if alone.
+  const four = await Promise.all([0, 1, 2, 3].map(() => completion(t, 0)));
+  four.forEach((res, k) => treeAnswer(res, `tree concurrent ${k}`));
+  const stream = await t.completions.create({ model, prompt: prompts[0], max_tokens: N, temperature: 0, stream: true });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
+  check(text === treeRef.text, `tree stream: text ${JSON.stringify(text)} is run's`);
+  const page = await (await fetch(`${T.url}/metrics`)).text();
+  check(metric(page, 'eaglevk_sequences_capacity') === 1, 'tree: one sequence at a time (metrics capacity 1)');
+}
+
+// ---- --timeout: a request that runs past it and one that waits past it both end with 503 -----------
+{
+  const w = client(W);
+  const long = () => w.completions.create({ model, prompt: prompts[0], max_tokens: 1500, temperature: 0, ignore_eos: true });
+  const settled = await Promise.allSettled([long(), long()]);
+  check(settled.every((s) => s.status === 'rejected' && s.reason.status === 503 && s.reason.code === 'timeout'),
+        `timeout: both long requests end with 503 timeout (${settled.map((s) => s.status === 'rejected' ? `${s.reason.status} ${s.reason.message}` : 'fulfilled')})`);
+  // The first is cut at its deadline; the second, queued behind it, is cut either still waiting
+  // or soon after it starts (its deadline comes a little after the first's): which, is a race.
+  check(settled.some((s) => s.reason?.message?.includes('ran past')) &&
+        settled.every((s) => /ran past|waited in the queue past/.test(s.reason?.message ?? '')),
+        `timeout: the messages say why (${settled.map((s) => s.reason?.message)})`);
+  const after = await completion(w, 0);
+  check(sameIds(after.choices[0].token_ids, refs[0].tokens), 'timeout: the server answers the next request whole');
 }
 
 // ---- error shapes -------------------------------------------------------------------------------
@@ -313,7 +376,7 @@ await expectError(a.completions.create({ model, prompt: 'word '.repeat(3000), ma
   check(metric(page, 'eaglevk_requests_total{endpoint="/v1/chat/completions",status="401"}') === 1, 'metrics: the 401 counted');
 }
 
-for (const [server, name] of [[A, 'draft'], [B, 'plain'], [V, 'vision']])
+for (const [server, name] of [[A, 'draft'], [B, 'plain'], [V, 'vision'], [T, 'tree'], [W, 'timeout']])
   check((await stopServer(server)) === 0, `${name} server exits 0 on SIGTERM`);
 rmSync(tmp, { recursive: true, force: true });
 finish('serve_test');

@@ -22,17 +22,21 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include <eaglevk/error.h>
 
 #include "loader/chat_template.h"
 #include "loader/image_decode.h"
 #include "loader/tokenizer.h"
+#include "runtime/engine/elapsed.h"  // the clock front doors time with
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
 #include "runtime/engine/memory_plan_split.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
 #include "runtime/engine/tree_params.h"
+#include "runtime/vk/profile.h"  // the profiler's summary type (request_profiling below)
 
 struct eaglevk_runtime;  // eaglevk.h's handles
 struct eaglevk_model;
@@ -93,6 +97,32 @@ Runtime open_runtime(const std::string& device = {});
 // Several devices, each named as above, for a model split across them; a name may repeat (the
 // same device opened again is its own logical device: how one GPU, or lavapipe, runs a split).
 Runtime open_runtime(std::span<const std::string> devices);
+
+// Every Vulkan device as `eaglevk devices` lists it (name, type, probed features), without
+// creating a logical device.
+std::vector<std::string> describe_devices();
+// Validation-layer errors this process has seen (EAGLEVK_VALIDATE=1): a front door fails a run
+// that had any, even when the run itself succeeded.
+uint32_t validation_errors_in_process();
+
+// The profiler's public switch (EAGLEVK_PROFILE=1 turns it on from the start): GPU time per
+// command family and host time, summed over every submission of the process.
+using ProfileSummary = vk::ProfileSummary;
+using ProfiledCommand = vk::ProfiledCommand;
+void request_profiling();   // sessions made from now on profile their submissions
+void profile_reset();       // forget the totals so far (a run counts from after the upload)
+ProfileSummary profile_summary();
+// A table of `summary` (or of the totals so far) per `tokens` tokens; empty when nothing was profiled.
+std::string profile_report(const ProfileSummary& summary, uint64_t tokens);
+std::string profile_report(uint64_t tokens);
+
+// Speculation's limits (the chain's, and the tree kernels'), for front doors that check their
+// settings as they parse them: defined by the engine and the kernels, read here.
+struct SpeculationLimits {
+  uint32_t chain_draft_tokens = 0;  // k
+  uint32_t tree_levels = 0, tree_topk = 0, tree_nodes = 0;
+};
+SpeculationLimits speculation_limits();
 
 constexpr uint32_t kSessionMaxRows = engine::kPrefillRows;  // rows of one prefill pass (longer prompts go in chunks)
 
@@ -172,12 +202,51 @@ struct Model {
 LoadPlan plan_load(const Runtime& runtime, const std::filesystem::path& target_dir, const LoadOptions& options = {});
 // Uploads what the plan opened: the target and, with a draft, an EAGLE-3 head that must fit it
 // (hidden size, vocabulary, tap layers); the tokenizer, the chat template and image support.
-std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan);
+// `on_upload`, when given, hears the bytes of each upload as it goes (a progress line).
+std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
+                                        std::function<void(uint64_t bytes)> on_upload = {});
 // Both steps: the target from `target_dir` and, when `draft_dir` is not empty, its draft.
 std::shared_ptr<const Model> load_model(const Runtime& runtime, const std::filesystem::path& target_dir,
                                         const std::filesystem::path& draft_dir = {});
 // The model's name for reports: the folder's name, or the GGUF file's without .gguf.
 std::string model_name(const std::filesystem::path& model);
+
+// What a front door reports of a loaded model, read from its config and weights.
+struct ModelInfo {
+  int32_t vocab_size = 0, bos_token_id = -1;  // -1: the config names no BOS
+  uint32_t hidden_size = 0, layers = 0;
+  uint64_t weight_bytes = 0, parameters = 0;  // the target's weights as uploaded
+  // With a draft: the target layers its taps read, the family default and, when they are not
+  // it, the rule the head's config gave for them (with LoadOptions::aux_layers the caller's ids).
+  std::vector<uint32_t> draft_taps, default_taps;
+  bool draft_taps_default = true;
+  std::string draft_taps_rule;
+};
+ModelInfo model_info(const Model& m);
+
+// What the routed experts of a mixture-of-experts target (Llama-4) cost: where they live, what a
+// decode step reads of them (top-k per MoE layer) and, for a verify pass of `verify_rows` rows,
+// at most (each expert its rows route to, once per layer): over the bus when in host memory.
+// All zero for a model without routed experts.
+struct ExpertTraffic {
+  uint32_t moe_layers = 0, experts = 0, experts_per_token = 0, verify_rows = 0;
+  uint64_t bytes = 0, host_bytes = 0, bytes_per_expert = 0, bytes_per_token = 0, bytes_per_verify_pass_at_most = 0;
+};
+ExpertTraffic expert_traffic(const Model& m, uint32_t verify_rows);
+
+// --spec-draft-tokens auto: the tree shape within `bounds` (their steps and topk are the
+// search's largest) that decodes fastest on this device, from timed passes of the model and its
+// draft and their acceptance on `prompts`. The pass costs are cached per device, driver, model
+// and draft in the cache folder ($EAGLEVK_CACHE_DIR, else the user's). `report` receives a few
+// lines on what was measured and chosen. A shape with draft_tokens set comes back as it is.
+engine::TreeParams auto_tree(const Model& m, const engine::TreeParams& bounds,
+                             const std::vector<std::vector<int32_t>>& prompts, std::string* report = nullptr);
+
+// What a checkpoint holds, read from its files without a device (`eaglevk inspect`):
+// architecture and sizes, parameters, tensor types with their bytes, the bytes its weights take
+// on the device, tap layers and d2t for a draft, whether its vision tower is usable, and every
+// value the loader defaulted or recovered. `mmproj`: llama.cpp's vision file to check with it.
+nlohmann::json describe_checkpoint(const std::filesystem::path& path, const std::filesystem::path& mmproj = {});
 
 std::vector<int32_t> tokenize(const Model& m, std::string_view text, bool add_bos);
 std::string detokenize(const Model& m, std::span<const int32_t> ids, bool skip_special);
@@ -194,6 +263,13 @@ struct SessionParams {
   bool greedy_drafts = false;   // at T > 0: propose the draft's argmax instead of drawing from it
   std::vector<std::string> stop;  // generation ends at the first of these texts
   uint32_t logprobs = 0;        // > 0: each token's log-probability and this many most likely
+  // Rows of one prefill pass (longer prompts go in chunks), at most LoadOptions::max_rows:
+  // `bench` times prefill in passes of its prompt's length.
+  uint32_t max_rows = kSessionMaxRows;
+  // Prompt reports: the top_logits largest logits at the last prompt position, and the argmax
+  // at every prompt position (research and `run --top-logits`; not with images).
+  uint32_t top_logits = 0;
+  bool prompt_argmax = false;
 };
 
 struct GenerateOutput {
@@ -206,7 +282,36 @@ struct GenerateOutput {
   std::vector<engine::TokenLogprobs> logprobs;  // with SessionParams::logprobs
   uint32_t reused_tokens = 0;  // prompt positions taken from the previous sequence (continue_sequence)
   uint32_t prompt_tokens = 0;  // positions the prompt took: with images, each image's tile tokens
+  std::vector<int32_t> prompt_ids;  // the prompt as it ran (with images, their tile tokens)
+  std::vector<std::pair<int32_t, float>> prompt_top_logits;  // with SessionParams::top_logits
+  std::vector<int32_t> prompt_argmax;                        // with SessionParams::prompt_argmax
+  // Wall time of the prompt's passes, and of the rest (in a batch, this sequence's share of each
+  // round it took part in).
+  double prefill_seconds = 0, decode_seconds = 0;
 };
+
+// Fails unless every stop string is non-empty: the engine's rule, for a front door that checks
+// its flags before it loads a model.
+void check_stop_strings(const std::vector<std::string>& stop);
+
+// Why a generation ended, as the CLI reports it: "stop" (a stop string), "eos", "context" or "length".
+const char* stop_reason(const GenerateOutput& out);
+
+// A prompt made ready for its images: each <|image|> placeholder expanded into its image's token
+// layout and the vision tower run over all tiles (one submission). Apart from generate() so that
+// a caller can time it and see the expanded length before generating.
+struct ImagePrompt {
+  std::vector<int32_t> ids;     // the expanded prompt
+  engine::PromptImages images;  // the features of its <|patch|> tokens
+  uint32_t tiles = 0;           // of all images, global views included
+};
+// Fails (Model) when the model cannot take images, (InvalidArgument) when the prompt's
+// placeholders do not match the images.
+ImagePrompt prepare_images(const Model& m, std::span<const int32_t> prompt, std::span<const loader::RgbImage> images);
+
+// The taps of verified positions: rows of [3 tap layers x hidden] floats, one per position.
+using TapCallback = std::function<void(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                       std::span<const float> hidden)>;
 
 // Called with each generated token and its text (whole UTF-8 characters, special tokens
 // skipped: often empty); returns false to stop. After the last token, if bytes of an
@@ -231,8 +336,25 @@ class Session {
   // or the last had images) it is generate(next). At temperature 0 the tokens equal those of
   // generate() on the whole sequence.
   GenerateOutput continue_sequence(std::span<const int32_t> next, const PieceCallback& on_piece = {});
+  // A prompt whose images prepare_images made ready: generate() with images, in two steps.
+  GenerateOutput generate(const ImagePrompt& prompt, const PieceCallback& on_piece = {});
+  // A new sequence that keeps the KV rows of the last one's longest common prefix with
+  // `prompt` (less its last position, which must run; nothing after a sequence with images): a
+  // chat re-rendered whole each turn (`run --interactive`, eval's multi-turn lines), whose ids
+  // need not extend the last output exactly. Only the rest is prefilled; reused_tokens says how
+  // many positions were kept. At temperature 0 the tokens equal generate()'s.
+  GenerateOutput generate_reusing_prefix(std::span<const int32_t> prompt, const PieceCallback& on_piece = {});
+  // The tokens the next calls may generate: `bench` times a 1-token prefill and a decode on one
+  // session's device state.
+  void set_max_new_tokens(uint32_t n) { params_.max_new_tokens = n; }
+  // With a draft: every verified position's taps go to `on_taps` (`run --dump-taps`).
+  void set_tap_callback(TapCallback on_taps);
   // The tokens of the sequence so far: the last call's prompt and output.
   const std::vector<int32_t>& sequence() const { return sequence_; }
+  // From inside on_piece: the log-probabilities (SessionParams::logprobs) of the tokens the
+  // running call has generated so far, from index `from` on, for streaming them beside the text;
+  // the call's GenerateOutput still gives them all. Empty outside a call.
+  std::vector<engine::TokenLogprobs> logprobs_so_far(size_t from = 0) const;
 
   const Model& model() const { return *model_; }
   const SessionParams& params() const { return params_; }
@@ -248,6 +370,7 @@ class Session {
 
   GenerateOutput run(std::vector<int32_t> ids, const PieceCallback& on_piece, const engine::PromptImages* images,
                      bool reuse);
+  void check_fits(size_t prompt_tokens) const;  // the prompt leaves room for the first new token
 };
 
 // Several sequences of one model decoding together (continuous batching, the C API's
@@ -290,9 +413,18 @@ class BatchSession {
   // called with each token as for Session::generate, from start() and step(); returning false
   // finishes the sequence (stopped_by_caller).
   uint32_t start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece = {});
+  // As start(), in `id` (free: taken since it last ran). With `reuse_prefix` it keeps the KV
+  // caches of the longest prefix `prompt` shares with the sequence that ran there, as
+  // Session::generate_reusing_prefix: a conversation's next turn prefills only what is new.
+  uint32_t start_at(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params, bool reuse_prefix,
+                    PieceCallback on_piece = {});
   // One round of every running sequence; returns the ids that finished in it (or in start()
   // since the last step), each to be taken.
   std::vector<uint32_t> step();
+  // The ids that finished since the last step() or collect(), without running a round: a
+  // sequence can end in start() (its first token), and its id can be taken and reused before
+  // the next round.
+  std::vector<uint32_t> collect();
   // Whether any sequence is running (step() has work).
   bool running() const;
   bool finished(uint32_t id) const;
@@ -318,7 +450,23 @@ class BatchSession {
   BatchParams params_;
   uint32_t context_ = 0;
   std::unique_ptr<State> state_;
+
+  uint32_t start_in(uint32_t id, std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece,
+                    bool reuse);
 };
+
+// What `eaglevk eval` asks of a loaded model besides sessions (runtime/api/eval_support.cpp).
+constexpr uint32_t kMaxBatchSequences = 64;  // BatchParams::sequences at most
+// The ids Session::generate decodes for a prompt with images: each <|image|> placeholder
+// expanded into its image's token layout (the images are preprocessed; the vision tower does
+// not run). Fails as generate would when the model takes no images or they do not fit.
+std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_t> prompt,
+                                      std::span<const loader::RgbImage> images);
+// Sessions made from now on have the draft read `layers` instead (the same weights): one
+// loaded head evaluated at other taps without reloading the target (eval --aux-shift-sweep).
+// Sessions made before keep theirs; no session may be made on another thread meanwhile.
+// As many ids as the draft takes, ascending, distinct, each at most ModelInfo::layers.
+void set_draft_taps(const Model& model, std::vector<uint32_t> layers);
 
 // The device behind a C handle (capi.cpp), for tests that check the validation layer's count.
 const Device& device_of(const eaglevk_runtime* runtime);
