@@ -44,7 +44,7 @@ struct WeightPlacement {
   // the expert kernels in place over the bus; a model without routed experts ignores it.
   bool experts_in_host = false;
   // The layers this device loads; the checkpoint's other layers are left to other devices.
-  LayerRange layers;
+  LayerRange layers = {};
   // Load the embeddings even when the range does not start at 0: the EAGLE-3 draft on the
   // last device embeds its tokens with the target's table.
   bool embed_always = false;

@@ -25,7 +25,7 @@ struct TargetModel {
   // layer range, the final norm and lm_head (what the engine's sampling and read-back use, on
   // its own device), and `earlier` the ranges before it, in layer order, each loaded on its own
   // device. Empty: every layer is here.
-  std::vector<TargetPart> earlier;
+  std::vector<TargetPart> earlier = {};
 
   LayerRange range() const;  // this model's layers (resolved: end is a count)
   bool split() const { return !earlier.empty(); }

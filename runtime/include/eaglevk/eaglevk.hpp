@@ -152,7 +152,7 @@ struct LoadOptions {
   // Layers split across the runtime's devices (a runtime of one device ignores it): each
   // device's share of the layers, in device order (3, 1: three quarters on the first). Empty:
   // in proportion to each device's memory budget.
-  std::vector<double> split;
+  std::vector<double> split = {};
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI
