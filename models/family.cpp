@@ -35,14 +35,14 @@ TargetPlanConfig qwen3_plan(const loader::ModelFiles& files) {
   return {std::move(c), ffn};
 }
 
-TargetModel llama3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement&) {
-  return TargetModel{load_llama3(ctx, files)};
+TargetModel llama3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
+  return TargetModel{load_llama3(ctx, files, placement)};
 }
 TargetModel llama4_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
   return TargetModel{load_llama4(ctx, files, placement)};
 }
-TargetModel qwen3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement&) {
-  return TargetModel{load_qwen3(ctx, files)};
+TargetModel qwen3_load(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
+  return TargetModel{load_qwen3(ctx, files, placement)};
 }
 
 const TargetFamily kFamilies[] = {

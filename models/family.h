@@ -29,11 +29,25 @@ struct TargetPlanConfig {
   uint64_t routed_expert_bytes = 0;
 };
 
+// Layers [first, end) of a target: the part of a model split across devices that one device
+// holds (the embeddings with the part that starts at 0, the final norm and lm_head with the one
+// that ends at the last layer). end 0: up to the last layer; the default is the whole model.
+struct LayerRange {
+  uint32_t first = 0, end = 0;
+  uint32_t end_of(uint32_t layers) const { return end ? end : layers; }
+  bool whole(uint32_t layers) const { return first == 0 && end_of(layers) == layers; }
+};
+
 // Where a target's weights live. Everything is device-local unless a field says otherwise.
 struct WeightPlacement {
   // The routed experts in host-visible system memory (vk::MemoryKind::HostWeights), read by
   // the expert kernels in place over the bus; a model without routed experts ignores it.
   bool experts_in_host = false;
+  // The layers this device loads; the checkpoint's other layers are left to other devices.
+  LayerRange layers = {};
+  // Load the embeddings even when the range does not start at 0: the EAGLE-3 draft on the
+  // last device embeds its tokens with the target's table.
+  bool embed_always = false;
 };
 
 struct TargetFamily {

@@ -7,6 +7,7 @@
 
 #include "loader/hf_config.h"
 #include "loader/model_files.h"
+#include "models/family.h"
 #include "models/target_state.h"
 #include "models/weight_loading.h"
 #include "runtime/ops/ops.h"
@@ -29,12 +30,14 @@ struct Llama3Model {
   vk::Buffer norm;          // [H] f32
   DeviceMatrix lm_head;     // [V, H]; empty buffer when tied to embed
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
+  // The layers this device holds (models/layer_part.h); the others' entries stay empty.
+  LayerRange range;
   uint64_t weight_bytes = 0;
   uint64_t parameters = 0;
 };
 
 // From a model folder or a GGUF file (loader/model_files.h).
-Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files);
+Llama3Model load_llama3(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement = {});
 
 // The pieces a family whose layer is Llama's with more (Qwen3's q/k norms) shares: layer
 // `layer`'s Llama tensors (model.layers.<layer>.*), and the state sizes of such a target.

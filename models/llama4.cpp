@@ -9,6 +9,7 @@
 
 #include "loader/quant.h"
 #include "models/forward_scaffold.h"
+#include "models/layer_part.h"
 #include "runtime/vk/uploader.h"
 
 namespace eaglevk::models {
@@ -164,10 +165,16 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files,
 
   auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
-  m.embed = matrix({{P + "model.embed_tokens.weight", {V, H}}}, "embed_tokens");
-  for (int l = 0; l < b.num_hidden_layers; ++l) {
+  const bool tied = !ckpt.find(P + "lm_head.weight");
+  if (tied && !b.tie_word_embeddings)
+    fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", source, P);
+  const LayerPart part = layer_part(placement, uint32_t(b.num_hidden_layers), tied, P);
+  m.range = part.range;
+  if (part.embed) m.embed = matrix({{P + "model.embed_tokens.weight", {V, H}}}, "embed_tokens");
+  m.layers.resize(b.num_hidden_layers);
+  for (int l = int(part.range.first); l < int(part.range.end); ++l) {
     std::string p = fmt::format("{}model.layers.{}.", P, l);
-    Llama4Layer layer;
+    Llama4Layer& layer = m.layers[l];
     layer.attn_norm = upload_f32_vector(ctx, up, use.get(p + "input_layernorm.weight"), H);
     layer.qkv = matrix({{p + "self_attn.q_proj.weight", {q_dim, H}},
                         {p + "self_attn.k_proj.weight", {kv_dim, H}},
@@ -201,18 +208,22 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files,
       layer.gate_up = matrix({{f + "gate_proj.weight", {Im, H}}, {f + "up_proj.weight", {Im, H}}}, p + "gate_up");
       layer.down = matrix({{f + "down_proj.weight", {H, Im}}}, p + "down_proj");
     }
-    m.layers.push_back(std::move(layer));
   }
-  m.norm = upload_f32_vector(ctx, up, use.get(P + "model.norm.weight"), H);
-  if (ckpt.find(P + "lm_head.weight"))
-    m.lm_head = matrix({{P + "lm_head.weight", {V, H}}}, "lm_head");
-  else if (!b.tie_word_embeddings)
-    fail("checkpoint {} has no {}lm_head.weight and tie_word_embeddings is false", source, P);
+  if (part.head) {
+    m.norm = upload_f32_vector(ctx, up, use.get(P + "model.norm.weight"), H);
+    if (!tied) m.lm_head = matrix({{P + "lm_head.weight", {V, H}}}, "lm_head");
+  }
   // The vision tower, when the checkpoint has one with real image token ids; otherwise its
-  // tensors are knowingly skipped and the text model runs alone.
-  if (std::optional<Llama4VisionConfig> vc = usable_llama4_vision(files, uint32_t(H), V, &m.no_vision_reason))
-    m.vision = load_llama4_vision(ctx, up, use, *vc);
-  use.check_all_used(m.vision ? std::vector<std::string>{} : std::vector<std::string>{"vision_model.", "multi_modal_projector."},
+  // tensors are knowingly skipped and the text model runs alone. A model split across devices
+  // takes no images (the tower would sit beside the embeddings on the first device).
+  const bool whole = part.range.first == 0 && part.head;
+  if (!whole) m.no_vision_reason = "images are not supported with a model split across devices";
+  if (whole)
+    if (std::optional<Llama4VisionConfig> vc = usable_llama4_vision(files, uint32_t(H), V, &m.no_vision_reason))
+      m.vision = load_llama4_vision(ctx, up, use, *vc);
+  std::vector<std::string> skipped = part.elsewhere;
+  if (!m.vision) skipped.insert(skipped.end(), {"vision_model.", "multi_modal_projector."});
+  use.check_all_used(skipped,
                      {"rotary_emb.inv_freq", "rope_freqs.weight"});
   up.flush();
   m.weight_bytes = use.used_device_bytes();
@@ -248,7 +259,7 @@ void record_target_forward(ops::OpContext& oc, const Llama4Model& m, TargetState
   const uint32_t q_dim = nh * hd, qkv_dim = q_dim + 2 * nkv * hd;
   const float eps = b.rms_norm_eps;
   const vk::Arena& a = s.arena;
-  const ScaffoldWeights w{m.embed.matrix(), &m.norm, m.lm_head_matrix(), uint32_t(m.layers.size()), H, eps};
+  const ScaffoldWeights w = scaffold_weights(m, H, eps);
   record_target_scaffold(oc, s, pass, w, [&](uint32_t l, const LayerPass& lp) {
     const Llama4Layer& L = m.layers[l];
     const uint32_t T = lp.rows;

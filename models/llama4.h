@@ -62,6 +62,7 @@ struct Llama4Model {
   std::optional<Llama4Vision> vision;
   std::string no_vision_reason;
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
+  LayerRange range;       // the layers this device holds (models/layer_part.h)
 };
 
 // placement.experts_in_host puts every ExpertTensor's buffers in vk::MemoryKind::HostWeights.

@@ -7,6 +7,7 @@
 
 #include "loader/quant.h"
 #include "models/forward_scaffold.h"
+#include "models/layer_part.h"
 #include "models/llama3.h"
 #include "runtime/vk/uploader.h"
 
@@ -22,7 +23,7 @@ loader::LlamaConfig read_qwen3_config(const loader::ModelFiles& files) {
   return c;
 }
 
-Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files) {
+Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement) {
   Qwen3Model m;
   const std::string source = files.source();
   m.config = read_qwen3_config(files);
@@ -35,22 +36,24 @@ Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files) {
   const int64_t H = c.hidden_size, V = c.vocab_size, hd = c.head_dim;
   auto matrix = [&](MatrixParts parts, const std::string& name) { return load_matrix(ctx, up, use, parts, name); };
 
-  m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
+  if (!ckpt.find("lm_head.weight") && !c.tie_word_embeddings)
+    fail("checkpoint {} has no lm_head.weight and tie_word_embeddings is false", source);
+  const LayerPart part = layer_part(placement, uint32_t(c.num_hidden_layers), !ckpt.find("lm_head.weight"));
+  m.range = part.range;
+  if (part.embed) m.embed = matrix({{"model.embed_tokens.weight", {V, H}}}, "embed_tokens");
+  m.layers.resize(c.num_hidden_layers);
+  for (uint32_t l = part.range.first; l < part.range.end; ++l) {
     const std::string p = fmt::format("model.layers.{}.", l);
-    Qwen3Layer layer;
-    layer.llama = load_llama3_layer(ctx, up, use, c, l);
+    Qwen3Layer& layer = m.layers[l];
+    layer.llama = load_llama3_layer(ctx, up, use, c, int(l));
     layer.q_norm = upload_f32_vector(ctx, up, use.get(p + "self_attn.q_norm.weight"), hd);
     layer.k_norm = upload_f32_vector(ctx, up, use.get(p + "self_attn.k_norm.weight"), hd);
-    m.layers.push_back(std::move(layer));
   }
-  m.norm = upload_f32_vector(ctx, up, use.get("model.norm.weight"), H);
-  if (ckpt.find("lm_head.weight")) {
-    m.lm_head = matrix({{"lm_head.weight", {V, H}}}, "lm_head");
-  } else if (!c.tie_word_embeddings) {
-    fail("checkpoint {} has no lm_head.weight and tie_word_embeddings is false", source);
+  if (part.head) {
+    m.norm = upload_f32_vector(ctx, up, use.get("model.norm.weight"), H);
+    if (ckpt.find("lm_head.weight")) m.lm_head = matrix({{"lm_head.weight", {V, H}}}, "lm_head");
   }
-  use.check_all_used({}, {"rotary_emb.inv_freq"});
+  use.check_all_used(part.elsewhere, {"rotary_emb.inv_freq"});
   up.flush();
   m.weight_bytes = use.used_device_bytes();
   m.parameters = use.used_parameters();
@@ -66,7 +69,7 @@ void record_target_forward(ops::OpContext& oc, const Qwen3Model& m, TargetState&
   const uint32_t q_dim = nh * hd, qkv_dim = q_dim + 2 * nkv * hd;
   const float eps = c.rms_norm_eps;
   const vk::Arena& a = s.arena;
-  const ScaffoldWeights w{m.embed.matrix(), &m.norm, m.lm_head_matrix(), uint32_t(m.layers.size()), H, eps};
+  const ScaffoldWeights w = scaffold_weights(m, H, eps);
   record_target_scaffold(oc, s, pass, w, [&](uint32_t l, const LayerPass& lp) {
     const Qwen3Layer& Q = m.layers[l];
     const Llama3Layer& L = Q.llama;

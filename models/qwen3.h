@@ -27,6 +27,7 @@ struct Qwen3Model {
   vk::Buffer norm;       // [H] f32
   DeviceMatrix lm_head;  // [V, H]; empty buffer when tied to embed
   ops::WeightMatrix lm_head_matrix() const { return lm_head.buffer ? lm_head.matrix() : embed.matrix(); }
+  LayerRange range;     // the layers this device holds (models/layer_part.h)
   uint64_t weight_bytes = 0;
   uint64_t parameters = 0;
 };
@@ -34,7 +35,7 @@ struct Qwen3Model {
 // config.json's Llama fields (architecture Qwen3ForCausalLM); sliding-window attention, which
 // no published Qwen3 dense model turns on, is refused rather than run as full attention.
 loader::LlamaConfig read_qwen3_config(const loader::ModelFiles& files);
-Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files);
+Qwen3Model load_qwen3(const vk::Context& ctx, const loader::ModelFiles& files, const WeightPlacement& placement = {});
 
 // Its family row's entries (models/family.h), as models/llama3.h describes them.
 inline const loader::LlamaConfig& shared_config(const Qwen3Model& m) { return m.config; }

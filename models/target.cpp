@@ -17,7 +17,18 @@ ops::WeightMatrix TargetModel::lm_head() const {
 }
 
 TargetShape TargetModel::shape() const {
-  return std::visit([](const auto& m) { return target_shape(m); }, family);
+  return std::visit(
+      [](const auto& m) {
+        TargetShape t = target_shape(m);
+        t.first_layer = m.range.first;
+        t.end_layer = m.range.end;
+        return t;
+      },
+      family);
+}
+
+LayerRange TargetModel::range() const {
+  return std::visit([](const auto& m) { return m.range; }, family);
 }
 
 uint64_t TargetModel::weight_bytes() const {

@@ -4,6 +4,7 @@
 // struct, shape and layer body, reached through the overloads shared_config, target_shape and
 // record_target_forward of its model type.
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -16,8 +17,18 @@
 
 namespace eaglevk::models {
 
+struct TargetPart;
+
 struct TargetModel {
   std::variant<Llama3Model, Llama4Model, Qwen3Model> family;
+  // A model split across devices (layers on several vk::Contexts): this model holds the last
+  // layer range, the final norm and lm_head (what the engine's sampling and read-back use, on
+  // its own device), and `earlier` the ranges before it, in layer order, each loaded on its own
+  // device. Empty: every layer is here.
+  std::vector<TargetPart> earlier = {};
+
+  LayerRange range() const;  // this model's layers (resolved: end is a count)
+  bool split() const { return !earlier.empty(); }
 
   const loader::LlamaConfig& config() const;  // the fields every family shares
   ops::WeightMatrix embed() const;
@@ -26,6 +37,13 @@ struct TargetModel {
   uint64_t weight_bytes() const;  // the weights as uploaded (FP8 and 4-bit ones as eaglevk's blocks)
   uint64_t parameters() const;
   std::string architecture() const;
+};
+
+// One earlier part of a split model and the device its weights and passes are on. The device
+// is owned by whoever made the part (api::Model keeps every device it loaded onto).
+struct TargetPart {
+  ops::Gpu* gpu = nullptr;
+  std::unique_ptr<TargetModel> model;
 };
 
 // A model folder or a GGUF file of a family in models/family.h's table; anything else is an

@@ -20,10 +20,16 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
   const uint64_t H = t.hidden, I = t.ffn_width, V = t.vocab, R = max_rows;
   const uint64_t q_dim = uint64_t(t.heads) * t.head_dim, qkv_dim = q_dim + 2ull * s.kv_dim;
   const uint64_t layer_bytes = uint64_t(s.capacity) * s.kv_dim * 2;
-  for (uint32_t l = 0; l < t.layers; ++l) {
-    s.k_cache.emplace_back(ctx, layer_bytes, vk::MemoryKind::Device, "k_cache");
-    s.v_cache.emplace_back(ctx, layer_bytes, vk::MemoryKind::Device, "v_cache");
+  const uint32_t end_layer = t.end_layer ? t.end_layer : t.layers;
+  s.k_cache.resize(t.layers);
+  s.v_cache.resize(t.layers);
+  for (uint32_t l = t.first_layer; l < end_layer; ++l) {
+    s.k_cache[l] = vk::Buffer(ctx, layer_bytes, vk::MemoryKind::Device, "k_cache");
+    s.v_cache[l] = vk::Buffer(ctx, layer_bytes, vk::MemoryKind::Device, "v_cache");
   }
+  const uint64_t hop_bytes = R * H * 4 * (1 + kMaxHopTaps);
+  if (t.first_layer > 0) s.hidden_in = vk::Buffer(ctx, hop_bytes, vk::MemoryKind::Upload, "hidden_in");
+  if (end_layer < t.layers) s.hidden_out = vk::Buffer(ctx, hop_bytes, vk::MemoryKind::Readback, "hidden_out");
   std::vector<float> table = ops::rope_table(t.rope_inv_freq, s.capacity);
   s.rope_table = vk::Buffer(ctx, table.size() * 4, vk::MemoryKind::Device, "rope_table");
   vk::upload(ctx, s.rope_table, table.data(), table.size() * 4);
@@ -67,6 +73,37 @@ void record_taps(ops::OpContext& oc, const ForwardPass& pass, ops::Act x, uint32
   for (size_t i = 0; i < pass.taps->layers.size(); ++i)
     if (pass.taps->layers[i] == layer)
       ops::copy_rows(oc, x, pass.taps->out.cols(uint32_t(i) * hidden), pass.rows, hidden, "tap");
+}
+
+void record_hidden_hop(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, uint32_t hidden,
+                       bool into_x) {
+  const vk::Buffer& staging = into_x ? s.hidden_in : s.hidden_out;
+  if (!staging) fail("a part of a model split across devices has no staging buffer for its hidden state");
+  // x is the arena's first rows, [rows, H] without gaps; the taps' rows are [rows, T H] too.
+  const uint64_t bytes = uint64_t(pass.rows) * hidden * 4;
+  const vk::BufferRange rows_x = x.range.sub(uint64_t(x.offset) * 4, bytes);
+  if (into_x)
+    oc.rec.copy(vk::BufferRange(staging, 0, bytes), rows_x, "hidden_in");
+  else
+    oc.rec.copy(rows_x, vk::BufferRange(staging, 0, bytes), "hidden_out");
+  if (!pass.taps) return;
+  const ops::Act taps = pass.taps->out;
+  if (pass.taps->layers.size() > kMaxHopTaps || taps.stride > kMaxHopTaps * hidden)
+    fail("a hop between devices carries at most {} tap columns, the pass asks for {}", kMaxHopTaps,
+         pass.taps->layers.size());
+  const uint64_t tap_bytes = uint64_t(pass.rows) * taps.stride * 4;
+  const vk::BufferRange rows_taps = taps.range.sub(uint64_t(taps.offset) * 4, tap_bytes);
+  const vk::BufferRange hop_taps(staging, s.hop_taps_offset(), tap_bytes);
+  if (into_x)
+    oc.rec.copy(hop_taps, rows_taps, "taps_in");
+  else
+    oc.rec.copy(rows_taps, hop_taps, "taps_out");
+}
+
+uint64_t TargetState::hop_taps_offset() const {
+  // The staging holds [max_rows, H] of x, then [max_rows, kMaxHopTaps H] of taps.
+  const vk::Buffer& staging = hidden_in ? hidden_in : hidden_out;
+  return staging.bytes / (1 + kMaxHopTaps);
 }
 
 void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, const vk::Buffer& norm,

@@ -18,7 +18,13 @@ struct TargetShape {
   uint32_t expert_width = 0;   // each expert's intermediate size
   std::vector<float> rope_inv_freq;  // [head_dim / 2]
   bool temperature_tuning = false;   // needs a per-row query scale buffer
+  // The layers of this device's part of a model split across devices (LayerRange): the KV
+  // cache holds only these, and the staging buffers of the hops before and after are made.
+  uint32_t first_layer = 0, end_layer = 0;  // end 0: every layer
 };
+
+// The most tap columns (of H each) a hop between devices carries: EAGLE-3's three.
+constexpr uint32_t kMaxHopTaps = 3;
 
 struct TargetState {
   uint32_t capacity = 0;  // positions the KV cache holds
@@ -29,7 +35,15 @@ struct TargetState {
   uint32_t kv_dim = 0;
   // One allocation per layer ([capacity][nkv hd] f16 each): the whole cache of a long context
   // (8 GiB for an 8B model at 32k tokens) exceeds maxMemoryAllocationSize on every driver.
+  // Layers outside this device's part of a split model keep empty buffers.
   std::vector<vk::Buffer> k_cache, v_cache;
+  // A model split across devices: the residual stream of a pass's rows ([max_rows, H] f32)
+  // and, when the pass takes taps, its tap rows ([max_rows, kMaxHopTaps H] f32, from byte
+  // hop_taps_offset()) arrive in hidden_in (host-visible: the engine writes what the previous
+  // device left in its hidden_out) and leave through hidden_out (host-visible, read by the
+  // engine) when this part is not the first, resp. the last. Empty otherwise.
+  vk::Buffer hidden_in, hidden_out;
+  uint64_t hop_taps_offset() const;
   vk::Buffer rope_table;        // [capacity][hd / 2] (cos, sin)
   vk::Buffer ids, positions;    // int32 [max_rows]: the pass's inputs
   vk::Buffer out_ids;           // int32 [max_rows]: argmax (or sampled token) per logits row
@@ -95,6 +109,12 @@ void record_input_embeddings(ops::OpContext& oc, const ForwardPass& pass, const 
                              const ops::WeightMatrix& embed, ops::Act x, uint32_t hidden);
 // Copies the residual stream x into the tap columns of every requested tap at `layer`.
 void record_taps(ops::OpContext& oc, const ForwardPass& pass, ops::Act x, uint32_t layer, uint32_t hidden);
+// A model split across devices: copies the pass's rows of the residual stream from s.hidden_in
+// into x (into_x), or from x into s.hidden_out; with pass.taps, their rows of every tap column
+// too (a part after the first receives the columns its predecessors wrote and writes its own
+// over the rest, so the block leaving the part before the last holds every earlier layer's).
+void record_hidden_hop(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, uint32_t hidden,
+                       bool into_x);
 // Final norm, lm_head and argmax for rows [logits_from, rows) of x.
 void record_logits(ops::OpContext& oc, TargetState& s, const ForwardPass& pass, ops::Act x, const vk::Buffer& norm,
                    const ops::WeightMatrix& lm_head, float eps);

@@ -193,6 +193,51 @@ TEST(Cli, BadPromptIds) {
 
 // The command lines a new user tries: each is a usage error (exit 2, `eaglevk: error:`) that
 // names what is wrong, found before any model is loaded; none silently does something else.
+// --devices splits the layers across logical devices (lavapipe opened twice and three times):
+// run's tokens and acceptance, and eval's report, equal one device's, with any --split.
+TEST(Cli, LayersSplitAcrossDevicesGiveOneDevicesOutput) {
+  const std::string pair = fmt::format("-m {} -d {}", asset("tiny-llama3"), asset("tiny-llama3-eagle3"));
+  const auto run_json = [&](const std::string& extra) {
+    const Result r = run_cli(fmt::format("run {} -p \"The modules described\" -n 20 --json {}", pair, extra), false);
+    EXPECT_EQ(r.code, 0) << extra << ": " << r.out;
+    return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+  const nlohmann::json one = run_json("");
+  for (const std::string split : {"--devices 0,0", "--devices 0,0 --split 1,3", "--devices 0,0,0 --split 2,1,1",
+                                  "--devices 0,0 --spec-steps 3 --spec-topk 2 --spec-draft-tokens 5"}) {
+    const nlohmann::json tree_one = split.find("spec-steps") != std::string::npos
+                                        ? run_json("--spec-steps 3 --spec-topk 2 --spec-draft-tokens 5")
+                                        : one;
+    const nlohmann::json got = run_json(split);
+    EXPECT_EQ(got.value("tokens", nlohmann::json()), tree_one.value("tokens", nlohmann::json())) << split;
+    EXPECT_EQ(got["stats"].value("num_accepted_tokens", -1), tree_one["stats"].value("num_accepted_tokens", -2)) << split;
+  }
+  // Its plan names each device's layers.
+  const Result plan = run_cli(fmt::format("run {} -p hi -n 2 --devices 0,0 --split 1,3", pair));
+  EXPECT_NE(plan.out.find("device 0 ("), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("layers 0..1"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("layers 2..7"), std::string::npos) << plan.out;
+  // eval over a split target: the same per-prompt acceptance as one device (batched lines).
+  const auto eval_report = [&](const std::string& extra, const std::string& name) {
+    const fs::path out = fs::temp_directory_path() / fmt::format("eaglevk-cli-split-{}-{}.json", name, ::getpid());
+    const Result r = run_cli(fmt::format("eval {} --dataset {} -n 16 --limit 4 --json {} {}", pair,
+                                         (fs::path(EAGLEVK_SOURCE_DIR) / "tests/data/eval_mix.jsonl").string(),
+                                         out.string(), extra));
+    EXPECT_EQ(r.code, 0) << r.out;
+    nlohmann::json j = r.code == 0 ? nlohmann::json::parse(std::ifstream(out)) : nlohmann::json();
+    fs::remove(out);
+    return j;
+  };
+  const nlohmann::json eval_one = eval_report("", "one"), eval_split = eval_report("--devices 0,0", "two");
+  ASSERT_TRUE(eval_one.contains("per_prompt") && eval_split.contains("per_prompt")) << eval_one.dump().substr(0, 300);
+  ASSERT_EQ(eval_one["per_prompt"].size(), 4u);
+  ASSERT_EQ(eval_one["per_prompt"].size(), eval_split["per_prompt"].size());
+  for (size_t i = 0; i < eval_one["per_prompt"].size(); ++i) {
+    EXPECT_EQ(eval_one["per_prompt"][i]["tokens"], eval_split["per_prompt"][i]["tokens"]) << i;
+    EXPECT_EQ(eval_one["per_prompt"][i]["num_accepted_tokens"], eval_split["per_prompt"][i]["num_accepted_tokens"]) << i;
+  }
+}
+
 TEST(Cli, UsageErrorsExitTwoWithThePrefix) {
   const std::string d = asset("tiny-llama3-eagle3");
   expect_usage_error(run_cli("run --temp inf -p hi -n 2"), "temperature must be a finite number >= 0, got inf");

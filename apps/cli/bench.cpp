@@ -14,6 +14,7 @@
 #include <eaglevk/eaglevk.hpp>
 #include <eaglevk/error.h>
 
+#include "apps/cli/device_flags.h"
 #include "apps/cli/bench_concurrency.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/integer_flags.h"
@@ -25,7 +26,8 @@ namespace eaglevk::cli {
 namespace {
 
 struct BenchArgs {
-  std::string model, draft, device, output = "md";
+  std::string model, draft, output = "md";
+  DeviceFlags devices;
   uint32_t n_prompt = 512, n_gen = 128, reps = 5, depth = 0;
   std::vector<uint32_t> concurrency;  // --concurrency: clients per measurement
   bool profile = false;
@@ -105,7 +107,7 @@ int bench_command(const BenchArgs& a) {
     if (a.profile || a.depth || a.spec.tree())
       usage_fail("--concurrency measures the batch decoder: not with --profile, --depth or the --spec-* tree flags");
   }
-  const api::Runtime runtime = api::open_runtime(a.device);
+  const api::Runtime runtime = open_runtime_of(a.devices);
   const std::string& device_name = runtime.device_name;
   // The decode tests start after `depth` tokens of context (llama-bench's -d), which the
   // prefill writes untimed: attention's cost grows with it.
@@ -113,7 +115,8 @@ int bench_command(const BenchArgs& a) {
   const uint64_t need = std::max<uint64_t>(a.n_prompt, uint64_t(a.depth) + a.n_gen + 1) + 8;
   const uint32_t context = uint32_t(std::min<uint64_t>(need, UINT32_MAX));
   const uint32_t max_rows = std::min<uint32_t>(std::max<uint32_t>(a.n_prompt, 1), 512);
-  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors, a.experts_in_host});
+  api::LoadPlan plan = plan_model(runtime, dir, {a.draft, {}, max_rows, context, {}, {}, a.check_tensors, a.experts_in_host,
+                                                  split_shares(a.devices)});
   if (need > plan.memory.model_max_context)
     fail("-p/-n/--depth need {} positions; the model allows {}", need, plan.memory.model_max_context);
   // Loading is measured too: wall time from the files to weights on the device.
@@ -311,7 +314,7 @@ void add_bench_command(CLI::App& app) {
                   "C clients through the batch decoder, -r requests each (a list: 1,4,8)")
       ->delimiter(',')
       ->check(integer_in(1, 64));
-  sub->add_option("--device", args->device, "Vulkan device index or name");
+  add_device_flags(sub, args->devices);
   register_runner(sub, [args] { return bench_command(*args); });
 }
 

@@ -203,10 +203,10 @@ int eval_command(const EvalArgs& a) {
   const uint64_t seed = choose_seed(a, shard);
   nlohmann::json config = eval_config(a, dir, tree, aux, seed, draft_sampling, count);
 
-  const api::Runtime runtime = api::open_runtime(a.device);
+  const api::Runtime runtime = open_runtime_of(a.devices);
   api::LoadPlan plan = plan_model(
       runtime, dir, {a.draft, aux, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
-                           a.experts_in_host});
+                           a.experts_in_host, split_shares(a.devices)});
   config["fingerprints"] = eval_fingerprints({dir, a.draft, a.mmproj, a.chat_template, a.dataset, &data});
   // Opened before the weights upload: a file from another configuration is refused at once.
   // (With --spec-draft-tokens auto the tree's size is decided later; the configuration names
@@ -343,7 +343,7 @@ void add_eval_command(CLI::App& app) {
                 "evaluate with the tap ids shifted by -1, 0, +1; report the best");
   sub->add_option("--json", args->json_out,
                   "write the configuration, totals and per-prompt records here");
-  sub->add_option("--device", args->device, "Vulkan device index or name");
+  add_device_flags(sub, args->devices);
   register_runner(sub, [args] { return eval_command(*args); });
 }
 

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <eaglevk/eaglevk.hpp>
 
+#include "apps/cli/device_flags.h"
 #include "apps/cli/eval_report.h"
 #include "apps/cli/eval_resume.h"
 #include "apps/cli/eval_shard.h"
@@ -23,9 +24,10 @@
 namespace eaglevk::cli {
 
 struct EvalArgs {
-  std::string model, mmproj, draft, dataset, json_out, device, aux_layers, shard, resume, chat_template, seed;
+  std::string model, mmproj, draft, dataset, json_out, aux_layers, shard, resume, chat_template, seed;
   std::vector<std::string> stop, allowed_image_dirs;
   SpecFlags spec;
+  DeviceFlags devices;
   uint32_t n_predict = 128, limit = 0, ctx = 2048, shard_count = 0, logprobs = 0, batch = 0;
   bool chat = false, baseline = false, strict = false, draft_sampling = false, greedy_drafts = false,
        aux_sweep = false, no_kv_reuse = false;

@@ -14,6 +14,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/device_flags.h"
 #include "apps/cli/eval_report.h"
 #include "apps/cli/integer_flags.h"
 #include "apps/cli/model_files.h"
@@ -30,10 +31,11 @@ namespace {
 constexpr uint32_t kMaxRows = api::kSessionMaxRows;  // of a prefill pass and of the memory plan
 
 struct RunArgs {
-  std::string model, mmproj, prompt, file, prompt_ids, system, device, draft, aux_layers, dump_taps, messages,
+  std::string model, mmproj, prompt, file, prompt_ids, system, draft, aux_layers, dump_taps, messages,
       chat_template, seed;
   std::vector<std::string> images, stop, allowed_image_dirs;
   SpecFlags spec;
+  DeviceFlags devices;
   std::optional<bool> check_tensors, experts_in_host;
   CLI::Option *prompt_option = nullptr, *prompt_ids_option = nullptr, *seed_option = nullptr, *top_k_option = nullptr,
               *top_p_option = nullptr;
@@ -146,10 +148,10 @@ int run_command(const RunArgs& a) {
   std::vector<uint32_t> aux;
   if (!a.aux_layers.empty())
     for (int32_t id : parse_id_list(a.aux_layers, "--aux-layers")) aux.push_back(uint32_t(id));
-  const api::Runtime runtime = api::open_runtime(a.device);
+  const api::Runtime runtime = open_runtime_of(a.devices);
   const std::shared_ptr<const api::Model> loaded =
       load_planned(runtime, plan_model(runtime, dir, {a.draft, aux, kMaxRows, a.ctx, a.mmproj, a.chat_template,
-                                                      a.check_tensors, a.experts_in_host}));
+                                                      a.check_tensors, a.experts_in_host, split_shares(a.devices)}));
   const api::Model& m = *loaded;
   const api::ModelInfo info = api::model_info(m);
   const bool draft = m.draft != nullptr;
@@ -314,7 +316,7 @@ void add_run_command(CLI::App& app) {
                 "at --temp > 0: propose the draft's argmax instead (vLLM's default)");
   sub->add_option("--aux-layers", args->aux_layers, "tap layer ids a,b,c (overrides the draft config)");
   sub->add_option("--dump-taps", args->dump_taps, "write the taps of verified positions to a safetensors file");
-  sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
+  add_device_flags(sub, args->devices);
   sub->add_flag("--json", args->json, "print one JSON object instead of streaming text");
   sub->add_option("--top-logits", args->top_logits, "with --json: the K largest logits at the last prompt position")
       ->check(integer_flag<uint32_t>());

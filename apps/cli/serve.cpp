@@ -9,6 +9,7 @@
 #include <eaglevk/error.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/device_flags.h"
 #include "apps/cli/integer_flags.h"
 #include "apps/cli/model_files.h"
 #include "apps/cli/serve_http.h"
@@ -21,10 +22,11 @@ namespace eaglevk::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, draft, mmproj, chat_template, device, host = "127.0.0.1", api_key, seed;
+  std::string model, draft, mmproj, chat_template, host = "127.0.0.1", api_key, seed;
   std::vector<std::string> allowed_image_dirs;
   std::optional<bool> check_tensors, experts_in_host;
   SpecFlags spec;
+  DeviceFlags devices;
   CLI::Option *parallel_option = nullptr, *seed_option = nullptr;
   uint32_t parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
   bool greedy_drafts = false;
@@ -70,10 +72,10 @@ int serve_command(const ServeArgs& a) {
 
   serve::StopSignals signals;  // first: before any thread starts
   const std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
-  const api::Runtime runtime = api::open_runtime(a.device);
+  const api::Runtime runtime = open_runtime_of(a.devices);
   const std::shared_ptr<const api::Model> model = load_planned(
       runtime, plan_model(runtime, dir, {a.draft, {}, api::kSessionMaxRows, a.ctx, a.mmproj, a.chat_template, a.check_tensors,
-                                     a.experts_in_host}));
+                                     a.experts_in_host, split_shares(a.devices)}));
   options.model_name = api::model_name(dir);
 
   api::BatchParams batch;
@@ -128,7 +130,7 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--allowed-image-dir", args->allowed_image_dirs, "a folder image paths in requests may be in")
       ->type_name("DIR");
   args->seed_option = sub->add_option("--seed", args->seed, "seed of requests at temperature > 0 that give none");
-  sub->add_option("--device", args->device, "Vulkan device index or name (see `eaglevk devices`)");
+  add_device_flags(sub, args->devices);
   register_runner(sub, [args] { return serve_command(*args); });
 }
 

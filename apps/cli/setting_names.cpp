@@ -19,6 +19,8 @@ const char* flag_of(Setting setting) {
     case Setting::Logprobs: return "--logprobs";
     case Setting::StopStrings: return "--stop";
     case Setting::ExpertsInHost: return "--experts-in-host";
+    case Setting::Devices: return "--devices";
+    case Setting::LayerSplit: return "--split";
   }
   return "";
 }

@@ -67,6 +67,8 @@ inline const char* field_of(eaglevk::Setting setting, Fields fields) {
     case Setting::StopStrings:
       return batch ? "eaglevk_sequence_params.stop_strings" : "eaglevk_session_params.stop_strings";
     case Setting::ExpertsInHost: return "";  // the C API has no load options: the memory plan chooses
+    case Setting::Devices:
+    case Setting::LayerSplit: return "";  // the C API opens one device
   }
   return "";
 }

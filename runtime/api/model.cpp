@@ -53,6 +53,36 @@ void require_model(const fs::path& path, const char* what, bool target) {
   require_checkpoint(path);
 }
 
+// A runtime of several devices: each device's layer range and memory; the draft goes with the
+// last device, and the routed experts stay on the devices of their layers.
+void plan_split(const Runtime& runtime, const loader::ModelFiles& files, const loader::ModelFiles* draft,
+                LoadPlan& plan) {
+  const LoadOptions& o = plan.options;
+  if (o.experts_in_host == true)
+    throw ApiError(ErrorKind::InvalidArgument,
+                   "routed experts in host memory with a model split across devices are not supported yet",
+                   Setting::ExpertsInHost);
+  std::vector<const vk::Context*> contexts;
+  for (const auto& d : runtime.devices) contexts.push_back(&d->gpu->ctx);
+  plan.split =
+      engine::plan_split_memory(*runtime.device->gpu, plan.memory, files, draft, o.max_rows, contexts, o.split);
+  plan.memory = plan.split->binding;
+  plan.notes.push_back("layers split across devices: " + engine::describe_split(*plan.split, 64));
+}
+
+// The earlier parts of a split model, each on its device; the last part is the model itself.
+void load_split_target(const Runtime& runtime, const loader::ModelFiles& files, const LoadPlan& plan, Model& m) {
+  const std::vector<engine::DeviceShare>& shares = plan.split->devices;
+  for (size_t d = 0; d + 1 < shares.size(); ++d) {
+    ops::Gpu& gpu = *runtime.devices[d]->gpu;
+    std::lock_guard lock(runtime.devices[d]->queue_mutex);
+    models::WeightPlacement placement;
+    placement.layers = shares[d].layers;
+    auto part = std::make_unique<models::TargetModel>(models::load_target(gpu.ctx, files, placement));
+    m.target->earlier.push_back({&gpu, std::move(part)});
+  }
+}
+
 }  // namespace
 
 Device::~Device() = default;
@@ -64,8 +94,15 @@ Runtime open_runtime(const std::string& device) {
     auto d = std::make_shared<Device>();
     d->gpu = std::make_unique<ops::Gpu>(options);
     std::string name = d->gpu->ctx.info.name;
-    return Runtime{std::move(d), std::move(name)};
+    return Runtime{d, std::move(name), {d}};
   });
+}
+
+Runtime open_runtime(std::span<const std::string> devices) {
+  if (devices.empty()) throw ApiError(ErrorKind::InvalidArgument, "no devices to open", Setting::Devices);
+  Runtime r = open_runtime(devices[0]);
+  for (size_t i = 1; i < devices.size(); ++i) r.devices.push_back(open_runtime(devices[i]).device);
+  return r;
 }
 
 Model::~Model() = default;
@@ -98,12 +135,17 @@ LoadPlan plan_load(const Runtime& runtime, const fs::path& target_dir, const Loa
     }
     plan.memory = engine::plan_memory(*runtime.device->gpu, *files, head ? &*head : nullptr, options.max_rows,
                                       {options.experts_in_host, options.context});
+    if (runtime.devices.size() > 1)
+      plan_split(runtime, *files, head ? &*head : nullptr, plan);
+    else if (!options.split.empty())
+      plan.notes.push_back("warning: shares of the layers were given for a runtime of one device: every layer is on it");
     if (loader::should_check_tensors(options.check_tensors, plan.memory.weights)) {
       loader::check_tensors_finite(files->checkpoint, files->source());
       if (head) loader::check_tensors_finite(head->checkpoint, head->source());
     }
     std::string note;
-    plan.context = engine::choose_context(plan.memory, options.context, &note);
+    plan.context = plan.split ? engine::choose_split_context(*plan.split, options.context, &note)
+                              : engine::choose_context(plan.memory, options.context, &note);
     if (std::string placed = engine::placement_note(plan.memory); !placed.empty()) plan.notes.push_back(std::move(placed));
     if (!note.empty()) plan.notes.push_back(std::move(note));
     plan.target_files = std::move(files);
@@ -116,7 +158,9 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
   if (!runtime.device) fail_as(ErrorKind::InvalidArgument, "the runtime is not open");
   if (!plan.target_files) fail_as(ErrorKind::InvalidArgument, "the load plan holds no model files");
   auto m = std::make_shared<Model>();
-  m->device = runtime.device;
+  m->device = plan.split ? runtime.devices.back() : runtime.device;
+  m->devices = plan.split ? runtime.devices : std::vector<std::shared_ptr<Device>>{runtime.device};
+  m->split = plan.split;
   m->target_dir = plan.target_dir;
   m->draft_dir = plan.options.draft;
   m->memory = plan.memory;
@@ -124,17 +168,30 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
   const loader::ModelFiles& files = *plan.target_files;
   {
     // Weight uploads go through the device's queue.
-    std::lock_guard lock(runtime.device->queue_mutex);
-    vk::Context& ctx = runtime.device->gpu->ctx;
-    // The observer hears this load's uploads only.
+    std::lock_guard lock(m->device->queue_mutex);
+    vk::Context& ctx = m->device->gpu->ctx;
+    // The observer hears this load's uploads only, on every device the model loads onto.
     struct Observe {
       vk::Context& ctx;
       std::function<void(uint64_t)> before;
+      Observe(vk::Context& c, const std::function<void(uint64_t)>& hear) : ctx(c), before(c.on_upload) {
+        if (hear) ctx.on_upload = hear;
+      }
       ~Observe() { ctx.on_upload = std::move(before); }
-    } observe{ctx, ctx.on_upload};
-    if (on_upload) ctx.on_upload = std::move(on_upload);
+      Observe(const Observe&) = delete;
+      Observe& operator=(const Observe&) = delete;
+    };
+    std::vector<std::unique_ptr<Observe>> observers;
+    for (const std::shared_ptr<Device>& d : m->devices)
+      observers.push_back(std::make_unique<Observe>(d->gpu->ctx, on_upload));
     within(ErrorKind::Model, [&] {
-      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files, plan.memory.placement()));
+      models::WeightPlacement placement = plan.memory.placement();
+      if (plan.split) {
+        placement.layers = plan.split->devices.back().layers;
+        placement.embed_always = !m->draft_dir.empty();  // the draft embeds its tokens with the target's table
+      }
+      m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files, placement));
+      if (plan.split) load_split_target(runtime, files, plan, *m);
       m->tokenizer = loader::load_tokenizer(files);
       m->chat = loader::load_chat_template(files, m->tokenizer, &m->chat_error);
       if (!plan.options.chat_template.empty()) {

@@ -54,6 +54,12 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
   draft_region_ = context_ + (mode_ == Mode::Tree ? tree_.topk * tree_.steps : k_);
   const uint32_t H = target.config().hidden_size, V = target.config().vocab_size;
   tstate_ = models::make_target_state(gpu, target, B * context_, max_rows_, config.arena_reuse);
+  if (target.split()) {
+    // The hops carry the residual stream and the taps; each earlier part gets a tree's nodes
+    // from the host (split_tree_round).
+    front_ = std::make_unique<SplitFront>(target, B * context_, context_, max_rows_, config.arena_reuse);
+    split_ids_.resize(round_rows_);
+  }
   if (tstate_.logits_rows < round_rows_)
     fail_setting(Setting::Batch,
                  "a batch of {} with {} draft tokens: a verify pass of {} rows of {} logits exceeds one storage "
@@ -101,6 +107,7 @@ Decoder::Decoder(ops::Gpu& gpu, const models::TargetModel& target, const models:
     u_history_ = vk::Buffer(gpu.ctx, uint64_t(1 + tree_.topk * (tree_.steps - 1)) * d.config.layer.hidden_size * 4,
                             vk::MemoryKind::Device, "draft u history");
     tree_draws_ = vk::Buffer(gpu.ctx, uint64_t(M) * 4, vk::MemoryKind::Device, "tree draws");
+    if (front_) tree_readback_ = vk::Buffer(gpu.ctx, tree_i_.bytes, vk::MemoryKind::Readback, "split tree nodes");
   }
 }
 
@@ -185,6 +192,7 @@ void Decoder::start(uint32_t slot, std::vector<int32_t> prompt, const Generation
   Sequence& s = seqs_[slot];
   if (s.state != SeqState::Free) fail("Decoder::start: slot {} is busy", slot);
   check_prompt(prompt, context_, target_.config().vocab_size, o);
+  if (front_ && o.images) fail("image prompts with a target split across devices are not supported yet");
   if (batch_ > 1 && (o.images || o.prompt_argmax || o.top_logits))
     fail_setting(Setting::Batch, "batched decoding takes text prompts without prompt reports (images, the prompt "
                                  "argmax and top logits need a batch of 1)");
@@ -270,8 +278,20 @@ void Decoder::round() {
   }
 }
 
+void Decoder::run_split_front(models::ForwardPass pass, const int32_t* ids) {
+  const auto* up = static_cast<const int32_t*>(upload_.mapped);
+  const ops::IntVec t_slots = input(in_.target_slots);
+  pass.slots = regions(t_slots);
+  front_->replay = replay;  // as the decoder's own rounds
+  front_->replay_span = replay_span;
+  front_->run(pass, ids ? ids : up + in_.target_ids, up + in_.target_positions,
+              batch_ > 1 ? up + in_.target_slots : nullptr, tstate_);
+}
+
 void Decoder::submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record) {
   last_round_ = nullptr;
+  // The earlier parts' submissions come first; a resubmitted last part reads what they left.
+  if (front_) run_split_front({shape.plain.rows, exact_bound, shape.plain.logits_from, shape.plain.batch_invariant});
   if (!replay) {
     record(rec_, exact_bound, /*exact=*/true);
     rec_.submit_and_wait();
@@ -314,6 +334,10 @@ double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
   std::vector<double> times;
   for (uint32_t r = 0; r <= repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    // A split target's verify pass starts on the earlier devices, hops included.
+    const models::ForwardPass target_pass{rows, rows, 0, /*batch_invariant=*/true, draft_ ? &prefill_taps_ : nullptr,
+                                          /*argmax=*/true};
+    if (front_ && !draft_pass) run_split_front(target_pass);
     ops::OpContext oc{gpu_, rec_};
     rec_.begin();
     rec_.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
@@ -322,9 +346,7 @@ double Decoder::time_pass(bool draft_pass, uint32_t rows, uint32_t repeats) {
                 "inputs");
       rec_.copy(vk::BufferRange(inputs_, in_.target_positions * 4ull, rows * 4),
                 vk::BufferRange(tstate_.positions, 0, rows * 4), "inputs");
-      models::record_target_forward(
-          oc, target_, tstate_,
-          {rows, rows, 0, /*batch_invariant=*/true, draft_ ? &prefill_taps_ : nullptr, /*argmax=*/true});
+      models::record_target_forward(oc, target_, tstate_, target_pass);
     } else {
       models::DraftPass pass;
       pass.rows = rows;

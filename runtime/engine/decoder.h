@@ -24,6 +24,7 @@
 #include "runtime/engine/decoder_replay.h"
 #include "runtime/engine/draft_sampling.h"
 #include "runtime/engine/generate.h"
+#include "runtime/engine/layer_split.h"
 #include "runtime/engine/prefill.h"
 #include "runtime/engine/spec_stats.h"
 #include "runtime/engine/tree_params.h"
@@ -137,6 +138,8 @@ class Decoder {
   // For --spec-draft-tokens auto; overwrites the caches' first rows, so it comes before any
   // generation.
   double time_pass(bool draft_pass, uint32_t rows, uint32_t repeats);
+  // A target split across devices: the hops its passes made between them (zero otherwise).
+  HopStats split_hops() const { return front_ ? front_->stats() : HopStats{}; }
 
  private:
   enum class Mode { Plain, Chain, Tree };
@@ -178,13 +181,28 @@ class Decoder {
   void abandon(Sequence& s);  // after an error: the slot is free, its caches not reusable
   void batch_round(const std::vector<uint32_t>& active);
   void tree_round(uint32_t slot);
+  // A round's commands: all of them, or (a split target) those up to the draft tokens' read-back,
+  // or those from the verify pass on.
+  enum class RoundPart { Whole, Drafts, Verify };
   // A plain prefill chunk or a plain round of one row per sequence; a chain round.
   void record_plain_pass(vk::Recorder& rec, const PlainPassShape& shape, uint32_t kv_len);
-  void record_batch_round(vk::Recorder& rec, const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv);
-  void record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound, bool exact);
+  void record_batch_round(vk::Recorder& rec, const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv,
+                          RoundPart part = RoundPart::Whole);
+  void record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound, bool exact,
+                         RoundPart part = RoundPart::Whole);
+  // A tree round of a split target: the draft's tree (one submission here), its nodes and
+  // ancestor table read back, the earlier parts' verify pass, the rest of the round.
+  void split_tree_round(const TreeRoundShape& shape, uint32_t P);
   // Runs a round and waits for it: resubmits the recording of its shape when one serves
   // exact_bound, else records it (into the cache when it may be replayed) and submits.
   void submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record);
+  // A split target: runs a pass's rows (positions and cache rows as the upload buffer holds
+  // them; the tokens from `ids`, else from the upload buffer too) through the parts before the
+  // last, whose result the last part's recorded pass then reads from tstate_.hidden_in.
+  void run_split_front(models::ForwardPass pass, const int32_t* ids = nullptr);
+  // A chain round of a split target: the draft steps (one submission on this device), the
+  // verify rows' tokens read back, the earlier parts' verify pass, the rest of the round.
+  void split_chain_round(const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv);
   ops::IntVec input(uint32_t at) const { return ops::IntVec{vk::BufferRange(inputs_), at}; }
   const ops::IntVec* regions(const ops::IntVec& slots) const { return batch_ > 1 ? &slots : nullptr; }
   // The readback's tap rows (all max_rows of them) from word `at`.
@@ -203,6 +221,9 @@ class Decoder {
   InputLayout in_;
   OutputLayout out_;
   models::TargetState tstate_;
+  std::unique_ptr<SplitFront> front_;  // a target split across devices: its earlier parts
+  std::vector<int32_t> split_ids_;     // [round rows]: a split chain round's verify tokens
+  vk::Buffer tree_readback_;           // a split tree round: ops::TreeLayout's int array, read back
   models::Eagle3State dstate_;
   models::TapRequest prefill_taps_, round_taps_;  // [max_rows], [round rows + B] x 3 H
   vk::Buffer prefill_tap_rows_, round_tap_rows_, catch_taps_;

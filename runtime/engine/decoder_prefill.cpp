@@ -89,6 +89,9 @@ void Decoder::prefill(Sequence& s, uint32_t slot, uint32_t from, std::vector<flo
         record_plain_pass(rec, shape.plain, kv_bound);
       });
     } else {
+      if (front_)
+        run_split_front(
+            {chunk.rows, chunk.begin + chunk.rows, chunk.logits_from, false, draft_ ? &prefill_taps_ : nullptr});
       record_prefill_chunk(s, slot, chunk);
       last_round_ = nullptr;
       rec_.submit_and_wait();

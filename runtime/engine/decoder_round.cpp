@@ -85,6 +85,8 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
     submit_round(step, verify_kv, [&](vk::Recorder& rec, uint32_t kv_bound, bool) {
       record_plain_pass(rec, step.plain, kv_bound);
     });
+  } else if (front_) {
+    split_chain_round(b, draft_kv, verify_kv);
   } else {
     submit_round(shape, verify_kv, [&](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
       record_batch_round(rec, b, exact ? draft_kv : kv_bound, exact ? verify_kv : kv_bound);
@@ -149,7 +151,25 @@ void Decoder::record_plain_pass(vk::Recorder& rec, const PlainPassShape& p, uint
              vk::BufferRange(logits_readback_, 0, uint64_t(n_logits) * V * 4), "logits");
 }
 
-void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, uint32_t draft_kv, uint32_t verify_kv) {
+void Decoder::split_chain_round(const BatchRoundShape& b, uint32_t draft_kv, uint32_t verify_kv) {
+  // Recorded each round (no replay): the verify pass's first device needs the draft tokens, which
+  // the host learns between the two submissions on this one.
+  last_round_ = nullptr;
+  record_batch_round(rec_, b, draft_kv, verify_kv, RoundPart::Drafts);
+  rec_.submit_and_wait();
+  const auto* up = static_cast<const int32_t*>(upload_.mapped);
+  const auto* words = static_cast<const int32_t*>(readback_.mapped);
+  uint32_t VR = 0;
+  for (uint32_t k : b.ks) VR += k + 1;
+  // Verify row r's token is RoundIds word verify_ids[r] (a pending token or a draft).
+  for (uint32_t r = 0; r < VR; ++r) split_ids_[r] = words[out_.drafts + up[in_.verify_ids + r]];
+  run_split_front({VR, verify_kv, 0, /*batch_invariant=*/true, &round_taps_, /*argmax=*/false}, split_ids_.data());
+  record_batch_round(rec_, b, draft_kv, verify_kv, RoundPart::Verify);
+  rec_.submit_and_wait();
+}
+
+void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, uint32_t draft_kv, uint32_t verify_kv,
+                                 RoundPart part) {
   const InputLayout& l = in_;
   const RoundIds ids{batch_};
   const uint32_t A = uint32_t(b.ks.size()), B = batch_, V = target_.config().vocab_size;
@@ -165,12 +185,18 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
   const ops::Act logits(tstate_.arena[tstate_.logits], V);
   const vk::BufferRange back(readback_);
   rec.begin();
-  rec.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
-  rec.copy(vk::BufferRange(inputs_, l.target_positions * 4ull, VR * 4), vk::BufferRange(tstate_.positions, 0, VR * 4),
-           "inputs");
+  // The verify part of a split round reads what the drafts part's submission left on the device.
+  const bool drafts_part = part != RoundPart::Verify;
+  if (drafts_part) {
+    rec.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
+    rec.copy(vk::BufferRange(inputs_, l.target_positions * 4ull, VR * 4), vk::BufferRange(tstate_.positions, 0, VR * 4),
+             "inputs");
+  }
   const models::Eagle3Model& draft = *draft_;
   const uint32_t Vd = draft.config.draft_vocab_size;
-  rec.copy(vk::BufferRange(inputs_, l.head * 4ull, (1 + A) * 4), vk::BufferRange(round_ids_, 0, (1 + A) * 4), "tokens");
+  if (drafts_part)
+    rec.copy(vk::BufferRange(inputs_, l.head * 4ull, (1 + A) * 4), vk::BufferRange(round_ids_, 0, (1 + A) * 4),
+             "tokens");
   const ops::Act ids_words(vk::BufferRange(round_ids_), 1);
   const uint32_t id_words = ids.words(k_);
   const ops::Act draft_logits(dstate_.arena[dstate_.logits], Vd);
@@ -187,7 +213,7 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
                 ops::IntVec{draft_accept_, ids.draft(i, 0)}, device_params(b.sampling, 0), ops::AcceptRule::Correct,
                 &dist, /*stream=*/8, &positions);
   };
-  if (K > 0) {
+  if (K > 0 && drafts_part) {
     ops::gather_rows(oc, round_taps_.out, round_rows_ + B, input(l.tap_index), ops::Act(catch_taps_, 3 * H), CU, 3 * H,
                      "batch_taps");
     models::DraftPass pass;
@@ -221,6 +247,10 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
       models::record_eagle3_forward(oc, draft, dstate_, shared, step);
       draw_drafts(i);
     }
+  }
+  if (part == RoundPart::Drafts) {
+    rec.copy(vk::BufferRange(round_ids_, 0, id_words * 4ull), back.sub(out_.drafts * 4ull, id_words * 4ull), "drafts");
+    return;
   }
   // Each verify row's token and draft, gathered from the pending tokens and the steps' outputs.
   ops::gather_rows(oc, ids_words, id_words, input(l.verify_ids), ops::Act(vk::BufferRange(tstate_.ids), 1), VR, 1,

@@ -67,9 +67,12 @@ void Decoder::tree_round(uint32_t slot) {
   const bool sampled = !o.sampling.greedy();
   RoundShape shape;
   shape.tree = TreeRoundShape{catch_rows, K, S, M, o.logprobs > 0, bool(tap_sink_), sampled, o.sampling};
-  submit_round(shape, P + M, [&](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
-    record_tree_round(rec, shape.tree, P, kv_bound, exact);
-  });
+  if (front_)
+    split_tree_round(shape.tree, P);
+  else
+    submit_round(shape, P + M, [&](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
+      record_tree_round(rec, shape.tree, P, kv_bound, exact);
+    });
 
   // Acceptance: from the root, step to the child whose token is the target's choice at the
   // node (siblings carry distinct tokens), then the target's choice after the last accepted
@@ -123,8 +126,35 @@ void Decoder::tree_round(uint32_t slot) {
   s.tap_row = 0;  // the accepted path's taps, compacted at the next round's start
 }
 
+void Decoder::split_tree_round(const TreeRoundShape& shape, uint32_t P) {
+  // Recorded each round (no replay): the earlier parts need the tree's nodes, which the host
+  // learns between the two submissions on this device.
+  last_round_ = nullptr;
+  const uint32_t M = shape.nodes, S = shape.steps;
+  record_tree_round(rec_, shape, P, P + M, /*exact=*/true, RoundPart::Drafts);
+  rec_.submit_and_wait();
+  const auto* up = static_cast<const int32_t*>(upload_.mapped);
+  const auto* nodes = static_cast<const int32_t*>(tree_readback_.mapped);
+  const ops::TreeLayout layout{shape.k, S, M};
+  models::ForwardPass verify{M, P + M, 0, /*batch_invariant=*/true, &round_taps_, /*argmax=*/true};
+  SplitTree tree;
+  tree.compact = up + in_.compact_path;
+  tree.compact_max = tree_.draft_tokens;
+  const ops::TreePath path{{}, 0, S + 1, P};
+  if (M > 1) {
+    verify.tree = &path;
+    tree.table = nodes + layout.i_path();
+    tree.stride = S + 1;
+    front_->run(verify, nodes + layout.i_tok(), nodes + layout.i_pos(), up + in_.tree_target_slots, tstate_, tree);
+  } else {
+    front_->run(verify, up + in_.target_ids, up + in_.target_positions, nullptr, tstate_, tree);
+  }
+  record_tree_round(rec_, shape, P, P + M, /*exact=*/true, RoundPart::Verify);
+  rec_.submit_and_wait();
+}
+
 void Decoder::record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound,
-                                bool exact) {
+                                bool exact, RoundPart part) {
   const InputLayout& l = in_;
   const models::Eagle3Model& draft = *draft_;
   const uint32_t H = target_.config().hidden_size, Vd = draft.config.draft_vocab_size;
@@ -137,67 +167,78 @@ void Decoder::record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, 
     return vk::BufferRange(b, uint64_t(at) * 4, uint64_t(count) * 4);
   };
   rec.begin();
-  rec.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
-  // The last tree's accepted path: KV rows and taps to consecutive rows.
-  const ops::IntVec path = input(l.compact_path);
-  for (uint32_t layer = 0; layer < uint32_t(tstate_.k_cache.size()); ++layer) {
-    const ops::KvLayer kv = tstate_.kv_layer(layer);
-    ops::row_compact(oc, path, tree_.draft_tokens, kv.k, &kv.v, tstate_.kv_dim / 2, "tree_compact_kv");
-  }
-  ops::row_compact(oc, path, tree_.draft_tokens, vk::BufferRange(round_tap_rows_), nullptr, 3 * H, "tree_compact_taps");
-  const models::TargetWeights shared{target_.embed(), target_.lm_head()};
-  if (M > 1) {
-    // The root's position and token, which tree_select and the tree paths read on the device.
-    rec.copy(word(inputs_, l.target_positions, 1), tb.i.sub(uint64_t(layout.i_base()) * 4, 4), "inputs");
-    rec.copy(word(inputs_, l.target_ids, 1), tb.i.sub(uint64_t(layout.i_root()) * 4, 4), "inputs");
-    // 1. Catch-up; its last row's u and top-K make level 1.
-    ops::gather_rows(oc, round_taps_.out, round_rows_ + batch_, input(l.tap_index), ops::Act(catch_taps_, 3 * H),
-                     catch_rows, 3 * H, "tree_taps");
-    models::DraftPass pass;
-    pass.rows = catch_rows;
-    pass.from_taps = true;
-    pass.taps = ops::Act(catch_taps_, 3 * H);
-    pass.ids = input(l.draft_ids);
-    pass.positions = input(l.draft_positions);
-    pass.kv_len = exact ? P : kv_bound;
-    pass.out_token = ops::IntVec{round_ids_, RoundIds{batch_}.draft(0, 0)};
-    const uint32_t feature_row = models::record_eagle3_forward(oc, draft, dstate_, shared, pass);
-    const ops::Act u_history(vk::BufferRange(u_history_), Hd);
-    ops::copy_rows(oc, ops::Act(dstate_.arena[dstate_.feature], Hd).row(feature_row), u_history, 1, Hd, "draft_tree_u");
-    vk::BufferRange d2t(draft.d2t);
-    const ops::Act logits(dstate_.arena[dstate_.logits], Vd);
-    auto topk = [&](uint32_t rows) {
-      ops::tree_topk(oc, logits, rows, Vd, K, draft.d2t ? &d2t : nullptr, tb.f, layout.f_topk(), tb.i, layout.i_topk());
-    };
-    topk(1);
-    ops::tree_level_one(oc, layout, tb);
-    // 2. Expansions: the K frontier nodes as K draft rows, then their children.
-    for (uint32_t i = 0; i + 1 < S; ++i) {
-      models::DraftTreeStep step;
-      step.u_history = u_history;
-      step.history_rows = 1 + K * i;
-      step.gather = ops::IntVec{tb.i, layout.i_step_gather()};
-      step.slots = input(l.tree_slots + i * K);
-      step.path = ops::TreePath{tb.i, layout.i_step_path(), S, P, int32_t(layout.i_base())};
-      step.save_row = 1 + K * i;
-      models::DraftPass expand;
-      expand.rows = K;
-      expand.ids = ops::IntVec{tb.i, layout.i_step_ids()};
-      expand.positions = input(l.tree_positions + i * K);
-      expand.kv_len = exact ? P + K * (i + 1) : std::max(kv_bound, P + K * (i + 1));
-      expand.tree = &step;
-      models::record_eagle3_forward(oc, draft, dstate_, shared, expand);
-      topk(K);
-      ops::tree_expand(oc, layout, tb, i);
+  // The verify part of a split round reads what the drafts part's submission left on the device.
+  if (part != RoundPart::Verify) {
+    rec.copy(vk::BufferRange(upload_), vk::BufferRange(inputs_), "inputs");
+    // The last tree's accepted path: KV rows and taps to consecutive rows.
+    const ops::IntVec path = input(l.compact_path);
+    for (uint32_t layer = 0; layer < uint32_t(tstate_.k_cache.size()); ++layer) {
+      if (!tstate_.k_cache[layer]) continue;  // a layer on another device (a split target)
+      const ops::KvLayer kv = tstate_.kv_layer(layer);
+      ops::row_compact(oc, path, tree_.draft_tokens, kv.k, &kv.v, tstate_.kv_dim / 2, "tree_compact_kv");
     }
-    // 3. The verified nodes.
-    ops::tree_select(oc, layout, tb, layout.pool());
-    rec.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), vk::BufferRange(tstate_.ids, 0, M * 4), "tree tokens");
-    rec.copy(tb.i.sub(uint64_t(layout.i_pos()) * 4, M * 4), vk::BufferRange(tstate_.positions, 0, M * 4),
-             "tree positions");
-  } else {
-    rec.copy(word(inputs_, l.target_ids, 1), vk::BufferRange(tstate_.ids, 0, 4), "inputs");
-    rec.copy(word(inputs_, l.target_positions, 1), vk::BufferRange(tstate_.positions, 0, 4), "inputs");
+    ops::row_compact(oc, path, tree_.draft_tokens, vk::BufferRange(round_tap_rows_), nullptr, 3 * H,
+                     "tree_compact_taps");
+    const models::TargetWeights shared{target_.embed(), target_.lm_head()};
+    if (M > 1) {
+      // The root's position and token, which tree_select and the tree paths read on the device.
+      rec.copy(word(inputs_, l.target_positions, 1), tb.i.sub(uint64_t(layout.i_base()) * 4, 4), "inputs");
+      rec.copy(word(inputs_, l.target_ids, 1), tb.i.sub(uint64_t(layout.i_root()) * 4, 4), "inputs");
+      // 1. Catch-up; its last row's u and top-K make level 1.
+      ops::gather_rows(oc, round_taps_.out, round_rows_ + batch_, input(l.tap_index), ops::Act(catch_taps_, 3 * H),
+                       catch_rows, 3 * H, "tree_taps");
+      models::DraftPass pass;
+      pass.rows = catch_rows;
+      pass.from_taps = true;
+      pass.taps = ops::Act(catch_taps_, 3 * H);
+      pass.ids = input(l.draft_ids);
+      pass.positions = input(l.draft_positions);
+      pass.kv_len = exact ? P : kv_bound;
+      pass.out_token = ops::IntVec{round_ids_, RoundIds{batch_}.draft(0, 0)};
+      const uint32_t feature_row = models::record_eagle3_forward(oc, draft, dstate_, shared, pass);
+      const ops::Act u_history(vk::BufferRange(u_history_), Hd);
+      ops::copy_rows(oc, ops::Act(dstate_.arena[dstate_.feature], Hd).row(feature_row), u_history, 1, Hd,
+                     "draft_tree_u");
+      vk::BufferRange d2t(draft.d2t);
+      const ops::Act logits(dstate_.arena[dstate_.logits], Vd);
+      auto topk = [&](uint32_t rows) {
+        ops::tree_topk(oc, logits, rows, Vd, K, draft.d2t ? &d2t : nullptr, tb.f, layout.f_topk(), tb.i,
+                       layout.i_topk());
+      };
+      topk(1);
+      ops::tree_level_one(oc, layout, tb);
+      // 2. Expansions: the K frontier nodes as K draft rows, then their children.
+      for (uint32_t i = 0; i + 1 < S; ++i) {
+        models::DraftTreeStep step;
+        step.u_history = u_history;
+        step.history_rows = 1 + K * i;
+        step.gather = ops::IntVec{tb.i, layout.i_step_gather()};
+        step.slots = input(l.tree_slots + i * K);
+        step.path = ops::TreePath{tb.i, layout.i_step_path(), S, P, int32_t(layout.i_base())};
+        step.save_row = 1 + K * i;
+        models::DraftPass expand;
+        expand.rows = K;
+        expand.ids = ops::IntVec{tb.i, layout.i_step_ids()};
+        expand.positions = input(l.tree_positions + i * K);
+        expand.kv_len = exact ? P + K * (i + 1) : std::max(kv_bound, P + K * (i + 1));
+        expand.tree = &step;
+        models::record_eagle3_forward(oc, draft, dstate_, shared, expand);
+        topk(K);
+        ops::tree_expand(oc, layout, tb, i);
+      }
+      // 3. The verified nodes.
+      ops::tree_select(oc, layout, tb, layout.pool());
+      rec.copy(tb.i.sub(uint64_t(layout.i_tok()) * 4, M * 4), vk::BufferRange(tstate_.ids, 0, M * 4), "tree tokens");
+      rec.copy(tb.i.sub(uint64_t(layout.i_pos()) * 4, M * 4), vk::BufferRange(tstate_.positions, 0, M * 4),
+               "tree positions");
+    } else {
+      rec.copy(word(inputs_, l.target_ids, 1), vk::BufferRange(tstate_.ids, 0, 4), "inputs");
+      rec.copy(word(inputs_, l.target_positions, 1), vk::BufferRange(tstate_.positions, 0, 4), "inputs");
+    }
+  }
+  if (part == RoundPart::Drafts) {
+    rec.copy(tb.i, vk::BufferRange(tree_readback_, 0, tb.i.bytes), "tree nodes");
+    return;
   }
   // 4. Verification: every node at position P + depth over the committed rows and its ancestors.
   const ops::TreePath verify_path{tb.i, layout.i_path(), S + 1, P, int32_t(layout.i_base())};

@@ -60,6 +60,11 @@ uint64_t arena_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const load
 
 }  // namespace
 
+uint64_t activation_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                          uint32_t max_rows) {
+  return arena_bytes(gpu, target, draft, max_rows);
+}
+
 std::string format_bytes(uint64_t bytes) {
   if (bytes >= (1ull << 30)) return fmt::format("{:.2f} GiB", bytes / double(1ull << 30));
   if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", bytes / double(1ull << 20));

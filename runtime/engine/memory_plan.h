@@ -67,6 +67,11 @@ struct ExpertsPlacementRequest {
 MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
                        uint32_t max_rows, const ExpertsPlacementRequest& experts = {});
 
+// The arenas (target and draft) of passes of max_rows rows, from dry loads and recordings: what
+// MemoryPlan::activations holds when the model fits (a split plan needs it when it does not).
+uint64_t activation_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
+                          uint32_t max_rows);
+
 // The sentence saying where the routed experts went when the plan moved them itself; empty
 // otherwise.
 std::string placement_note(const MemoryPlan& plan);

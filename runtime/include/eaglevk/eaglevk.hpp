@@ -32,6 +32,7 @@
 #include "runtime/engine/elapsed.h"  // the clock front doors time with
 #include "runtime/engine/generate.h"
 #include "runtime/engine/memory_plan.h"
+#include "runtime/engine/memory_plan_split.h"
 #include "runtime/engine/sampler.h"
 #include "runtime/engine/spec_stats.h"
 #include "runtime/engine/tree_params.h"
@@ -83,12 +84,19 @@ struct Device {
 struct Runtime {
   std::shared_ptr<Device> device;
   std::string device_name;
+  // Layers split across devices (issue 47): every device this runtime opened, in the order
+  // given; `device` is the first. A model loaded on a runtime of several devices places
+  // contiguous layer ranges on each, in that order (LoadOptions::split).
+  std::vector<std::shared_ptr<Device>> devices;
 };
 
 // `device`: an index ("1") or a case-insensitive substring of the device name; empty takes
 // EAGLEVK_DEVICE from the environment, else the best device. EAGLEVK_VALIDATE=1 turns on the
 // validation layer as for the CLI.
 Runtime open_runtime(const std::string& device = {});
+// Several devices, each named as above, for a model split across them; a name may repeat (the
+// same device opened again is its own logical device: how one GPU, or lavapipe, runs a split).
+Runtime open_runtime(std::span<const std::string> devices);
 
 // Every Vulkan device as `eaglevk devices` lists it (name, type, probed features), without
 // creating a logical device.
@@ -141,6 +149,10 @@ struct LoadOptions {
   // not fit the device and would with them there (LoadPlan::notes says so); true: always (a
   // model without routed experts is refused); false: never.
   std::optional<bool> experts_in_host;
+  // Layers split across the runtime's devices (a runtime of one device ignores it): each
+  // device's share of the layers, in device order (3, 1: three quarters on the first). Empty:
+  // in proportion to each device's memory budget.
+  std::vector<double> split = {};
 };
 
 // The files opened and measured against the device's memory, before any upload: what the CLI
@@ -151,6 +163,9 @@ struct LoadPlan {
   LoadOptions options;
   std::shared_ptr<const loader::ModelFiles> target_files;
   engine::MemoryPlan memory;
+  // A runtime of several devices: each device's layers and memory (memory is then the device
+  // whose context limit is the tightest).
+  std::optional<engine::SplitMemoryPlan> split;
   uint32_t context = 0;            // LoadOptions::context decided against the budget
   // Sentences a user should hear once: values the GGUF loader defaulted or recovered, a draft
   // trained for another verifier, a context lowered to what fits.
@@ -159,6 +174,10 @@ struct LoadPlan {
 
 struct Model {
   std::shared_ptr<Device> device;  // first: destroyed last, after every buffer below
+  // Split across devices: every device holding a part, in layer order; `device` is the last
+  // (the final norm, lm_head, sampling and read-back), target->earlier has the other parts.
+  std::vector<std::shared_ptr<Device>> devices;
+  std::optional<engine::SplitMemoryPlan> split;  // LoadPlan::split
   std::filesystem::path target_dir, draft_dir;
   uint32_t planned_context = 0;    // LoadPlan::context
   std::unique_ptr<models::TargetModel> target;

@@ -27,6 +27,8 @@ enum class Setting {
   Logprobs,         // most likely tokens reported per generated token
   StopStrings,      // texts that end generation
   ExpertsInHost,    // the routed experts' weights in host memory
+  Devices,          // the devices a model's layers are split across
+  LayerSplit,       // each device's share of the layers
 };
 
 struct Error : std::runtime_error {

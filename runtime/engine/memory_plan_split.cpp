@@ -1,0 +1,173 @@
+#include "runtime/engine/memory_plan_split.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include <eaglevk/error.h>
+
+#include "loader/quant.h"
+#include "runtime/engine/layer_split.h"
+#include "runtime/vk/context.h"
+
+namespace eaglevk::engine {
+namespace {
+
+// Layer l's index from a tensor name "[prefix]model.layers.<l>.<rest>"; -1 for any other tensor.
+int64_t layer_of(const std::string& name) {
+  constexpr std::string_view key = "model.layers.";
+  const size_t at = name.find(key);
+  if (at == std::string::npos) return -1;
+  int64_t l = -1;
+  const char* begin = name.data() + at + key.size();
+  auto [end, ec] = std::from_chars(begin, name.data() + name.size(), l);
+  return ec == std::errc() && end != begin && *end == '.' ? l : -1;
+}
+
+bool is_vision(const std::string& name) {
+  return name.rfind("vision_model.", 0) == 0 || name.rfind("multi_modal_projector.", 0) == 0;
+}
+
+std::string device_line(size_t d, const DeviceShare& s, uint32_t context) {
+  return fmt::format("device {} ({}): layers {}..{}, {} of weights + {} of KV cache ({} tokens) + {} for activations "
+                     "= {}, {} available ({})",
+                     d, s.device, s.layers.first, s.layers.end - 1, format_bytes(s.weights),
+                     format_bytes(s.kv_per_token * context), context, format_bytes(s.per_pass),
+                     format_bytes(s.total(context)), format_bytes(s.budget), s.budget_source);
+}
+
+}  // namespace
+
+uint64_t DeviceShare::total(uint32_t context) const {
+  const unsigned __int128 sum = (unsigned __int128)weights + (unsigned __int128)kv_per_token * context + per_pass;
+  return sum > UINT64_MAX ? UINT64_MAX : uint64_t(sum);
+}
+
+uint32_t DeviceShare::max_context() const {
+  if (weights + per_pass >= budget) return 0;
+  const uint64_t tokens = kv_per_token ? (budget - weights - per_pass) / kv_per_token : UINT32_MAX;
+  return uint32_t(std::min<uint64_t>(tokens / 64 * 64, UINT32_MAX));
+}
+
+SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, const loader::ModelFiles& target,
+                                  const loader::ModelFiles* draft_files, uint32_t max_rows,
+                                  std::span<const vk::Context* const> devices, std::span<const double> shares_in) {
+  const uint32_t n = uint32_t(devices.size());
+  if (!shares_in.empty() && shares_in.size() != n)
+    fail_setting(Setting::LayerSplit, "{} shares of the layers for {} devices: give one share per device",
+                 shares_in.size(), n);
+  std::vector<double> shares(shares_in.begin(), shares_in.end());
+  if (shares.empty())
+    for (const vk::Context* ctx : devices) shares.push_back(double(std::max<uint64_t>(ctx->memory_budget, 1)));
+  const models::TargetPlanConfig config = models::read_target_config(target);
+  const uint32_t L = uint32_t(config.base.num_hidden_layers);
+  std::vector<models::LayerRange> ranges;
+  try {
+    ranges = place_layers(L, shares);
+  } catch (const Error& e) {
+    throw Error(e.what(), shares_in.empty() ? Setting::Devices : Setting::LayerSplit);
+  }
+
+  // Each layer's tensors, and the rest: the embeddings go with the first device (and the last
+  // when lm_head is tied to them), the final norm and lm_head with the last.
+  std::vector<uint64_t> layer_bytes(L, 0);
+  uint64_t embed = 0, head = 0;
+  bool tied = true;
+  for (const auto& [name, t] : target.checkpoint.tensors) {
+    if (is_vision(name)) continue;
+    const uint64_t bytes = loader::upload_bytes(t);
+    const int64_t l = layer_of(name);
+    if (l >= 0 && l < int64_t(L))
+      layer_bytes[size_t(l)] += bytes;
+    else if (name.find("embed_tokens") != std::string::npos)
+      embed += bytes;
+    else
+      head += bytes;
+    if (name.find("lm_head") != std::string::npos) tied = false;
+  }
+  // K and V of one layer, f16; what the whole plan holds beyond the target's layers and
+  // tensors is the draft's (its KV cache and weights), which goes with the last device.
+  const uint64_t kv_layer = 4ull * uint64_t(config.base.num_key_value_heads) * uint64_t(config.base.head_dim);
+  const uint64_t draft_kv = whole.kv_per_token - std::min(whole.kv_per_token, kv_layer * L);
+  uint64_t target_bytes = embed + head;
+  for (uint64_t b : layer_bytes) target_bytes += b;
+  const uint64_t draft_bytes = whole.weights - std::min(whole.weights, target_bytes);
+  const bool draft = draft_kv > 0;
+  const uint64_t activations =
+      whole.activations ? whole.activations : activation_bytes(first, target, draft_files, max_rows);
+  const uint64_t per_pass = whole.activations ? whole.per_pass : whole.per_pass + activations;
+
+  SplitMemoryPlan plan;
+  for (uint32_t d = 0; d < n; ++d) {
+    DeviceShare s;
+    s.device = devices[d]->info.name;
+    s.layers = ranges[d];
+    for (uint32_t l = s.layers.first; l < s.layers.end; ++l) s.weights += layer_bytes[l];
+    if (d == 0 || (d + 1 == n && (tied || draft))) s.weights += embed;
+    if (d + 1 == n) s.weights += head + draft_bytes;
+    s.kv_per_token = kv_layer * (s.layers.end - s.layers.first) + (d + 1 == n ? draft_kv : 0);
+    s.per_pass = per_pass;
+    s.budget = devices[d]->memory_budget;
+    s.budget_source = devices[d]->memory_budget_source;
+    plan.devices.push_back(std::move(s));
+  }
+  // A device that cannot hold one layer with a minimal context is named before anything else.
+  const uint64_t smallest_layer = L ? *std::min_element(layer_bytes.begin(), layer_bytes.end()) : 0;
+  for (uint32_t d = 0; d < n; ++d) {
+    const DeviceShare& s = plan.devices[d];
+    const uint64_t one_layer =
+        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed : 0) + (d + 1 == n ? head : 0);
+    if (s.budget < one_layer)
+      fail_setting(Setting::Devices,
+                   "device {} ({}) has {} available ({}), less than one layer needs there ({} of weights, KV cache "
+                   "and activations): leave it out of the devices or free its memory",
+                   d, s.device, format_bytes(s.budget), s.budget_source, format_bytes(one_layer));
+  }
+  // The binding device: the smallest context.
+  size_t tightest = 0;
+  for (size_t d = 1; d < n; ++d)
+    if (plan.devices[d].max_context() < plan.devices[tightest].max_context()) tightest = d;
+  const DeviceShare& t = plan.devices[tightest];
+  plan.binding = whole;
+  plan.binding.weights = t.weights;
+  // Every weight of a split model lives on its device (experts in host memory are not combined
+  // with a split yet), whatever the one-device plan chose.
+  plan.binding.routed_experts = plan.binding.host_weights = 0;
+  plan.binding.experts_in_host_automatic = plan.binding.experts_may_move = false;
+  plan.binding.kv_per_token = t.kv_per_token;
+  plan.binding.per_pass = t.per_pass;
+  plan.binding.activations = activations;
+  plan.binding.budget = t.budget;
+  plan.binding.budget_source = fmt::format("{} of device {} ({})", t.budget_source, tightest, t.device);
+  return plan;
+}
+
+uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, std::string* note) {
+  const MemoryPlan& b = plan.binding;
+  const uint32_t fits = std::min(b.max_context_that_fits(), b.device_max_context);
+  const uint32_t shown = requested ? std::min(requested, b.model_max_context) : 64;
+  const bool short_somewhere = std::any_of(plan.devices.begin(), plan.devices.end(),
+                                           [&](const DeviceShare& s) { return s.total(shown) > s.budget; });
+  if (fits < 64 || short_somewhere) {
+    // A context that does not fit is about the setting; a model that fits no context, about the files.
+    const std::string advice = fits >= 64 ? fmt::format("; a context of at most {} tokens fits", fits)
+                                          : std::string("; use a smaller (quantized) file, more devices or other "
+                                                        "shares of the layers");
+    throw Error(fmt::format("the model does not fit its devices split as they are: {}{}", describe_split(plan, shown),
+                            advice),
+                fits >= 64 ? Setting::Context : Setting::None);
+  }
+  return choose_context(b, requested, note);
+}
+
+std::string describe_split(const SplitMemoryPlan& plan, uint32_t context) {
+  std::string out;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    if (d) out += "; ";
+    out += device_line(d, plan.devices[d], context);
+  }
+  return out;
+}
+
+}  // namespace eaglevk::engine

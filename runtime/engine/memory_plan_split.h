@@ -1,0 +1,53 @@
+#pragma once
+// The memory plan of a target split across devices (engine/layer_split.h): each device's layer
+// range, the weights of those layers (the embeddings on the first, the final norm and lm_head on
+// the last), the KV cache of its layers per token and the activations of a pass, checked against
+// that device's own budget. A model that fits no device's share is refused with every device's
+// numbers; a device that cannot hold even one layer is refused by name.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "loader/model_files.h"
+#include "models/family.h"
+#include "runtime/engine/memory_plan.h"
+
+namespace eaglevk::engine {
+
+struct DeviceShare {
+  std::string device;            // the device's name, for messages
+  models::LayerRange layers;     // resolved: end is a layer count
+  uint64_t weights = 0;          // its layers' tensors as uploaded, with the embeddings / head it holds
+  uint64_t kv_per_token = 0;     // K and V of its layers, f16
+  uint64_t per_pass = 0;         // activations, read-back and fixed costs, as one device's plan
+  uint64_t budget = 0;           // vk::Context::memory_budget of its device
+  std::string budget_source;
+  uint64_t total(uint32_t context) const;
+  uint32_t max_context() const;  // the tokens of KV cache that fit beside the rest (64s; 0: none)
+};
+
+struct SplitMemoryPlan {
+  std::vector<DeviceShare> devices;
+  // The device whose context limit is the tightest, as a one-device plan (weights, KV per
+  // token, per pass and budget its own): what sessions check a context against.
+  MemoryPlan binding;
+};
+
+// `whole`: plan_memory of the model (and `draft`, null for none) on the first device: its
+// per-pass figures, activations included, hold for every part (each records the same forward
+// over fewer layers), and the draft's weights and KV cache go with the last device. `shares`
+// empty: in proportion to each device's memory budget. `devices` are the contexts in layer
+// order, `names` their names.
+SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, const loader::ModelFiles& target,
+                                  const loader::ModelFiles* draft, uint32_t max_rows,
+                                  std::span<const vk::Context* const> devices, std::span<const double> shares);
+
+// The context every device holds, as choose_context decides it for one device; a refusal names
+// every device's numbers.
+uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, std::string* note);
+
+// One line per device: "device 1 (llvmpipe): layers 2..3, 1.2 MiB of weights + ...".
+std::string describe_split(const SplitMemoryPlan& plan, uint32_t context);
+
+}  // namespace eaglevk::engine
