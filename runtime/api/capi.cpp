@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <string>
@@ -69,6 +70,30 @@ eaglevk_status eaglevk_runtime_create(const char* device, eaglevk_runtime** out)
   });
 }
 
+eaglevk_status eaglevk_runtime_create_split(const char* const* devices, const double* shares, size_t count,
+                                            eaglevk_runtime** out) {
+  return guarded([&] {
+    require(out, "out");
+    *out = nullptr;
+    require(devices, "devices");
+    if (count == 0) fail_as(ErrorKind::InvalidArgument, "count is 0: name at least one device");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < count; ++i) {
+      if (!devices[i]) fail_as(ErrorKind::InvalidArgument, "devices[{}] is NULL", i);
+      names.emplace_back(devices[i]);
+    }
+    auto handle = std::make_unique<eaglevk_runtime>();
+    if (shares) {
+      for (size_t i = 0; i < count; ++i)
+        if (!std::isfinite(shares[i]) || shares[i] <= 0)
+          fail_as(ErrorKind::InvalidArgument, "shares[{}] is {}: each device's share is a positive number", i, shares[i]);
+      handle->split.assign(shares, shares + count);
+    }
+    handle->runtime = api::open_runtime(std::span<const std::string>(names));
+    *out = handle.release();
+  });
+}
+
 void eaglevk_runtime_destroy(eaglevk_runtime* runtime) { delete runtime; }
 
 const char* eaglevk_runtime_device_name(const eaglevk_runtime* runtime) {
@@ -83,8 +108,11 @@ eaglevk_status eaglevk_model_load(eaglevk_runtime* runtime, const char* target_d
     require(runtime, "runtime");
     require(target_dir, "target_dir");
     if (draft_dir && !*draft_dir) fail_as(ErrorKind::InvalidArgument, "draft_dir is empty (pass NULL for no draft)");
+    api::LoadOptions options;
+    options.draft = draft_dir ? draft_dir : "";
+    options.split = runtime->split;
     auto handle = std::make_unique<eaglevk_model>();
-    handle->model = api::load_model(runtime->runtime, target_dir, draft_dir ? draft_dir : "");
+    handle->model = api::load_model(runtime->runtime, api::plan_load(runtime->runtime, target_dir, options));
     *out = handle.release();
   });
 }
@@ -101,6 +129,7 @@ eaglevk_status eaglevk_model_load_with_mmproj(eaglevk_runtime* runtime, const ch
     api::LoadOptions options;
     options.draft = draft_dir ? draft_dir : "";
     options.mmproj = mmproj ? mmproj : "";
+    options.split = runtime->split;
     auto handle = std::make_unique<eaglevk_model>();
     handle->model = api::load_model(runtime->runtime, api::plan_load(runtime->runtime, target, options));
     *out = handle.release();

@@ -15,6 +15,7 @@
 // The handles both files open.
 struct eaglevk_runtime {
   eaglevk::api::Runtime runtime;
+  std::vector<double> split;  // eaglevk_runtime_create_split's shares: every model loaded on it
 };
 
 struct eaglevk_model {
@@ -67,8 +68,8 @@ inline const char* field_of(eaglevk::Setting setting, Fields fields) {
     case Setting::StopStrings:
       return batch ? "eaglevk_sequence_params.stop_strings" : "eaglevk_session_params.stop_strings";
     case Setting::ExpertsInHost: return "";  // the C API has no load options: the memory plan chooses
-    case Setting::Devices:
-    case Setting::LayerSplit: return "";  // the C API opens one device
+    case Setting::Devices: return "eaglevk_runtime_create_split's devices";
+    case Setting::LayerSplit: return "eaglevk_runtime_create_split's shares";
   }
   return "";
 }

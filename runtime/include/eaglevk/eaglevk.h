@@ -67,6 +67,17 @@ EAGLEVK_API const char* eaglevk_last_error(void);
  * environment's EAGLEVK_DEVICE, else the best device (discrete, integrated, virtual, CPU).
  * EAGLEVK_VALIDATE=1 in the environment turns on the Khronos validation layer. */
 EAGLEVK_API eaglevk_status eaglevk_runtime_create(const char* device, eaglevk_runtime** out);
+/* Since 0.7: a runtime over several devices, for a model larger than one. Models loaded on it
+ * place their layers as contiguous ranges on the devices in order (the embeddings with the first,
+ * the output and the EAGLE-3 draft with the last; hidden states pass between them through host
+ * memory), and generate the tokens one device would. devices[i] names a device as
+ * eaglevk_runtime_create does; a device named twice is opened twice, each its own logical device.
+ * shares: `count` positive numbers, each device's share of the layers, or NULL to share them in
+ * proportion to each device's memory. A model that fits no split is EAGLEVK_ERROR_DEVICE with
+ * every device's numbers; image prompts on such a model are refused. count 1 is
+ * eaglevk_runtime_create. */
+EAGLEVK_API eaglevk_status eaglevk_runtime_create_split(const char* const* devices, const double* shares, size_t count,
+                                                        eaglevk_runtime** out);
 EAGLEVK_API void eaglevk_runtime_destroy(eaglevk_runtime* runtime);
 /* The chosen device's name; valid while the runtime lives. NULL for a NULL runtime. */
 EAGLEVK_API const char* eaglevk_runtime_device_name(const eaglevk_runtime* runtime);
