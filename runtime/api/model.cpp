@@ -210,7 +210,9 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
     // A processor config that disagrees with the vision tower is a reason to refuse images,
     // not text.
     try {
-      if (auto support = engine::image_support(*m->target, files, m->tokenizer, &m->no_images_reason))
+      // A split model's tower is with its first part, on the first device.
+      const models::TargetModel& first = plan.split ? *m->target->earlier.front().model : *m->target;
+      if (auto support = engine::image_support(first, files, m->tokenizer, &m->no_images_reason))
         m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
     } catch (const Error& e) {
       m->no_images_reason = e.what();

@@ -9,6 +9,7 @@
 
 #include "loader/quant.h"
 #include "models/llama4.h"
+#include "models/llama4_vision.h"
 #include "runtime/engine/layer_split.h"
 #include "runtime/vk/context.h"
 
@@ -90,12 +91,20 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
 
   // Each layer's tensors, and the rest: the embeddings go with the first device (and the last
   // when lm_head is tied to them), the final norm and lm_head with the last.
+  // A vision tower that loads goes with the first device, beside the embeddings its features
+  // replace.
   std::vector<uint64_t> layer_bytes(L, 0), layer_experts(L, 0);
-  uint64_t embed = 0, head = 0;
+  uint64_t embed = 0, head = 0, tower = 0;
   bool tied = true;
+  const bool with_tower =
+      models::usable_llama4_vision(target, uint32_t(config.base.hidden_size), config.base.vocab_size, nullptr)
+          .has_value();
   for (const auto& [name, t] : target.checkpoint.tensors) {
-    if (is_vision(name)) continue;
     const uint64_t bytes = loader::upload_bytes(t);
+    if (is_vision(name)) {
+      if (with_tower) tower += bytes;
+      continue;
+    }
     const int64_t l = layer_of(name);
     if (l >= 0 && l < int64_t(L)) {
       layer_bytes[size_t(l)] += bytes;
@@ -110,7 +119,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   // tensors is the draft's (its KV cache and weights), which goes with the last device.
   const uint64_t kv_layer = 4ull * uint64_t(config.base.num_key_value_heads) * uint64_t(config.base.head_dim);
   const uint64_t draft_kv = whole.kv_per_token - std::min(whole.kv_per_token, kv_layer * L);
-  uint64_t target_bytes = embed + head;
+  uint64_t target_bytes = embed + head + tower;
   for (uint64_t b : layer_bytes) target_bytes += b;
   const uint64_t draft_bytes = whole.weights - std::min(whole.weights, target_bytes);
   const bool draft = draft_kv > 0;
@@ -130,6 +139,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
       s.routed_experts += layer_experts[l];
     }
     if (d == 0 || (d + 1 == n && (tied || draft))) s.weights += embed;
+    if (d == 0) s.weights += tower;
     if (d + 1 == n) s.weights += head + draft_bytes;
     s.kv_per_token = kv_layer * (s.layers.end - s.layers.first) + (d + 1 == n ? draft_kv : 0);
     s.per_pass = per_pass;
@@ -146,7 +156,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   for (uint32_t d = 0; d < n; ++d) {
     const DeviceShare& s = plan.devices[d];
     const uint64_t one_layer =
-        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed : 0) + (d + 1 == n ? head : 0);
+        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed + tower : 0) + (d + 1 == n ? head : 0);
     if (s.budget < one_layer)
       fail_setting(Setting::Devices,
                    "device {} ({}) has {} available ({}), less than one layer needs there ({} of weights, KV cache "
