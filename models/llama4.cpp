@@ -214,11 +214,10 @@ Llama4Model load_llama4(const vk::Context& ctx, const loader::ModelFiles& files,
     if (!tied) m.lm_head = matrix({{P + "lm_head.weight", {V, H}}}, "lm_head");
   }
   // The vision tower, when the checkpoint has one with real image token ids; otherwise its
-  // tensors are knowingly skipped and the text model runs alone. A model split across devices
-  // takes no images (the tower would sit beside the embeddings on the first device).
-  const bool whole = part.range.first == 0 && part.head;
-  if (!whole) m.no_vision_reason = "images are not supported with a model split across devices";
-  if (whole)
+  // tensors are knowingly skipped and the text model runs alone. Of a model split across devices
+  // the first part holds it: its features replace embedding rows, which only that part makes.
+  if (part.range.first != 0) m.no_vision_reason = "the vision tower is with the first part of a split model";
+  if (part.range.first == 0)
     if (std::optional<Llama4VisionConfig> vc = usable_llama4_vision(files, uint32_t(H), V, &m.no_vision_reason))
       m.vision = load_llama4_vision(ctx, up, use, *vc);
   std::vector<std::string> skipped = part.elsewhere;

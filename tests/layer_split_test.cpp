@@ -473,3 +473,134 @@ TEST(LayerSplit, TiedQwen3GivesTheSingleDeviceBitsAtEveryLayerBoundary) {
 
 }  // namespace
 }  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+// Routed experts in host memory with a split (api::LoadOptions::experts_in_host): each part keeps
+// its own layers' experts in host-visible memory, read in place by the same kernels, so pair B's
+// tokens, logits and acceptance are the single device's (experts on it) at every boundary.
+const std::string kPairBTarget = kAssets + "/tiny-llama4", kPairBDraft = kAssets + "/tiny-llama4-eagle3";
+
+api::LoadOptions pair_b_options(std::optional<bool> in_host, std::vector<double> split = {}) {
+  api::LoadOptions o;
+  o.context = kContext;
+  o.draft = kPairBDraft;
+  o.experts_in_host = in_host;
+  o.split = std::move(split);
+  return o;
+}
+
+// Every part's routed experts are in host memory (`host`) or on its device, as its share says.
+void expect_parts_experts(const api::Model& m, const std::vector<bool>& host) {
+  std::vector<const models::TargetModel*> parts;
+  for (const auto& e : m.target->earlier) parts.push_back(e.model.get());
+  parts.push_back(m.target.get());
+  ASSERT_EQ(parts.size(), host.size());
+  for (size_t d = 0; d < parts.size(); ++d) {
+    const models::ExpertTraffic t = models::expert_traffic(*parts[d]);
+    EXPECT_EQ(t.bytes, m.split->devices[d].routed_experts) << "device " << d;
+    EXPECT_EQ(t.host_bytes, host[d] ? t.bytes : 0u) << "device " << d;
+    EXPECT_EQ(m.split->devices[d].host_weights, host[d] ? t.bytes : 0u) << "device " << d;
+    // The last device's figure holds the draft's weights too.
+    if (d + 1 < parts.size()) EXPECT_EQ(parts[d]->weight_bytes(), m.split->devices[d].weights) << "device " << d;
+  }
+}
+
+TEST(LayerSplit, ExpertsInHostGiveTheSingleDeviceBitsAndAcceptanceAtEveryLayerBoundary) {
+  const api::Runtime one = api::open_runtime("0"), two = open_devices(2);
+  const auto whole = api::load_model(one, api::plan_load(one, kPairBTarget, pair_b_options(false)));
+  const uint32_t L = uint32_t(whole->target->config().num_hidden_layers);
+  const std::vector<int32_t> prompt = random_prompt(24, 3, whole->tokenizer.bos_id(), 4000);
+  const SplitRun plain_ref = generate(*whole, prompt);
+  const ChainRun chain_ref = chain(*whole, {prompt}, 3);
+  ASSERT_GT(chain_ref.stats.num_drafts, 0u);
+  uint64_t routed = 0;
+  for (uint32_t b = 1; b < L; ++b) {
+    api::LoadPlan plan = api::plan_load(two, kPairBTarget, pair_b_options(true, {double(b), double(L - b)}));
+    ASSERT_TRUE(plan.split);
+    // The host holds every device's experts, and the one-device plan's experts are all of them.
+    EXPECT_EQ(plan.split->host_weights(), plan.split->devices[0].routed_experts + plan.split->devices[1].routed_experts);
+    routed = plan.split->host_weights();
+    for (const engine::DeviceShare& s : plan.split->devices)
+      EXPECT_EQ(s.total(kContext), s.weights - s.routed_experts + s.kv_per_token * kContext + s.per_pass);
+    const auto split = api::load_model(two, std::move(plan));
+    // Pair B's MoE layers are the odd ones: a part of layer 0 alone has no experts to move.
+    expect_parts_experts(*split, {true, true});
+    const std::string at = " with experts in host memory, split at layer " + std::to_string(b);
+    expect_same_bits(plain_ref, generate(*split, prompt), "plain" + at);
+    expect_same_chain(chain_ref, chain(*split, {prompt}, 3), "chain" + at);
+  }
+  EXPECT_EQ(routed, api::plan_load(one, kPairBTarget, pair_b_options(true)).memory.routed_experts);
+}
+
+TEST(LayerSplit, ExpertsMoveToHostOnlyOnTheDeviceWhoseShareDoesNotFit) {
+  const api::Runtime one = api::open_runtime("0"), two = open_devices(2);
+  const api::LoadPlan on_devices = api::plan_load(two, kPairBTarget, pair_b_options(false, {1, 1}));
+  const engine::DeviceShare d0 = on_devices.split->devices[0], d1 = on_devices.split->devices[1];
+  ASSERT_GT(d0.routed_experts, 0u);
+  ASSERT_GT(d1.routed_experts, 0u);
+  EXPECT_EQ(d0.host_weights + d1.host_weights, 0u);
+  vk::Context &c0 = two.devices[0]->gpu->ctx, &c1 = two.devices[1]->gpu->ctx;
+  const uint64_t saved0 = c0.memory_budget, saved1 = c1.memory_budget;
+  // Device 0 between its share without and with its experts; device 1 holds its whole share.
+  c0.memory_budget = d0.total(kContext) - d0.routed_experts / 2;
+  c1.memory_budget = d1.total(kContext) + (1 << 20);
+  api::LoadPlan chosen = api::plan_load(two, kPairBTarget, pair_b_options(std::nullopt, {1, 1}));
+  EXPECT_EQ(chosen.split->devices[0].host_weights, d0.routed_experts);
+  EXPECT_TRUE(chosen.split->devices[0].experts_in_host_automatic);
+  EXPECT_EQ(chosen.split->devices[1].host_weights, 0u);
+  EXPECT_EQ(chosen.context, kContext);
+  bool noted = false, lined = false;
+  for (const std::string& note : chosen.notes) {
+    noted |= note.find("routed experts of their layers live in host memory") != std::string::npos &&
+             note.find("device 0 (") != std::string::npos && note.find("device 1 (") == std::string::npos;
+    lined |= note.find("(its routed experts, " + engine::format_bytes(d0.routed_experts) + ", in host memory)") !=
+             std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  EXPECT_TRUE(lined);
+  // Forbidden, device 0's share does not fit: refused with every device's numbers.
+  const std::string refused = error_of([&] { api::plan_load(two, kPairBTarget, pair_b_options(false, {1, 1})); });
+  EXPECT_NE(refused.find("does not fit its devices"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("device 1 ("), std::string::npos) << refused;
+  // A byte below device 0's share without its experts: moving them does not help, refused.
+  c0.memory_budget = d0.total(kContext) - d0.routed_experts - 1;
+  const std::string below = error_of([&] { api::plan_load(two, kPairBTarget, pair_b_options(std::nullopt, {1, 1})); });
+  EXPECT_NE(below.find("does not fit its devices"), std::string::npos) << below;
+  c0.memory_budget = d0.total(kContext) - d0.routed_experts / 2;
+  const auto split = api::load_model(two, std::move(chosen));
+  expect_parts_experts(*split, {true, false});
+  const auto whole = api::load_model(one, api::plan_load(one, kPairBTarget, pair_b_options(false)));
+  const std::vector<int32_t> prompt = random_prompt(20, 6, whole->tokenizer.bos_id(), 4000);
+  expect_same_chain(chain(*whole, {prompt}, 3), chain(*split, {prompt}, 3), "experts of device 0 in host memory");
+  c0.memory_budget = saved0;
+  c1.memory_budget = saved1;
+}
+
+TEST(LayerSplit, ExpertsInHostRefuseADenseTargetAndAHostTooSmallForEveryDevicesExperts) {
+  const api::Runtime two = open_devices(2);
+  api::LoadOptions dense;
+  dense.context = kContext;
+  dense.experts_in_host = true;
+  const std::string e = error_of([&] { api::plan_load(two, kTarget, dense); });
+  EXPECT_NE(e.find("has no routed experts"), std::string::npos) << e;
+  // The host's budget against both devices' experts together, each share fitting on its own.
+  const api::LoadPlan plan = api::plan_load(two, kPairBTarget, pair_b_options(true, {1, 1}));
+  const uint64_t total = plan.split->host_weights();
+  ASSERT_GT(plan.split->devices[0].host_weights, 0u);
+  ASSERT_GT(plan.split->devices[1].host_weights, 0u);
+  vk::Context& c0 = two.devices[0]->gpu->ctx;
+  const uint64_t saved = c0.host_memory_budget;
+  c0.host_memory_budget = total - 1;
+  ASSERT_GT(c0.host_memory_budget, plan.split->devices[0].host_weights);
+  const std::string host = error_of([&] { api::plan_load(two, kPairBTarget, pair_b_options(true, {1, 1})); });
+  EXPECT_NE(host.find("take " + engine::format_bytes(total) + " over the devices"), std::string::npos) << host;
+  EXPECT_NE(host.find("but the host has"), std::string::npos) << host;
+  // Kept on the devices, the host's budget does not matter.
+  EXPECT_EQ(api::plan_load(two, kPairBTarget, pair_b_options(false, {1, 1})).split->host_weights(), 0u);
+  c0.host_memory_budget = saved;
+}
+
+}  // namespace
+}  // namespace eaglevk::testing

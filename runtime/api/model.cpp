@@ -54,20 +54,18 @@ void require_model(const fs::path& path, const char* what, bool target) {
 }
 
 // A runtime of several devices: each device's layer range and memory; the draft goes with the
-// last device, and the routed experts stay on the devices of their layers.
+// last device, and each device's routed experts go with its layers, on it or in host memory.
 void plan_split(const Runtime& runtime, const loader::ModelFiles& files, const loader::ModelFiles* draft,
                 LoadPlan& plan) {
   const LoadOptions& o = plan.options;
-  if (o.experts_in_host == true)
-    throw ApiError(ErrorKind::InvalidArgument,
-                   "routed experts in host memory with a model split across devices are not supported yet",
-                   Setting::ExpertsInHost);
   std::vector<const vk::Context*> contexts;
   for (const auto& d : runtime.devices) contexts.push_back(&d->gpu->ctx);
-  plan.split =
-      engine::plan_split_memory(*runtime.device->gpu, plan.memory, files, draft, o.max_rows, contexts, o.split);
+  plan.split = engine::plan_split_memory(*runtime.device->gpu, plan.memory, files, draft, o.max_rows, contexts,
+                                         o.split, {o.experts_in_host, o.context});
   plan.memory = plan.split->binding;
   plan.notes.push_back("layers split across devices: " + engine::describe_split(*plan.split, 64));
+  if (std::string placed = engine::split_placement_note(*plan.split); !placed.empty())
+    plan.notes.push_back(std::move(placed));
 }
 
 // The earlier parts of a split model, each on its device; the last part is the model itself.
@@ -77,6 +75,7 @@ void load_split_target(const Runtime& runtime, const loader::ModelFiles& files, 
     ops::Gpu& gpu = *runtime.devices[d]->gpu;
     std::lock_guard lock(runtime.devices[d]->queue_mutex);
     models::WeightPlacement placement;
+    placement.experts_in_host = shares[d].host_weights > 0;
     placement.layers = shares[d].layers;
     auto part = std::make_unique<models::TargetModel>(models::load_target(gpu.ctx, files, placement));
     m.target->earlier.push_back({&gpu, std::move(part)});
@@ -188,6 +187,7 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
       models::WeightPlacement placement = plan.memory.placement();
       if (plan.split) {
         placement.layers = plan.split->devices.back().layers;
+        placement.experts_in_host = plan.split->devices.back().host_weights > 0;
         placement.embed_always = !m->draft_dir.empty();  // the draft embeds its tokens with the target's table
       }
       m->target = std::make_unique<models::TargetModel>(models::load_target(ctx, files, placement));
@@ -210,7 +210,9 @@ std::shared_ptr<const Model> load_model(const Runtime& runtime, LoadPlan plan,
     // A processor config that disagrees with the vision tower is a reason to refuse images,
     // not text.
     try {
-      if (auto support = engine::image_support(*m->target, files, m->tokenizer, &m->no_images_reason))
+      // A split model's tower is with its first part, on the first device.
+      const models::TargetModel& first = plan.split ? *m->target->earlier.front().model : *m->target;
+      if (auto support = engine::image_support(first, files, m->tokenizer, &m->no_images_reason))
         m->images = std::make_unique<engine::ImageSupport>(std::move(*support));
     } catch (const Error& e) {
       m->no_images_reason = e.what();

@@ -76,10 +76,12 @@ ImagePrompt prepare_images(const Model& m, std::span<const int32_t> prompt, std:
   if (!m.images)
     throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", m.no_images_reason),
                    m.no_images_setting);
-  // Expand the placeholders and run the vision tower (on the device queue).
-  std::lock_guard lock(m.device->queue_mutex);
+  // Expand the placeholders and run the vision tower (on the queue of its device, the first of
+  // a split model, where the features replace embedding rows).
+  Device& tower = *m.devices.front();
+  std::lock_guard lock(tower.queue_mutex);
   engine::ImagePrompt built = within(ErrorKind::InvalidArgument, [&] {
-    return engine::build_image_prompt(*m.device->gpu, *m.images, prompt, images);
+    return engine::build_image_prompt(*tower.gpu, *m.images, prompt, images);
   });
   ImagePrompt out{std::move(built.ids), std::move(built.images)};
   out.tiles = uint32_t(out.images.patch_positions.size() / m.images->tokens.tokens_per_tile);

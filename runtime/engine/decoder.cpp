@@ -192,7 +192,6 @@ void Decoder::start(uint32_t slot, std::vector<int32_t> prompt, const Generation
   Sequence& s = seqs_[slot];
   if (s.state != SeqState::Free) fail("Decoder::start: slot {} is busy", slot);
   check_prompt(prompt, context_, target_.config().vocab_size, o);
-  if (front_ && o.images) fail("image prompts with a target split across devices are not supported yet");
   if (batch_ > 1 && (o.images || o.prompt_argmax || o.top_logits))
     fail_setting(Setting::Batch, "batched decoding takes text prompts without prompt reports (images, the prompt "
                                  "argmax and top logits need a batch of 1)");

@@ -89,9 +89,17 @@ void Decoder::prefill(Sequence& s, uint32_t slot, uint32_t from, std::vector<flo
         record_plain_pass(rec, shape.plain, kv_bound);
       });
     } else {
-      if (front_)
-        run_split_front(
-            {chunk.rows, chunk.begin + chunk.rows, chunk.logits_from, false, draft_ ? &prefill_taps_ : nullptr});
+      if (front_) {
+        // Image rows enter at the first part, which embeds the tokens (its device holds the features).
+        models::ForwardPass pass{chunk.rows, chunk.begin + chunk.rows, chunk.logits_from, false,
+                                 draft_ ? &prefill_taps_ : nullptr};
+        models::EmbeddingOverride image_rows;
+        if (o.images) {
+          image_rows = o.images->override_for(chunk.begin, chunk.rows);
+          pass.embeddings = &image_rows;
+        }
+        run_split_front(pass);
+      }
       record_prefill_chunk(s, slot, chunk);
       last_round_ = nullptr;
       rec_.submit_and_wait();

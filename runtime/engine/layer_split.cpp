@@ -88,7 +88,6 @@ void SplitFront::stage_tree(Stage& st, const models::ForwardPass& pass, const Sp
 
 void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions,
                      const int32_t* slots, models::TargetState& last_part, const SplitTree& tree) {
-  if (pass.embeddings) fail("a model split across devices takes no image rows");
   if (pass.tree && !tree.table) fail("a split tree pass needs its ancestor table on the host");
   if (pass.rows > max_rows_) fail("a split pass of {} rows exceeds the {} its states hold", pass.rows, max_rows_);
   const uint64_t words = pass.rows;
@@ -103,7 +102,8 @@ void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const 
     // Its last recording serves this pass when nothing else was recorded since, the shape is the
     // same and the attention bound reaches (a row never reads past its own position).
     Stage::Recorded& last = st.last;
-    const bool replayable = replay && !pass.tree && !tree.compact;
+    // Image rows (the first part's features) are this pass's alone: never replayed.
+    const bool replayable = replay && !pass.tree && !tree.compact && !pass.embeddings;
     const uint32_t tap_stride = pass.taps ? pass.taps->out.stride : 0;
     if (replayable && last.recording && last.recording == rec.recordings() && last.rows == pass.rows &&
         last.batch_invariant == pass.batch_invariant && last.slots == (slots != nullptr) &&

@@ -50,7 +50,7 @@ class SplitFront {
   // of its rows (host arrays of pass.rows each), and leaves the residual stream entering the
   // last part's first layer in last.hidden_in, with pass.taps the tap rows of the earlier
   // parts' layers beside it. With pass.tree, `tree` gives its table (pass.tree's base is kept).
-  // Image rows are refused (the decoder refuses them with a split model).
+  // Image rows (pass.embeddings, features on the first device) enter at the first part.
   void run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions, const int32_t* slots,
            models::TargetState& last, const SplitTree& tree = {});
 

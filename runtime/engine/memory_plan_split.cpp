@@ -8,6 +8,8 @@
 #include <eaglevk/error.h>
 
 #include "loader/quant.h"
+#include "models/llama4.h"
+#include "models/llama4_vision.h"
 #include "runtime/engine/layer_split.h"
 #include "runtime/vk/context.h"
 
@@ -30,29 +32,47 @@ bool is_vision(const std::string& name) {
 }
 
 std::string device_line(size_t d, const DeviceShare& s, uint32_t context) {
-  return fmt::format("device {} ({}): layers {}..{}, {} of weights + {} of KV cache ({} tokens) + {} for activations "
+  const std::string host =
+      s.host_weights ? fmt::format(" (its routed experts, {}, in host memory)", format_bytes(s.host_weights)) : "";
+  return fmt::format("device {} ({}): layers {}..{}, {} of weights{} + {} of KV cache ({} tokens) + {} for activations "
                      "= {}, {} available ({})",
-                     d, s.device, s.layers.first, s.layers.end - 1, format_bytes(s.weights),
+                     d, s.device, s.layers.first, s.layers.end - 1, format_bytes(s.device_weights()), host,
                      format_bytes(s.kv_per_token * context), context, format_bytes(s.per_pass),
                      format_bytes(s.total(context)), format_bytes(s.budget), s.budget_source);
+}
+
+// One device's routed experts by the rule of one device (plan_memory): forced, forbidden, or
+// moved only when the share does not fit `context` tokens with them and does without.
+void place_experts(DeviceShare& s, const ExpertsPlacementRequest& experts, uint32_t context) {
+  if (experts.in_host == true) {
+    s.host_weights = s.routed_experts;
+    return;
+  }
+  if (experts.in_host == false || s.routed_experts == 0 || s.total(context) <= s.budget) return;
+  DeviceShare moved = s;
+  moved.host_weights = s.routed_experts;
+  if (moved.total(context) > s.budget) return;  // refused with the share's numbers, experts where they are
+  s.host_weights = s.routed_experts;
+  s.experts_in_host_automatic = true;
 }
 
 }  // namespace
 
 uint64_t DeviceShare::total(uint32_t context) const {
-  const unsigned __int128 sum = (unsigned __int128)weights + (unsigned __int128)kv_per_token * context + per_pass;
+  const unsigned __int128 sum = (unsigned __int128)device_weights() + (unsigned __int128)kv_per_token * context + per_pass;
   return sum > UINT64_MAX ? UINT64_MAX : uint64_t(sum);
 }
 
 uint32_t DeviceShare::max_context() const {
-  if (weights + per_pass >= budget) return 0;
-  const uint64_t tokens = kv_per_token ? (budget - weights - per_pass) / kv_per_token : UINT32_MAX;
+  if (device_weights() + per_pass >= budget) return 0;
+  const uint64_t tokens = kv_per_token ? (budget - device_weights() - per_pass) / kv_per_token : UINT32_MAX;
   return uint32_t(std::min<uint64_t>(tokens / 64 * 64, UINT32_MAX));
 }
 
 SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, const loader::ModelFiles& target,
                                   const loader::ModelFiles* draft_files, uint32_t max_rows,
-                                  std::span<const vk::Context* const> devices, std::span<const double> shares_in) {
+                                  std::span<const vk::Context* const> devices, std::span<const double> shares_in,
+                                  const ExpertsPlacementRequest& experts) {
   const uint32_t n = uint32_t(devices.size());
   if (!shares_in.empty() && shares_in.size() != n)
     fail_setting(Setting::LayerSplit, "{} shares of the layers for {} devices: give one share per device",
@@ -71,16 +91,25 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
 
   // Each layer's tensors, and the rest: the embeddings go with the first device (and the last
   // when lm_head is tied to them), the final norm and lm_head with the last.
-  std::vector<uint64_t> layer_bytes(L, 0);
-  uint64_t embed = 0, head = 0;
+  // A vision tower that loads goes with the first device, beside the embeddings its features
+  // replace.
+  std::vector<uint64_t> layer_bytes(L, 0), layer_experts(L, 0);
+  uint64_t embed = 0, head = 0, tower = 0;
   bool tied = true;
+  const bool with_tower =
+      models::usable_llama4_vision(target, uint32_t(config.base.hidden_size), config.base.vocab_size, nullptr)
+          .has_value();
   for (const auto& [name, t] : target.checkpoint.tensors) {
-    if (is_vision(name)) continue;
     const uint64_t bytes = loader::upload_bytes(t);
+    if (is_vision(name)) {
+      if (with_tower) tower += bytes;
+      continue;
+    }
     const int64_t l = layer_of(name);
-    if (l >= 0 && l < int64_t(L))
+    if (l >= 0 && l < int64_t(L)) {
       layer_bytes[size_t(l)] += bytes;
-    else if (name.find("embed_tokens") != std::string::npos)
+      if (models::is_llama4_routed_expert(name)) layer_experts[size_t(l)] += bytes;
+    } else if (name.find("embed_tokens") != std::string::npos)
       embed += bytes;
     else
       head += bytes;
@@ -90,7 +119,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   // tensors is the draft's (its KV cache and weights), which goes with the last device.
   const uint64_t kv_layer = 4ull * uint64_t(config.base.num_key_value_heads) * uint64_t(config.base.head_dim);
   const uint64_t draft_kv = whole.kv_per_token - std::min(whole.kv_per_token, kv_layer * L);
-  uint64_t target_bytes = embed + head;
+  uint64_t target_bytes = embed + head + tower;
   for (uint64_t b : layer_bytes) target_bytes += b;
   const uint64_t draft_bytes = whole.weights - std::min(whole.weights, target_bytes);
   const bool draft = draft_kv > 0;
@@ -98,26 +127,36 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
       whole.activations ? whole.activations : activation_bytes(first, target, draft_files, max_rows);
   const uint64_t per_pass = whole.activations ? whole.per_pass : whole.per_pass + activations;
 
+  // The context the placement of experts is decided for: the one asked for, else the smallest.
+  const uint32_t placement_context = experts.context ? std::min(experts.context, whole.model_max_context) : 64;
   SplitMemoryPlan plan;
   for (uint32_t d = 0; d < n; ++d) {
     DeviceShare s;
     s.device = devices[d]->info.name;
     s.layers = ranges[d];
-    for (uint32_t l = s.layers.first; l < s.layers.end; ++l) s.weights += layer_bytes[l];
+    for (uint32_t l = s.layers.first; l < s.layers.end; ++l) {
+      s.weights += layer_bytes[l];
+      s.routed_experts += layer_experts[l];
+    }
     if (d == 0 || (d + 1 == n && (tied || draft))) s.weights += embed;
+    if (d == 0) s.weights += tower;
     if (d + 1 == n) s.weights += head + draft_bytes;
     s.kv_per_token = kv_layer * (s.layers.end - s.layers.first) + (d + 1 == n ? draft_kv : 0);
     s.per_pass = per_pass;
     s.budget = devices[d]->memory_budget;
     s.budget_source = devices[d]->memory_budget_source;
+    place_experts(s, experts, placement_context);
     plan.devices.push_back(std::move(s));
   }
-  // A device that cannot hold one layer with a minimal context is named before anything else.
-  const uint64_t smallest_layer = L ? *std::min_element(layer_bytes.begin(), layer_bytes.end()) : 0;
+  // A device that cannot hold one layer with a minimal context is named before anything else;
+  // where routed experts may live in host memory, the layer's device part is what counts.
+  uint64_t smallest_layer = L ? UINT64_MAX : 0;
+  for (uint32_t l = 0; l < L; ++l)
+    smallest_layer = std::min(smallest_layer, layer_bytes[l] - (experts.in_host != false ? layer_experts[l] : 0));
   for (uint32_t d = 0; d < n; ++d) {
     const DeviceShare& s = plan.devices[d];
     const uint64_t one_layer =
-        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed : 0) + (d + 1 == n ? head : 0);
+        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed + tower : 0) + (d + 1 == n ? head : 0);
     if (s.budget < one_layer)
       fail_setting(Setting::Devices,
                    "device {} ({}) has {} available ({}), less than one layer needs there ({} of weights, KV cache "
@@ -131,9 +170,10 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   const DeviceShare& t = plan.devices[tightest];
   plan.binding = whole;
   plan.binding.weights = t.weights;
-  // Every weight of a split model lives on its device (experts in host memory are not combined
-  // with a split yet), whatever the one-device plan chose.
-  plan.binding.routed_experts = plan.binding.host_weights = 0;
+  // The binding device's own experts: the one-device plan's choice does not hold for a share,
+  // and split_placement_note (not placement_note) says what the split plan moved.
+  plan.binding.routed_experts = t.routed_experts;
+  plan.binding.host_weights = t.host_weights;
   plan.binding.experts_in_host_automatic = plan.binding.experts_may_move = false;
   plan.binding.kv_per_token = t.kv_per_token;
   plan.binding.per_pass = t.per_pass;
@@ -143,8 +183,25 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   return plan;
 }
 
+uint64_t SplitMemoryPlan::host_weights() const {
+  uint64_t sum = 0;
+  for (const DeviceShare& s : devices) sum += s.host_weights;
+  return sum;
+}
+
 uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, std::string* note) {
   const MemoryPlan& b = plan.binding;
+  // One host holds every device's experts. About the setting when it was asked for, about the
+  // model when the plan chose it.
+  if (plan.host_weights() > b.host_budget) {
+    const bool automatic = std::any_of(plan.devices.begin(), plan.devices.end(),
+                                       [](const DeviceShare& s) { return s.experts_in_host_automatic; });
+    throw Error(fmt::format("the routed experts to keep in host memory take {} over the devices ({}), but the host "
+                            "has {} available ({}); use a smaller (quantized) file or a machine with more memory",
+                            format_bytes(plan.host_weights()), describe_split(plan, requested ? requested : 64),
+                            format_bytes(b.host_budget), b.host_budget_source),
+                automatic ? Setting::None : Setting::ExpertsInHost);
+  }
   const uint32_t fits = std::min(b.max_context_that_fits(), b.device_max_context);
   const uint32_t shown = requested ? std::min(requested, b.model_max_context) : 64;
   const bool short_somewhere = std::any_of(plan.devices.begin(), plan.devices.end(),
@@ -159,6 +216,20 @@ uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, s
                 fits >= 64 ? Setting::Context : Setting::None);
   }
   return choose_context(b, requested, note);
+}
+
+std::string split_placement_note(const SplitMemoryPlan& plan) {
+  std::string devices;
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DeviceShare& s = plan.devices[d];
+    if (!s.experts_in_host_automatic) continue;
+    devices += fmt::format("{}device {} ({}, {})", devices.empty() ? "" : ", ", d, s.device,
+                           format_bytes(s.host_weights));
+  }
+  if (devices.empty()) return {};
+  return fmt::format("the share of some devices does not fit them whole: the routed experts of their layers live in "
+                     "host memory, which they read over the bus: {}; {} in host memory in all",
+                     devices, format_bytes(plan.host_weights()));
 }
 
 std::string describe_split(const SplitMemoryPlan& plan, uint32_t context) {

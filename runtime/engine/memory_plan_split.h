@@ -3,7 +3,9 @@
 // range, the weights of those layers (the embeddings on the first, the final norm and lm_head on
 // the last), the KV cache of its layers per token and the activations of a pass, checked against
 // that device's own budget. A model that fits no device's share is refused with every device's
-// numbers; a device that cannot hold even one layer is refused by name.
+// numbers; a device that cannot hold even one layer is refused by name. Each device's routed
+// experts may live in host memory (the one-device rule, decided per device); the host holds the
+// experts of every device, so their total is checked once against the host's budget.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -19,11 +21,15 @@ struct DeviceShare {
   std::string device;            // the device's name, for messages
   models::LayerRange layers;     // resolved: end is a layer count
   uint64_t weights = 0;          // its layers' tensors as uploaded, with the embeddings / head it holds
+  uint64_t routed_experts = 0;   // its layers' routed experts (part of weights; 0 for a dense model)
+  uint64_t host_weights = 0;     // of weights, in host memory: its routed experts, or nothing
+  bool experts_in_host_automatic = false;  // moved there because its share did not fit otherwise
   uint64_t kv_per_token = 0;     // K and V of its layers, f16
   uint64_t per_pass = 0;         // activations, read-back and fixed costs, as one device's plan
   uint64_t budget = 0;           // vk::Context::memory_budget of its device
   std::string budget_source;
-  uint64_t total(uint32_t context) const;
+  uint64_t device_weights() const { return weights - host_weights; }
+  uint64_t total(uint32_t context) const;  // what the device holds (host weights apart)
   uint32_t max_context() const;  // the tokens of KV cache that fit beside the rest (64s; 0: none)
 };
 
@@ -32,22 +38,31 @@ struct SplitMemoryPlan {
   // The device whose context limit is the tightest, as a one-device plan (weights, KV per
   // token, per pass and budget its own): what sessions check a context against.
   MemoryPlan binding;
+  uint64_t host_weights() const;  // every device's routed experts kept in host memory
 };
 
 // `whole`: plan_memory of the model (and `draft`, null for none) on the first device: its
 // per-pass figures, activations included, hold for every part (each records the same forward
 // over fewer layers), and the draft's weights and KV cache go with the last device. `shares`
 // empty: in proportion to each device's memory budget. `devices` are the contexts in layer
-// order, `names` their names.
+// order, `names` their names. `experts`: where each device's routed experts go, by the rule of
+// one device (plan_memory) applied to its share: forced, forbidden, or host memory only for a
+// device whose share does not fit with them and does without.
 SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, const loader::ModelFiles& target,
                                   const loader::ModelFiles* draft, uint32_t max_rows,
-                                  std::span<const vk::Context* const> devices, std::span<const double> shares);
+                                  std::span<const vk::Context* const> devices, std::span<const double> shares,
+                                  const ExpertsPlacementRequest& experts = {});
 
 // The context every device holds, as choose_context decides it for one device; a refusal names
-// every device's numbers.
+// every device's numbers. Routed experts in host memory beyond the host's budget are refused first.
 uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, std::string* note);
 
-// One line per device: "device 1 (llvmpipe): layers 2..3, 1.2 MiB of weights + ...".
+// One line per device: "device 1 (llvmpipe): layers 2..3, 1.2 MiB of weights + ...", and where
+// a device's routed experts live in host memory, how much.
 std::string describe_split(const SplitMemoryPlan& plan, uint32_t context);
+
+// The sentence naming the devices whose routed experts the plan moved to host memory itself;
+// empty when it moved none.
+std::string split_placement_note(const SplitMemoryPlan& plan);
 
 }  // namespace eaglevk::engine

@@ -74,8 +74,7 @@ EAGLEVK_API eaglevk_status eaglevk_runtime_create(const char* device, eaglevk_ru
  * eaglevk_runtime_create does; a device named twice is opened twice, each its own logical device.
  * shares: `count` positive numbers, each device's share of the layers, or NULL to share them in
  * proportion to each device's memory. A model that fits no split is EAGLEVK_ERROR_DEVICE with
- * every device's numbers; image prompts on such a model are refused. count 1 is
- * eaglevk_runtime_create. */
+ * every device's numbers. count 1 is eaglevk_runtime_create. */
 EAGLEVK_API eaglevk_status eaglevk_runtime_create_split(const char* const* devices, const double* shares, size_t count,
                                                         eaglevk_runtime** out);
 EAGLEVK_API void eaglevk_runtime_destroy(eaglevk_runtime* runtime);
