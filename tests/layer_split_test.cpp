@@ -527,6 +527,13 @@ TEST(LayerSplit, ExpertsInHostGiveTheSingleDeviceBitsAndAcceptanceAtEveryLayerBo
     const auto split = api::load_model(two, std::move(plan));
     // Pair B's MoE layers are the odd ones: a part of layer 0 alone has no experts to move.
     expect_parts_experts(*split, {true, true});
+    // The model's traffic (bench's bus bytes per token) adds up every part's experts.
+    const api::ExpertTraffic t = api::expert_traffic(*split, 4), w = api::expert_traffic(*whole, 4);
+    EXPECT_EQ(t.moe_layers, w.moe_layers);
+    EXPECT_EQ(t.bytes, w.bytes);
+    EXPECT_EQ(t.host_bytes, t.bytes);
+    EXPECT_EQ(t.bytes_per_token, w.bytes_per_token);
+    EXPECT_EQ(t.bytes_per_verify_pass_at_most, w.bytes_per_verify_pass_at_most);
     const std::string at = " with experts in host memory, split at layer " + std::to_string(b);
     expect_same_bits(plain_ref, generate(*split, prompt), "plain" + at);
     expect_same_chain(chain_ref, chain(*split, {prompt}, 3), "chain" + at);

@@ -1,5 +1,6 @@
 // What the facade tells a front door about a loaded model: its sizes and draft taps, its routed
 // experts' traffic, and the tree shape `--spec-draft-tokens auto` chooses for it.
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -33,7 +34,17 @@ ModelInfo model_info(const Model& m) {
 }
 
 ExpertTraffic expert_traffic(const Model& m, uint32_t verify_rows) {
-  const models::ExpertTraffic t = models::expert_traffic(*m.target);
+  // A split model's parts each hold their own layers' experts: the model's traffic is their sum.
+  models::ExpertTraffic t = models::expert_traffic(*m.target);
+  for (const models::TargetPart& part : m.target->earlier) {
+    const models::ExpertTraffic p = models::expert_traffic(*part.model);
+    t.moe_layers += p.moe_layers;
+    t.bytes += p.bytes;
+    t.host_bytes += p.host_bytes;
+    t.experts = std::max(t.experts, p.experts);
+    t.experts_per_token = std::max(t.experts_per_token, p.experts_per_token);
+    t.bytes_per_expert = std::max(t.bytes_per_expert, p.bytes_per_expert);
+  }
   ExpertTraffic out;
   if (t.moe_layers == 0) return out;
   out.moe_layers = t.moe_layers;
