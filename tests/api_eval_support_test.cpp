@@ -3,7 +3,7 @@
 // shares with the last sequence (Session::generate_reusing_prefix, BatchSession::start_at) and gives the
 // tokens of prefilling it from scratch; BatchSession::collect hands on a sequence that ended in
 // start(); set_draft_taps gives the acceptance of a load with those taps (LoadOptions::aux_layers)
-// and refuses taps the draft cannot read; image_prompt_ids has the length Session::generate
+// and refuses taps the draft cannot read; prepare_images gives the length Session::generate
 // decodes; stop_reason names each way a generation ends; generations report their times.
 #include <algorithm>
 #include <functional>
@@ -210,7 +210,7 @@ TEST(ApiEvalSupport, StopReasons) {
   EXPECT_EQ(error_of([] { api::check_stop_strings({"a"}); }), "(no error)");
 }
 
-TEST(ApiEvalSupport, ImagePromptIdsHaveTheLengthGenerateDecodes) {
+TEST(ApiEvalSupport, PreparedImagePromptsHaveTheLengthGenerateDecodes) {
   api::LoadOptions o;
   o.context = 512;
   const auto vision = api::load_model(runtime(), api::plan_load(runtime(), kAssets + "/tiny-llama4-vision", o));
@@ -219,13 +219,16 @@ TEST(ApiEvalSupport, ImagePromptIdsHaveTheLengthGenerateDecodes) {
       loader::load_image(kAssets + "/tiny-llama4-vision/images/small_h30_w40.png")};
   const std::vector<loader::ChatMessage> chat = {{"user", "<|image|>and<|image|>: what are they?"}};
   const std::vector<int32_t> prompt = api::tokenize(*vision, api::apply_chat_template(*vision, chat, true), false);
-  const std::vector<int32_t> ids = api::image_prompt_ids(*vision, prompt, images);
+  const api::ImagePrompt prepared = api::prepare_images(*vision, prompt, images);
+  const std::vector<int32_t>& ids = prepared.ids;
   EXPECT_GT(ids.size(), prompt.size() + 2);
   api::SessionParams p = greedy(2);
   p.context = 512;
   EXPECT_EQ(api::Session(vision, p).generate(prompt, {}, images).prompt_tokens, ids.size());
-  EXPECT_NE(error_of([&] { api::image_prompt_ids(*vision, prompt, std::span(images).first(1)); }), "(no error)");
-  EXPECT_NE(error_of([&] { api::image_prompt_ids(*model(), prompt, images); }).find("cannot take images"),
+  // Generating from the prepared prompt is generating with the images.
+  EXPECT_EQ(api::Session(vision, p).generate(prepared).tokens, api::Session(vision, p).generate(prompt, {}, images).tokens);
+  EXPECT_NE(error_of([&] { api::prepare_images(*vision, prompt, std::span(images).first(1)); }), "(no error)");
+  EXPECT_NE(error_of([&] { api::prepare_images(*model(), api::tokenize(*model(), "hi", true), images); }).find("cannot take images"),
             std::string::npos);
 }
 

@@ -1,5 +1,6 @@
 #include "apps/cli/eval_pass.h"
 
+#include <optional>
 #include <unistd.h>
 
 #include <chrono>
@@ -53,12 +54,13 @@ std::vector<loader::RgbImage> item_images(const loader::DatasetItem& item) {
   return images;
 }
 
-// The ids a line's prompt decodes as: its image placeholders expanded (the session expands
-// them again, with the images' features), so that a prompt too long is refused naming its line.
-std::vector<int32_t> item_image_ids(const EvalSetup& e, const loader::DatasetItem& item, std::span<const int32_t> ids,
-                                    std::span<const loader::RgbImage> images) {
+// The line's prompt with its images made ready once (placeholders expanded, the vision tower
+// run) for the draft's session and the baseline's alike; a prompt the images do not fit is
+// refused naming its line.
+api::ImagePrompt item_image_prompt(const EvalSetup& e, const loader::DatasetItem& item, std::span<const int32_t> ids,
+                                   std::span<const loader::RgbImage> images) {
   try {
-    return api::image_prompt_ids(*e.model, ids, images);
+    return api::prepare_images(*e.model, ids, images);
   } catch (const Error& err) {
     fail("{}:{}: {}", e.args.dataset, item.line, err.what());
   }
@@ -143,14 +145,17 @@ PromptResult evaluate_item(const EvalSetup& e, api::Session& spec, api::Session*
     std::vector<int32_t> ids = item_prompt_ids(a, m, item, g, conversation, &prompt_text);
     r.prompt_texts.push_back(std::move(prompt_text));
     if (g == 0) images = item_images(item);
-    const size_t length = images.empty() ? ids.size() : item_image_ids(e, item, ids, images).size();
+    std::optional<api::ImagePrompt> prepared;
+    if (!images.empty()) prepared = item_image_prompt(e, item, ids, images);
+    const size_t length = prepared ? prepared->ids.size() : ids.size();
     if (length >= e.session.context)
       fail("{}:{}: the prompt has {} tokens {}", a.dataset, item.line, length, context_advice(m, e.session.context));
     // A line's first generation starts a new sequence, so its result does not depend on the
     // line before it (nor on the shard it runs in). Prompts with images prefill whole.
     const bool reuse = g > 0 && !a.no_kv_reuse && item.images.empty();
     auto generate = [&](api::Session& session) {
-      return reuse ? session.generate_reusing_prefix(ids) : session.generate(ids, {}, images);
+      if (prepared) return session.generate(*prepared);
+      return reuse ? session.generate_reusing_prefix(ids) : session.generate(ids);
     };
     api::GenerateOutput out = generate(spec);
     if (plain) {

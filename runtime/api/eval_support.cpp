@@ -1,19 +1,15 @@
-// What `eaglevk eval` asks of a loaded model besides its sessions: the image prompt's layout
-// and the draft's taps for an aux-layer sweep, so that the app reaches none of the engine's
-// lower layers.
+// What `eaglevk eval` asks of a loaded model besides its sessions: the draft's taps for an
+// aux-layer sweep, so that the app reaches none of the engine's lower layers.
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include <eaglevk/eaglevk.hpp>
 
-#include "loader/llama4_image.h"
-#include "loader/llama4_image_prompt.h"
 #include "models/eagle3.h"
 #include "models/target.h"
 #include "runtime/api/errors.h"
 #include "runtime/engine/decoder.h"
-#include "runtime/engine/prompt_images.h"
 #include "runtime/engine/stop_text.h"
 #include "runtime/engine/tree_auto.h"
 #include "runtime/ops/gpu.h"
@@ -22,21 +18,6 @@
 namespace eaglevk::api {
 
 static_assert(kMaxBatchSequences == engine::kMaxBatch);
-
-std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_t> prompt,
-                                      std::span<const loader::RgbImage> images) {
-  if (!model.images)
-    throw ApiError(ErrorKind::Model, fmt::format("this model cannot take images: {}", model.no_images_reason),
-                   model.no_images_setting);
-  return within(ErrorKind::InvalidArgument, [&] {
-    std::vector<loader::TileGrid> grids;
-    for (const loader::RgbImage& image : images) {
-      const loader::PreprocessedImage p = loader::preprocess_llama4_image(image, model.images->preprocess);
-      grids.push_back({p.rows, p.cols});
-    }
-    return loader::expand_llama4_image_tokens(prompt, grids, model.images->tokens).ids;
-  });
-}
 
 void set_draft_taps(const Model& model, std::vector<uint32_t> layers) {
   if (!model.draft) fail_as(ErrorKind::InvalidArgument, "the model has no draft");

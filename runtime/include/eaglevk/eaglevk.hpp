@@ -457,11 +457,6 @@ class BatchSession {
 
 // What `eaglevk eval` asks of a loaded model besides sessions (runtime/api/eval_support.cpp).
 constexpr uint32_t kMaxBatchSequences = 64;  // BatchParams::sequences at most
-// The ids Session::generate decodes for a prompt with images: each <|image|> placeholder
-// expanded into its image's token layout (the images are preprocessed; the vision tower does
-// not run). Fails as generate would when the model takes no images or they do not fit.
-std::vector<int32_t> image_prompt_ids(const Model& model, std::span<const int32_t> prompt,
-                                      std::span<const loader::RgbImage> images);
 // Sessions made from now on have the draft read `layers` instead (the same weights): one
 // loaded head evaluated at other taps without reloading the target (eval --aux-shift-sweep).
 // Sessions made before keep theirs; no session may be made on another thread meanwhile.
