@@ -55,6 +55,18 @@ if not (s.get("tiny_pair_a") or {}).get("speedup"):
 tests = s.get("tests", [])
 if len(tests) < 5 or any(", 0 failed" not in t or "exit 0" not in t for t in tests):
     errors.append(f"GPU tests: {tests}")
+# The variants (tools/gpu/variants.txt) on the files a dry run has: each beside its default.
+variants = {v["name"]: v for v in s.get("variants", [])}
+for want in ("pp_f16", "pp_f16_gemm128", "chain", "chain_rows_outs8", "tree", "tree_rows_outs8"):
+    v = variants.get(want)
+    if not v or not v.get("tokens_per_s"):
+        errors.append(f"variant {want} gave no figure: {v}")
+    elif v["env"] and not v.get("vs_default"):
+        errors.append(f"variant {want} has no ratio to its default: {v}")
+if not (variants.get("chain") or {}).get("profile_chain"):
+    errors.append("the profiled chain variant gave no round cost")
+if not os.path.exists(os.path.join(out, "raw.tar.gz")):
+    errors.append("raw.tar.gz did not come back")
 if not s["targets"]:
     errors.append("no targets")
 if errors:

@@ -286,7 +286,8 @@ TEST_F(OpsTest, RmsNormFoldedIntoTheProductGivesTheSameBits) {
         SCOPED_TRACE(fmt::format("{} {}, norm workgroup {}, {} rows", ops::weight_type_name(type), config.name,
                                  norm_wg, rows));
         MatvecShapeScope scope(config.shape);
-        gpu().norm_workgroup = norm_wg;
+        // A whole number of the product's workgroups (on a GPU, lavapipe's 8 runs at its subgroup).
+        gpu().norm_workgroup = std::max(norm_wg, config.shape.workgroup);
         ASSERT_TRUE(ops::norm_folds(gpu(), w, rows, ops::MatmulPath::Auto));
         const std::vector<float> bias = random_floats(size_t(rows) * n, 45);
         vk::Buffer xbuf = device_buffer(random_floats(size_t(rows) * stride, 44 + rows, -3, 3), "x");
@@ -398,6 +399,7 @@ TEST_F(OpsTest, RmsNormAndL2Norm) {
   for (uint32_t wg : {8u, 64u, 256u, 512u})
   for (uint32_t dim : {257u, 4096u})
   for (uint32_t rows : {1u, 3u, 13u}) {
+    if (!workgroup_runs_here(wg)) continue;
     SCOPED_TRACE(::testing::Message() << "workgroup " << wg << ", dim " << dim << ", rows " << rows);
     gpu().norm_workgroup = wg;
     auto x = random_floats(size_t(rows) * dim, 31 + rows, -3, 3);
@@ -514,6 +516,7 @@ TEST_F(OpsTest, RopeNormKvWriteGivesTheBitsOfRopeNormThenKvWrite) {
     const std::vector<uint32_t> cache_init(size_t(capacity) * kv_dim / 2, 0x7e007e00u);
     for (uint32_t norm_wg : {8u, 64u, 512u})
       for (auto pairing : {ops::RopePairing::Interleaved, ops::RopePairing::RotateHalf}) {
+        if (!workgroup_runs_here(norm_wg)) continue;
         SCOPED_TRACE(fmt::format("head_dim {}, norm workgroup {}, pairing {}", head_dim, norm_wg, int(pairing)));
         gpu().norm_workgroup = norm_wg;
         std::vector<float> qkv_out[2];
@@ -809,6 +812,51 @@ TEST_F(OpsTest, AttentionIsBatchInvariant) {
   }
   rec.submit_and_wait();
   EXPECT_TRUE(bitwise_equal(read_back<float>(batch, q.size()), read_back<float>(single, q.size())));
+  }
+}
+
+// The workgroup kernel (GPUs) stages each block's values in shared memory; walking them key by
+// key from memory (EAGLEVK_ATTENTION_V_STAGED=0, the kernel before) gives the same bits: heads
+// of 64 and 128 (a tile of all of a key's quads, and on lavapipe's 32 KiB of shared memory with 16
+// pairs, two tiles), one row and a batch of 5 (rows sharing blocks), 200 keys (a partial last
+// block), unsplit and split along the context. Both are checked against the f64 reference too.
+TEST_F(OpsTest, AttentionValuesStagedOrWalkedGiveTheSameBits) {
+  const VendorMatvecShape config = attention_configs()[2];  // a GPU's 64-invocation workgroup
+  ASSERT_EQ(config.shape.attention_workgroup, 64u);
+  MatvecShapeScope scope(config.shape);
+  const bool staged_before = gpu().attention_v_staged;
+  for (uint32_t hd : {64u, 128u})
+  for (uint32_t rows : {1u, 5u})
+  for (uint32_t split_keys : {0u, 64u}) {
+    SCOPED_TRACE(fmt::format("head_dim {}, {} rows, split {}", hd, rows, split_keys));
+    const uint32_t heads = 8, kv_heads = 2, kv_dim = kv_heads * hd, first = 200 - rows, cap = 208;
+    auto k = to_f16(random_floats(size_t(cap) * kv_dim, 71 + hd)), v = to_f16(random_floats(size_t(cap) * kv_dim, 72));
+    auto q = random_floats(size_t(rows) * heads * hd, 73, -2, 2);
+    std::vector<int32_t> pos;
+    for (uint32_t r = 0; r < rows; ++r) pos.push_back(int32_t(first + r));
+    vk::Buffer kb = device_buffer(k, "k"), vb = device_buffer(v, "v"), qb = device_buffer(q, "q"),
+               pb = device_buffer(pos, "pos");
+    ops::KvLayer kv{kb, vb, cap, kv_dim};
+    ops::AttentionParams params{heads, kv_heads, hd, first + rows, 0, 1.0f / std::sqrt(float(hd))};
+    SplitScratch scratch(64, heads, hd, cap, rows);
+    scratch.split.keys = split_keys;
+    params.split = &scratch.split;
+    std::vector<float> out[2];
+    for (int staged = 0; staged < 2; ++staged) {
+      gpu().attention_v_staged = staged == 1;
+      vk::Buffer ob(gpu().ctx, q.size() * 4, vk::MemoryKind::Device, "out");
+      rec.begin();
+      ops::attention(oc, ops::Act(qb, heads * hd), kv, ops::IntVec{pb}, ops::Act(ob, heads * hd), rows, params);
+      rec.submit_and_wait();
+      out[staged] = read_back<float>(ob, q.size());
+    }
+    gpu().attention_v_staged = staged_before;
+    EXPECT_TRUE(bitwise_equal(out[1], out[0]));
+    std::vector<float> kc(k.size()), vc(v.size());
+    for (size_t i = 0; i < k.size(); ++i) kc[i] = f16_to_float(k[i]), vc[i] = f16_to_float(v[i]);
+    RefAttention ra{heads, kv_heads, hd, first + rows, 0, params.scale};
+    const std::vector<double> want = ref_attention(q, kc, vc, pos, rows, ra);
+    EXPECT_TRUE(all_close(out[1], want, 1e-5, 1e-4));
   }
 }
 

@@ -28,6 +28,7 @@ TEST_F(VisionOpsTest, LayerNormMatchesReference) {
   const uint32_t device_wg = gpu().norm_workgroup;
   for (uint32_t wg : {8u, 512u})
   for (uint32_t dim : {64u, 88u, 1408u}) {
+    if (!workgroup_runs_here(wg)) continue;
     SCOPED_TRACE(::testing::Message() << "workgroup " << wg);
     gpu().norm_workgroup = wg;
     const uint32_t rows = 7;

@@ -25,6 +25,12 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
   const bool fixed = f.min_subgroup_size == f.max_subgroup_size;
   auto runnable = [&](ops::MatvecShape s) {
     if (s.one_subgroup && !(fixed && s.workgroup == f.subgroup_size)) s.one_subgroup = 0;
+    // Pipelines require full subgroups: another device's workgroup that is no whole number of
+    // this device's largest subgroup (lavapipe's 8 on NVIDIA's 32) cannot be created here (the
+    // validation layer refuses it and the results are undefined), so it runs at that size.
+    const uint32_t sg = std::max(f.max_subgroup_size, 1u);
+    if (s.workgroup % sg) s.workgroup = sg;
+    if (s.split_workgroup && s.split_workgroup % sg) s.split_workgroup = 4 * sg;
     if (!f.storage_texel_buffers) s.texel_loads = 0;
     if (!(fixed && s.attention_workgroup == f.subgroup_size && f.subgroup_shuffle)) s.attention_workgroup = 64;
     // The split workgroup at the tests' widths (a GPU splits from 1024 columns on): every test
@@ -38,6 +44,10 @@ std::vector<VendorMatvecShape> vendor_matvec_shapes() {
           {"lavapipe_storage_buffers", runnable(storage_buffers)},
           {"nvidia", runnable(ops::matvec_shape_for(32, 32, 32, false, 0x10de))},
           {"amd_intel", runnable(ops::matvec_shape_for(64, 32, 64, false, 0x8086))}};
+}
+
+bool workgroup_runs_here(uint32_t invocations) {
+  return invocations % std::max(gpu().ctx.info.features.max_subgroup_size, 1u) == 0;
 }
 
 std::vector<VendorMatvecShape> attention_configs() {

@@ -31,6 +31,10 @@ struct VendorMatvecShape {
   ops::MatvecShape shape;
 };
 std::vector<VendorMatvecShape> vendor_matvec_shapes();
+// Whether a workgroup of `invocations` can run on the test device: pipelines require full
+// subgroups, so it must be a whole number of the device's largest subgroup (a GPU with subgroups
+// of 32 runs none of lavapipe's 8-invocation workgroups).
+bool workgroup_runs_here(uint32_t invocations);
 // One configuration per attention kernel this device can run and per load path: lavapipe's
 // (texel loads), lavapipe's with storage buffers, and NVIDIA's (a 64-invocation workgroup);
 // where the device cannot run the one-subgroup kernel the first two are its workgroup kernel.

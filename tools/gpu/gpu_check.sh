@@ -8,19 +8,28 @@
 #   3. eaglevk bench next to llama-bench on the same files (-p 512 -n 128), and at depth 2048;
 #   4. profiles: a decode step, a k=3 chain round, a 16-node tree verify; Scout-shaped MoE;
 #   5. EAGLE-3 end to end on the tiny pair A;
-#   6. the GPU tests.
+#   6. variants: eaglevk bench under the switches tools/gpu/variants.txt lists (A/B of kernel
+#      choices in one run, each beside the default on the same file);
+#   7. the GPU tests.
+# --steps LIST runs only the named groups (comma-separated: table, bench, depth, profiles, scout,
+# variants, tiny, tests; the device and, where a step needs them, the files always come first):
+# a second call in one loan measures what the first left open without repeating the rest.
 # Every step runs under a deadline inside the budget (default 480 s). Everything goes to $OUT
 # (default ./gpu-out): summary.json (tools/gpu/summarize.py) and gpu_check.log, plus the raw
-# kernel table. --lavapipe is the dry run on a CPU device (the test suite's gpu_pack_dry_run):
+# kernel table and raw.tar.gz (every step's own output: the tests' full logs, the profiles). --lavapipe is the dry run on a CPU device (the test suite's gpu_pack_dry_run):
 # short sizes, the same steps, no change to / (the system's Vulkan loader is used).
 set -u
 P=$(cd "$(dirname "$0")" && pwd)
 LAVAPIPE=0
 BUDGET=480
+STEPS=all
+TESTS_FIRST=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --lavapipe) LAVAPIPE=1 ;;
     --budget) BUDGET=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --tests-first) TESTS_FIRST=1 ;;
     *) echo "gpu_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -56,6 +65,8 @@ step() {
   return $rc
 }
 : > "$RAW/steps.tsv"
+# wanted GROUP: whether --steps asks for this group of steps.
+wanted() { [ "$STEPS" = all ] || [[ ",$STEPS," == *",$1,"* ]]; }
 echo "gpu_check: pack $(cat "$P/manifest.json" 2>/dev/null | tr -d '\n' | cut -c1-400)"
 
 # --- Environment: the pack's libraries first, the machine's driver directories kept.
@@ -86,12 +97,12 @@ if [ $LAVAPIPE = 1 ]; then
   export GGML_VK_VISIBLE_DEVICES=0  # llama.cpp hides CPU devices (lavapipe) unless named
   GGUF_KIND=llama3-small-gguf; LAYERS=2
   TABLE_ARGS=(--scale 16 --l2-mib 1 --read-mib 64 --reps 20 --types f16,q4_k --rows 1,8 --gemm-rows 64)
-  BENCH_P=64; BENCH_N=16; DEPTH=128; TINY_N=32; TREE=(--spec-steps 3 --spec-topk 2 --spec-draft-tokens 6)
+  BENCH_P=64; BENCH_N=16; DEPTH=128; VARIANT_DEPTH=64; TINY_N=32; TREE=(--spec-steps 3 --spec-topk 2 --spec-draft-tokens 6)
 else
   WORK=/dev/shm
   GGUF_KIND=llama3-8b-gguf; LAYERS=32
   TABLE_ARGS=(--l2-mib 60 --read-mib 4096 --reps 24 --shapes "128,2;128,4;256,2")
-  BENCH_P=512; BENCH_N=128; DEPTH=2048; TINY_N=128; TREE=(--spec-steps 4 --spec-topk 4 --spec-draft-tokens 16)
+  BENCH_P=512; BENCH_N=128; DEPTH=2048; VARIANT_DEPTH=1024; TINY_N=128; TREE=(--spec-steps 4 --spec-topk 4 --spec-draft-tokens 16)
 fi
 F16=$WORK/8b-f16.gguf; Q4=$WORK/8b-q4_k_m.gguf; DRAFT=$WORK/8b-eagle3
 
@@ -116,7 +127,23 @@ fi
 ) > "$RAW/files.txt" 2>&1 &
 FILES=$!
 
-step kernel_table 110 "$B/eaglevk_kernel_table" "${TABLE_ARGS[@]}" --deadline-s 95 -o "$RAW/kernel_table.json"
+# --- The GPU tests, with the validation layer, each under its own deadline (TEST_DEADLINE
+# seconds, default 90); their whole logs go into raw.tar.gz.
+run_tests() {
+  : > "$RAW/tests.txt"
+  while read -r t filter dry_filter; do
+    [ -x "$B/$t" ] || continue
+    [ $LAVAPIPE = 1 ] && filter=$dry_filter
+    step "test_$t" "${TEST_DEADLINE:-90}" env EAGLEVK_VALIDATE=1 "$B/$t" --gtest_brief=1 --gtest_filter="$filter" > "$RAW/test_$t.txt" 2>&1 < /dev/null
+    rc=$?
+    echo "$t: exit $rc, $(grep -c '^\[  FAILED' "$RAW/test_$t.txt") failed" | tee -a "$RAW/tests.txt"
+    grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' "$RAW/test_$t.txt" | head -20 | tee -a "$RAW/tests.txt"
+  done < "$P/gpu_tests.txt"
+}
+# --tests-first: the tests run while the files are written (a second call that wants them early).
+wanted tests && [ $TESTS_FIRST = 1 ] && run_tests
+
+wanted table && step kernel_table 110 "$B/eaglevk_kernel_table" "${TABLE_ARGS[@]}" --deadline-s 95 -o "$RAW/kernel_table.json"
 
 stamp "waiting for the files"
 step files 150 bash -c "while kill -0 $FILES 2>/dev/null; do sleep 1; done"
@@ -132,41 +159,63 @@ bench() {
     step "llama_$name" 120 "$P/llama/llama-bench" -m "$file" ${args/--depth/-d} -ngl 99 -o json > "$RAW/llama_$name.json"
   fi
 }
-bench q4_k_m "$Q4" "-p $BENCH_P -n $BENCH_N -r 2"
-bench f16 "$F16" "-p $BENCH_P -n $BENCH_N -r 2"
-bench q4_k_m_depth "$Q4" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
-[ -f "$Q4" ] || bench f16_depth "$F16" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
+if wanted bench; then
+  bench q4_k_m "$Q4" "-p $BENCH_P -n $BENCH_N -r 2"
+  bench f16 "$F16" "-p $BENCH_P -n $BENCH_N -r 2"
+fi
+if wanted depth; then
+  bench q4_k_m_depth "$Q4" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
+  [ -f "$Q4" ] || bench f16_depth "$F16" "-p 0 -n $BENCH_N --depth $DEPTH -r 1"
+fi
 
 # --- Profiles: a decode step, a k=3 chain round and a 16-node tree verify (GPU timestamps after
 # every command), on the 8B shape with its draft; on lavapipe, on the tiny pair A.
 if [ $LAVAPIPE = 0 ] && [ -f "$Q4" ] && [ -d "$DRAFT" ]; then PT=$Q4; PD=$DRAFT
 else PT=$P/assets/tiny-llama3; PD=$P/assets/tiny-llama3-eagle3; fi
-step profile_chain 90 "$B/eaglevk" bench -m "$PT" -d "$PD" -k 3 -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_chain.json"
-step profile_tree 90 "$B/eaglevk" bench -m "$PT" -d "$PD" "${TREE[@]}" -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_tree.json"
+if wanted profiles; then
+  step profile_chain 90 "$B/eaglevk" bench -m "$PT" -d "$PD" -k 3 -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_chain.json"
+  step profile_tree 90 "$B/eaglevk" bench -m "$PT" -d "$PD" "${TREE[@]}" -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_tree.json"
+fi
+
+# --- Variants (tools/gpu/variants.txt): NAME | ENV | MODEL | ARGS, each an `eaglevk bench` under
+# the switches ENV on MODEL (q4, f16, or pair: the 8B shape with its draft, the tiny pair A on
+# lavapipe); $BENCH_P, $BENCH_N, $DEPTH (1024 on a GPU, 64 on lavapipe) and $TREE in ARGS take
+# this run's sizes. A line whose ENV
+# is "-" is the default it is compared with, measured in the same run.
+if wanted variants && [ -f "$P/variants.txt" ]; then
+  while IFS='|' read -r vname venv vmodel vargs; do
+    vname=$(echo $vname); venv=$(echo $venv); vmodel=$(echo $vmodel)
+    case "$vname" in ''|'#'*) continue ;; esac
+    case "$vmodel" in
+      q4) vm=(-m "$Q4") ;; f16) vm=(-m "$F16") ;; pair) vm=(-m "$PT" -d "$PD") ;;
+      *) echo "=== variant $vname: unknown model $vmodel"; continue ;;
+    esac
+    [ -e "${vm[1]}" ] || { echo "=== variant $vname: no file ${vm[1]}"; continue; }
+    vargs=${vargs//\$BENCH_P/$BENCH_P}; vargs=${vargs//\$BENCH_N/$BENCH_N}; vargs=${vargs//\$DEPTH/$VARIANT_DEPTH}
+    vargs=${vargs//\$TREE/${TREE[*]}}
+    [ "$venv" = - ] && venv=
+    echo "$vname|$venv|$vmodel|$vargs" >> "$RAW/variants.tsv"
+    step "variant_$vname" 60 env $venv "$B/eaglevk" bench "${vm[@]}" $vargs -o json > "$RAW/variant_$vname.json" < /dev/null
+  done < "$P/variants.txt"
+fi
 
 # --- Scout-shaped mixture of experts (16 experts, top-1; two layers): decode and verify.
-if [ $LAVAPIPE = 0 ]; then
-  step scout_files 90 bash -c "'$B/eaglevk-synth' llama4-scout '$WORK/scout' --layers 2 && '$B/eaglevk-synth' eagle3-scout '$WORK/scout-eagle3' --aux 0,1,2" > "$RAW/scout_files.txt" 2>&1
+if [ $LAVAPIPE = 0 ] && wanted scout; then
+  step scout_files 90 bash -c "'$B/eaglevk-synth' llama4-scout '$WORK/scout' --layers 2 --tokenizer '$P/tokenizer' && '$B/eaglevk-synth' eagle3-scout '$WORK/scout-eagle3' --aux 0,1,2" > "$RAW/scout_files.txt" 2>&1
   step profile_scout 90 "$B/eaglevk" bench -m "$WORK/scout" -d "$WORK/scout-eagle3" -k 3 -p 0 -n 16 -r 1 --profile -o json > "$RAW/profile_scout.json"
 fi
 
 # --- EAGLE-3 end to end on the tiny pair A: spec-tg / tg.
-step tiny_pair_a 60 "$B/eaglevk" bench -m "$P/assets/tiny-llama3" -d "$P/assets/tiny-llama3-eagle3" -k 3 -p 0 -n $TINY_N -r 3 -o json > "$RAW/tiny_pair_a.json"
+wanted tiny && step tiny_pair_a 60 "$B/eaglevk" bench -m "$P/assets/tiny-llama3" -d "$P/assets/tiny-llama3-eagle3" -k 3 -p 0 -n $TINY_N -r 3 -o json > "$RAW/tiny_pair_a.json"
 
-# --- The GPU tests, with the validation layer, each under its own deadline.
-: > "$RAW/tests.txt"
-while read -r t filter dry_filter; do
-  [ -x "$B/$t" ] || continue
-  [ $LAVAPIPE = 1 ] && filter=$dry_filter
-  step "test_$t" 90 env EAGLEVK_VALIDATE=1 "$B/$t" --gtest_brief=1 --gtest_filter="$filter" > "$RAW/test_$t.txt" 2>&1
-  rc=$?
-  echo "$t: exit $rc, $(grep -c '^\[  FAILED' "$RAW/test_$t.txt") failed" | tee -a "$RAW/tests.txt"
-  grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' "$RAW/test_$t.txt" | head -20 | tee -a "$RAW/tests.txt"
-done < "$P/gpu_tests.txt"
+wanted tests && [ $TESTS_FIRST = 0 ] && run_tests
 
 stamp "summary"
 python3 "$P/summarize.py" "$RAW" "$OUT/summary.json" "$BUDGET"
 # Only the summary, the log and the kernel table come back (the device returns at most 8 files).
 cp "$RAW/kernel_table.json" "$OUT/kernel_table.json" 2>/dev/null
+# Every step's own output in one file (the tests' whole logs, the profiles), at most 16 MiB.
+tar -czf "$OUT/raw.tar.gz" -C "$RAW" --exclude kernel_table.json . 2>/dev/null
+[ "$(stat -c %s "$OUT/raw.tar.gz" 2>/dev/null || echo 0)" -le $((16 << 20)) ] || rm -f "$OUT/raw.tar.gz"
 [ -n "${KEEP_RAW:-}" ] || rm -rf "$RAW"
 stamp end

@@ -45,8 +45,8 @@ say() { echo "pack.sh: $*" >&2; }
 
 # The GPU tests: binary, its gtest filter on a GPU, and a short one for the dry run on lavapipe
 # (the suite runs them whole). Pair A's assets only travel.
-GPU_TESTS="ops_test *:-OpsTest.CoopmatSwitch OpsTest.MatvecIsBatchInvariant
-ops_quant_test Shapes/QuantMatmulTest.*:QuantTest.* QuantTest.EmbeddingGathersRows
+GPU_TESTS="ops_test OpsTest.CoopmatGemm:OpsTest.RmsNormFolded*:OpsTest.SwigluFolded*:OpsTest.RopeKvWriteFolded*:OpsTest.MatvecIsBatchInvariant:OpsTest.Attention*:OpsTest.TreeAttention*:OpsTest.ArgmaxOverLargeVocabularyWithTies OpsTest.MatvecIsBatchInvariant
+ops_quant_test QuantTest.MatvecIsBatchInvariant:QuantTest.SwigluFolded*:QuantTest.RopeKvWriteFolded*:QuantTest.MatmulIdPicksEachRowsExpert QuantTest.EmbeddingGathersRows
 moe_ops_test * GpuTest.*
 split_attention_test */0 */0
 replay_test */0 Pairs/Replay.ChainRoundsGiveWhatRecordingEveryRoundGives/0
@@ -130,7 +130,7 @@ REF=${EAGLEVK_LLAMA3_REF:-$BUILD/llama3-ref}
 [ -f "$REF/tokenizer.json" ] || { say "no Llama-3 tokenizer at $REF (tests/run_all.sh makes it)"; exit 1; }
 cp "$REF/tokenizer.json" "$REF/tokenizer_config.json" "$STAGE/tokenizer/" 2>/dev/null ||
   cp "$REF/tokenizer.json" "$STAGE/tokenizer/"
-cp tools/gpu/gpu_check.sh tools/gpu/summarize.py "$STAGE/"
+cp tools/gpu/gpu_check.sh tools/gpu/summarize.py tools/gpu/variants.txt "$STAGE/"
 python3 - "$STAGE/manifest.json" "$ROOT" "$BUILD" "$LLAMA" <<'EOF'
 import json, subprocess, sys, datetime
 out, root, build, llama = sys.argv[1:]

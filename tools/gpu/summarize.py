@@ -93,6 +93,39 @@ def round_costs(entries, spec_prefix):
     }
 
 
+def variants(raw):
+    """The variant runs (gpu_check.sh's variants.tsv: NAME|ENV|MODEL|ARGS): each one's tokens/s per
+    test, and its ratio to the default line (no ENV) with the same model and arguments; profiled
+    runs add their round costs. Only what ran is listed."""
+    try:
+        with open(os.path.join(raw, "variants.tsv")) as f:
+            lines = [line.rstrip("\n").split("|") for line in f if line.count("|") == 3]
+    except OSError:
+        return []
+    out, defaults = [], {}
+    for name, env, model, args in lines:
+        entries = load_json(os.path.join(raw, f"variant_{name}.json"))
+        if entries is None:
+            continue
+        tests = {t: e.get("tokens_per_s") for t, e in eaglevk_tests(entries).items()
+                 if t and not t.startswith("profile") and t != "load"}
+        v = {"name": name, "env": env, "model": model, "args": args, "tokens_per_s": tests}
+        for kind, prefix in (("chain", "profile spec-tg"), ("tree", "profile spec-tree")):
+            costs = round_costs(entries, prefix)
+            if costs:
+                v[f"profile_{kind}"] = {k: costs[k] for k in ("decode_step_gpu_ms", "round_gpu_ms", "round_over_step",
+                                                               "verify_gpu_ms", "verify_over_step") if k in costs}
+        if not env:
+            defaults[(model, args)] = v
+        out.append(v)
+    for v in out:
+        base = defaults.get((v["model"], v["args"]))
+        if v["env"] and base:
+            v["vs_default"] = {t: r / base["tokens_per_s"][t] for t, r in v["tokens_per_s"].items()
+                               if r and base["tokens_per_s"].get(t)}
+    return out
+
+
 def main():
     raw, out_path, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
     s = {"budget_s": budget, "steps": [], "targets": []}
@@ -170,6 +203,8 @@ def main():
         costs = round_costs(load_json(os.path.join(raw, f"profile_{name}.json")), prefix)
         if costs:
             s[f"profile_{name}"] = costs
+
+    s["variants"] = variants(raw)
 
     tiny = eaglevk_tests(load_json(os.path.join(raw, "tiny_pair_a.json")))
     tg = next((e for n, e in tiny.items() if n and n.startswith("tg")), None)
