@@ -57,7 +57,7 @@ if len(tests) < 5 or any(", 0 failed" not in t or "exit 0" not in t for t in tes
     errors.append(f"GPU tests: {tests}")
 # The variants (tools/gpu/variants.txt) on the files a dry run has: each beside its default.
 variants = {v["name"]: v for v in s.get("variants", [])}
-for want in ("pp_f16", "pp_f16_gemm128", "chain", "chain_rows_outs8", "tree", "tree_rows_outs8"):
+for want in ("chain", "chain_rows_outs8", "tg_f16", "tg_f16_fold_norms"):
     v = variants.get(want)
     if not v or not v.get("tokens_per_s"):
         errors.append(f"variant {want} gave no figure: {v}")
