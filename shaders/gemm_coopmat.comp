@@ -70,7 +70,7 @@ layout(push_constant) uniform Push {
 #include "gemm_rows.glsl"
 
 #if defined(BLOCK128)
-// Sized from the device's matrices (ops::coopmat_shared_bytes computes the same bytes).
+// Sized from the device's matrices (ops::coopmat128_shared_bytes counts these bytes, ws_lo included).
 const uint BLOCK_M = GEMM_COOPMAT128_SUBGROUPS * MM, BLOCK_N = GEMM_COOPMAT128_SUBGROUPS * MN;
 shared float16_t xs_hi[BLOCK_M * STRIDE], xs_lo[BLOCK_M * STRIDE];
 shared float16_t ws_hi[BLOCK_N * STRIDE];
