@@ -91,27 +91,45 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest, ::testing::ValuesIn(matmul_cases())
 });
 
 // The prefill GEMM on cooperative matrices (where the build and device have them; the matmul
-// cases above run it too): several 64 x 64 blocks each way with ragged edges, K of 1,000 (its last
-// 32-wide step partial). The tolerance is one a product of f16-rounded inputs cannot meet (about
-// 1e-3 here), so it fails without the kernel's lo halves. A row's bits do not depend on the
-// other rows of its block. ctest runs it only in coopmat_ops_test, on Debian 13's lavapipe (the
-// plain ops_test entry leaves it out); run by hand on a device or build without the kernels it
-// skips, saying why, and a ctest entry that shows a skip fails.
+// cases above run it too), in both block configurations (64 and 128: on lavapipe's 8 x 8
+// matrices 32 x 32 and 64 x 64): several blocks each way with ragged edges, K of 1,000 (its last
+// 32-wide step partial; the 128 block's 16-byte x and 8-element W loads) and 998 (the 128
+// block's element-wise loads, rows at offsets that are not multiples of 4). The tolerance is one
+// a product of f16-rounded inputs cannot meet (about 1e-3 here), so it fails without the
+// kernel's lo halves. A row's bits do not depend on the other rows of its block. ctest runs it
+// only in coopmat_ops_test, on Debian 13's lavapipe (the plain ops_test entry leaves it out);
+// run by hand on a device or build without the kernels it skips, saying why, and a ctest entry
+// that shows a skip fails (as it does where the device cannot run the 128 block).
 TEST_F(OpsTest, CoopmatGemm) {
   const std::string missing = ops::coopmat_unavailable(gpu().ctx);
   if (!missing.empty()) GTEST_SKIP() << "no cooperative-matrix GEMM here: " << missing;
   CoopmatScope coopmat(true);
-  const uint32_t rows = 150, n = 200, k = 1000;
+  const uint32_t rows = 150, n = 200;
+  for (uint32_t block : coopmat_gemm_blocks())
+  for (uint32_t k : {1000u, 998u})
   for (WeightType t : {WeightType::F32, WeightType::F16, WeightType::BF16}) {
-    SCOPED_TRACE(ops::weight_type_name(t));
+    SCOPED_TRACE(fmt::format("{} block {} k {}", ops::weight_type_name(t), block, k));
+    GemmBlockScope scope(block);
     auto x = random_floats(size_t(rows) * k, 31);
     auto w = random_floats(size_t(n) * k, 32);
     auto bias = random_floats(size_t(rows) * n, 33);
     vk::Buffer wbuf;
     auto weights = upload_weights(wbuf, w, t, n, k);
     vk::Buffer xbuf = device_buffer(x, "x"), ybuf = device_buffer(bias, "y");
-    expect_matmul_in_every_configuration(oc, xbuf, weights, ybuf, bias, ref_matmul(x, round_through(w, t), rows, n, k),
-                                         rows, n, k, ops::MatmulPath::Tiled, 1e-4, 1e-4);
+    const std::vector<double> want = ref_matmul(x, round_through(w, t), rows, n, k);
+    auto expect_close = [&](bool accumulate) {
+      std::vector<double> expected = want;
+      if (accumulate)
+        for (size_t i = 0; i < expected.size(); ++i) expected[i] += bias[i];
+      EXPECT_TRUE(all_close(read_back<float>(ybuf, expected.size()), expected, 1e-4, 1e-4)) << "accumulate " << accumulate;
+    };
+    for (bool accumulate : {false, true}) {
+      vk::upload(gpu().ctx, ybuf, bias.data(), bias.size() * 4);
+      rec.begin();
+      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, accumulate, ops::MatmulPath::Tiled);
+      rec.submit_and_wait();
+      expect_close(accumulate);
+    }
     // Row 70 alone gives the bits it gets among 150.
     vk::Buffer one(gpu().ctx, size_t(n) * 4, vk::MemoryKind::Device, "one row");
     rec.begin();
@@ -121,6 +139,41 @@ TEST_F(OpsTest, CoopmatGemm) {
     std::vector<float> all = read_back<float>(ybuf, size_t(rows) * n);
     EXPECT_TRUE(bitwise_equal(std::vector<float>(all.begin() + 70 * n, all.begin() + 71 * n), read_back<float>(one, n)));
   }
+  if (coopmat_gemm_blocks().size() < 2)
+    GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
+}
+
+// EAGLEVK_GEMM_BLOCK: 64 or 128, unset or empty 64; any other value is an error that names the
+// accepted ones.
+TEST(GemmBlockSwitch, AcceptsSixtyFourAndOneTwentyEight) {
+  const char* before = std::getenv("EAGLEVK_GEMM_BLOCK");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto block_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_GEMM_BLOCK", value, 1);
+    else
+      ::unsetenv("EAGLEVK_GEMM_BLOCK");
+    return ops::gemm_block_from_env();
+  };
+  EXPECT_EQ(block_with(nullptr), 64u);
+  EXPECT_EQ(block_with(""), 64u);
+  EXPECT_EQ(block_with("64"), 64u);
+  EXPECT_EQ(block_with("128"), 128u);
+  for (const char* bad : {"96", "256", "128x", "0"}) {
+    try {
+      block_with(bad);
+      ADD_FAILURE() << "no error for EAGLEVK_GEMM_BLOCK=" << bad;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_BLOCK=") + bad + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected 64"), std::string::npos) << what;
+      EXPECT_NE(what.find("or 128"), std::string::npos) << what;
+    }
+  }
+  if (saved)
+    ::setenv("EAGLEVK_GEMM_BLOCK", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_GEMM_BLOCK");
 }
 
 // EAGLEVK_COOPMAT=0 turns the coopmat GEMM off, =1 asks for it (an error that names what is

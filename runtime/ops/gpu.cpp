@@ -54,9 +54,28 @@ Gpu::Gpu(const vk::ContextOptions& options)
   } else if (std::strcmp(coopmat, "0") != 0) {
     fail("EAGLEVK_COOPMAT={}: expected 1 (use cooperative matrices for prefill) or 0", coopmat);
   }
+  gemm_block = gemm_block_from_env();
+  if (gemm_block == 128 && coopmat_gemm) {
+    const std::string missing = coopmat_unavailable(ctx, 128);
+    if (!missing.empty()) fail("EAGLEVK_GEMM_BLOCK=128: {}", missing);
+  }
 }
 
-std::string coopmat_unavailable(const vk::Context& ctx) {
+uint32_t gemm_block_from_env() {
+  const char* env = std::getenv("EAGLEVK_GEMM_BLOCK");
+  if (!env || !*env || std::strcmp(env, "64") == 0) return 64;
+  if (std::strcmp(env, "128") == 0) return 128;
+  fail("EAGLEVK_GEMM_BLOCK={}: expected 64 (the coopmat GEMM's 64 x 64 block, the default) or 128 (its 128 x 128 "
+       "block of eight subgroups)",
+       env);
+}
+
+uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn) {
+  const uint32_t s = GEMM_COOPMAT128_SUBGROUPS;
+  return 2 * (s * mm + s * mn) * GEMM_COOPMAT_STRIDE * 2 + s * mm * mn * 4;
+}
+
+std::string coopmat_unavailable(const vk::Context& ctx, uint32_t block) {
   const auto& f = ctx.info.features;
   if (!vk::PipelineCache::has_shader("gemm_f16_coopmat"))
     return "this build has no cooperative-matrix kernels (its glslc did not know GL_KHR_cooperative_matrix)";
@@ -70,12 +89,26 @@ std::string coopmat_unavailable(const vk::Context& ctx) {
   if (4 * f.subgroup_size > f.max_workgroup_invocations || f.max_compute_shared_memory < GEMM_COOPMAT_SHARED_BYTES)
     return fmt::format("device '{}' cannot run workgroups of {} invocations with {} bytes of shared memory",
                        ctx.info.name, 4 * f.subgroup_size, GEMM_COOPMAT_SHARED_BYTES);
+  if (block == 128) {
+    const uint32_t invocations = GEMM_COOPMAT128_SUBGROUPS * f.subgroup_size;
+    const uint32_t bytes = coopmat128_shared_bytes(f.coopmat_m, f.coopmat_n);
+    if (invocations > f.max_workgroup_invocations || bytes > f.max_compute_shared_memory)
+      return fmt::format("device '{}' cannot run the 128 block's workgroups of {} invocations with {} bytes of shared "
+                         "memory (it allows {} and {}); EAGLEVK_GEMM_BLOCK=64 runs the 64 block",
+                         ctx.info.name, invocations, bytes, f.max_workgroup_invocations, f.max_compute_shared_memory);
+  }
   return {};
 }
 
-CoopmatKernel coopmat_kernel(const vk::Context& ctx) {
+CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block) {
   const auto& f = ctx.info.features;
-  return {{4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, 4 * f.coopmat_m, 4 * f.coopmat_n};
+  if (block != 128)
+    return {{4 * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, 4 * f.coopmat_m, 4 * f.coopmat_n};
+  if (const std::string missing = coopmat_unavailable(ctx, 128); !missing.empty())
+    fail("the coopmat GEMM's 128 block: {}", missing);
+  const uint32_t s = GEMM_COOPMAT128_SUBGROUPS;
+  return {{s * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, s * f.coopmat_m, s * f.coopmat_n,
+          "_coopmat128"};
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -98,20 +98,35 @@ struct Gpu {
   // it is on for NVIDIA and AMD GPUs, off for Intel's (untested; gpu.cpp says why) and for CPU
   // devices, which emulate the matrices one lane at a time.
   bool coopmat_gemm = false;
+  // Outputs a side of the coopmat kernel's block on NVIDIA: 64 (four subgroups, the default) or
+  // 128 (eight subgroups with wide staging loads, gemm_coopmat.comp's BLOCK128; expert products
+  // keep 64). EAGLEVK_GEMM_BLOCK sets it (gemm_block_from_env), for A/B timing; tests set both.
+  uint32_t gemm_block = 64;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
 
-// Why this build and device cannot run the GEMM's coopmat kernel; empty where they can.
-std::string coopmat_unavailable(const vk::Context& ctx);
+// EAGLEVK_GEMM_BLOCK: 64 (also when unset or empty) or 128; an error naming both otherwise.
+uint32_t gemm_block_from_env();
 
-// The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four
-// subgroups, the matrix shape) and the block of rows x outputs a workgroup computes.
+// Why this build and device cannot run the GEMM's coopmat kernel in the given block
+// configuration (64 or 128); empty where they can.
+std::string coopmat_unavailable(const vk::Context& ctx, uint32_t block = 64);
+// Shared memory of the 128 block on this device's matrices: hi and lo halves of 8 MM rows of x
+// and 8 MN rows of W at GEMM_COOPMAT_STRIDE f16s, and one MM x MN f32 matrix per subgroup
+// (49,152 bytes with 16 x 16 matrices: NVIDIA's limit exactly).
+uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn);
+
+// The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four or
+// eight subgroups, the matrix shape), the block of rows x outputs a workgroup computes, and the
+// suffix of its shader's name after gemm_<type>. A block of 128 the device cannot run is an
+// error naming its limits.
 struct CoopmatKernel {
   std::vector<uint32_t> spec;
   uint32_t block_rows = 0, block_outs = 0;
+  std::string suffix = "_coopmat";
 };
-CoopmatKernel coopmat_kernel(const vk::Context& ctx);
+CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block = 64);
 
 struct OpContext {
   Gpu& gpu;

@@ -238,8 +238,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
         dispatch_matvec(oc, kernel, w.type, xr.reads(r, w.cols), vk::reads(wchunk), out, norm,
                         MatvecPush{push, 0, norm ? norm->eps : 0.0f}, g, name);
       } else if (oc.gpu.coopmat_gemm) {
-        const CoopmatKernel cm = coopmat_kernel(ctx);
-        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + "_coopmat", cm.spec);
+        const CoopmatKernel cm = coopmat_kernel(ctx, oc.gpu.gemm_block);
+        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + cm.suffix, cm.spec);
         const std::vector<vk::Arg> args =
             with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
         oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),

@@ -92,12 +92,24 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
   }
   if (!vector && ops::coopmat_unavailable(gpu().ctx).empty()) {
     CoopmatScope coopmat(true);
-    check("coopmat");
+    for (uint32_t block : coopmat_gemm_blocks()) {
+      GemmBlockScope scope(block);
+      check(fmt::format("coopmat block {}", block));
+    }
   }
 }
 
 CoopmatScope::CoopmatScope(bool on) : saved(gpu().coopmat_gemm) { gpu().coopmat_gemm = on; }
 CoopmatScope::~CoopmatScope() { gpu().coopmat_gemm = saved; }
+
+GemmBlockScope::GemmBlockScope(uint32_t block) : saved(gpu().gemm_block) { gpu().gemm_block = block; }
+GemmBlockScope::~GemmBlockScope() { gpu().gemm_block = saved; }
+
+std::vector<uint32_t> coopmat_gemm_blocks() {
+  std::vector<uint32_t> blocks{64};
+  if (ops::coopmat_unavailable(gpu().ctx, 128).empty()) blocks.push_back(128);
+  return blocks;
+}
 
 void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::WeightMatrix& weights, uint32_t seed,
                                              bool other_outputs) {

@@ -55,6 +55,15 @@ struct CoopmatScope {
   bool saved;
 };
 
+// Runs the coopmat kernel in its 64 or 128 block configuration until destroyed (gpu().gemm_block).
+struct GemmBlockScope {
+  explicit GemmBlockScope(uint32_t block);
+  ~GemmBlockScope();
+  uint32_t saved;
+};
+// The coopmat kernel's block configurations this device runs (64, then 128 where it can).
+std::vector<uint32_t> coopmat_gemm_blocks();
+
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
 // kernel (the tiled GEMM in its two variants: texel loads and storage buffers), against
