@@ -254,6 +254,40 @@ TEST_F(QuantTest, MatvecIsBatchInvariant) {
   }
 }
 
+// Outputs per workgroup chosen for several rows (MatvecShape::rows_outs: 1, 3 and 8) keep every
+// row's decode-step bits, on the two block paths (Q4_0's 32-element groups, Q4_K's items) in
+// NVIDIA's configuration: 61 outputs (partial workgroups), Q4_K's product split over subgroups
+// (from 64 columns, as EAGLEVK_GPU_SHAPES runs it), Q4_0's one subgroup-sized workgroup each.
+TEST_F(QuantTest, MatvecRowsOutsKeepTheDecodeBits) {
+  const uint32_t n = 61;
+  for (WeightType t : {WeightType::Q4_0, WeightType::Q4_K}) {
+    ops::MatvecShape shape = vendor_matvec_shapes()[2].shape;
+    if (t == WeightType::Q4_K) shape.split_min_cols = 64;
+    const uint32_t k = several_blocks(t);
+    QuantMatrix w = quantized(t, n, k, 71);
+    vk::Buffer wbuf;
+    auto weights = upload(wbuf, w, t, n, k);
+    for (uint32_t rows_outs : {1u, 3u, 8u}) {
+      shape.rows_outs = rows_outs;
+      MatvecShapeScope scope(shape);
+      for (uint32_t rows : {3u, 8u}) {
+        SCOPED_TRACE(fmt::format("{} rows_outs {} rows {} workgroup {}", ops::weight_type_name(t), rows_outs, rows,
+                                 ops::matvec_shape(gpu(), weights).workgroup));
+        auto x = random_floats(size_t(rows) * k, 72 + rows);
+        vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
+                   single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
+        rec.begin();
+        ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
+        for (uint32_t r = 0; r < rows; ++r)
+          ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
+                      ops::MatmulPath::Vector);
+        rec.submit_and_wait();
+        EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)));
+      }
+    }
+  }
+}
+
 // Texel loads (lavapipe) and storage-buffer loads (every other device) add in the same order,
 // and so do other outputs per workgroup, on Q4_0 (the 32-element block path of Q4_0 to Q8_0)
 // and Q4_K (the K-quant item path); 29 rows leave the last workgroup a partial set.

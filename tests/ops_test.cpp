@@ -243,6 +243,102 @@ TEST_F(OpsTest, MatvecIsBatchInvariant) {
   }
 }
 
+// Outputs per workgroup chosen for several rows (MatvecShape::rows_outs) keep every row's
+// decode-step bits: each row of a 3- or 9-row product (chunks of 8 and 1) and of a fused SwiGLU
+// product against the same row alone (the one-row dispatch, the device's outputs), on bf16 (the
+// float loop every float type shares) with rows_outs 1, 3 (odd: the SwiGLU fold rounds it up to
+// 4; 37 outputs leave partial workgroups) and 8. NVIDIA's workgroup split over subgroups (from 64
+// columns, as EAGLEVK_GPU_SHAPES runs it) and lavapipe's one subgroup with texel loads.
+TEST_F(OpsTest, MatvecRowsOutsKeepTheDecodeBits) {
+  const uint32_t n = 37, k = 264;
+  const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
+  ops::MatvecShape split = vendors[2].shape;
+  split.split_min_cols = 64;
+  vk::Buffer wbuf, gbuf;
+  const ops::WeightMatrix w = upload_weights(wbuf, random_floats(size_t(n) * k, 61), WeightType::BF16, n, k);
+  const ops::WeightMatrix gate_up = upload_weights(gbuf, random_floats(size_t(2 * n) * k, 62), WeightType::BF16, 2 * n, k);
+  struct Case {
+    const char* config;
+    ops::MatvecShape shape;
+    uint32_t rows_outs, workgroup;  // the workgroup the product takes
+  };
+  for (Case c : {Case{"nvidia split", split, 1, split.split_workgroup}, Case{"nvidia split", split, 3, split.split_workgroup},
+                 Case{"nvidia split", split, 8, split.split_workgroup},
+                 Case{vendors[0].name, vendors[0].shape, 3, vendors[0].shape.workgroup}}) {
+    c.shape.rows_outs = c.rows_outs;
+    MatvecShapeScope scope(c.shape);
+    ASSERT_EQ(ops::matvec_shape(gpu(), w).workgroup, c.workgroup) << c.config;
+    for (uint32_t rows : {3u, 9u}) {
+      SCOPED_TRACE(fmt::format("{}, rows_outs {}, {} rows", c.config, c.rows_outs, rows));
+      ASSERT_TRUE(ops::swiglu_fuses(gpu(), gate_up, rows, ops::MatmulPath::Vector));
+      vk::Buffer xbuf = device_buffer(random_floats(size_t(rows) * k, 63 + rows), "x");
+      vk::Buffer batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
+          single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single"),
+          glu_batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "swiglu batch"),
+          glu_single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "swiglu single"),
+          gu(gpu().ctx, size_t(rows) * 2 * n * 4, vk::MemoryKind::Device, "gate_up");
+      const ops::Act x(xbuf, k);
+      rec.begin();
+      ops::matmul(oc, x, w, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
+      ops::matmul_swiglu(oc, x, gate_up, ops::Act(gu, 2 * n), ops::Act(glu_batch, n), rows, ops::MatmulPath::Vector,
+                         "gate_up");
+      for (uint32_t r = 0; r < rows; ++r) {
+        ops::matmul(oc, x.row(r), w, ops::Act(single, n).row(r), 1, false, ops::MatmulPath::Vector);
+        ops::matmul_swiglu(oc, x.row(r), gate_up, ops::Act(gu, 2 * n).row(r), ops::Act(glu_single, n).row(r), 1,
+                           ops::MatmulPath::Vector, "gate_up");
+      }
+      rec.submit_and_wait();
+      EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)));
+      EXPECT_TRUE(bitwise_equal(read_back<float>(glu_batch, size_t(rows) * n),
+                                read_back<float>(glu_single, size_t(rows) * n)))
+          << "swiglu";
+      // The product took rows_outs: its pipeline (OUTS = rows_outs for these rows) is made already.
+      if (!c.shape.texel_loads) {
+        const size_t pipelines = gpu().pipelines.size();
+        gpu().pipelines.get("matvec_bf16", {c.workgroup, c.rows_outs, /*ONE_SUBGROUP=*/0, /*GLU=*/0, /*NORM_WG=*/0,
+                                            std::min<uint32_t>(rows, MATVEC_MAX_ROWS)});
+        EXPECT_EQ(gpu().pipelines.size(), pipelines) << "no dispatch with " << c.rows_outs << " outputs a workgroup";
+      }
+    }
+  }
+}
+
+// EAGLEVK_MATVEC_ROWS_OUTS sets the outputs per workgroup of several-row products (tuning); a
+// value the kernel cannot run is refused with the limits.
+TEST_F(OpsTest, MatvecRowsOutsFromTheEnvironment) {
+  struct Unset {
+    ~Unset() { ::unsetenv("EAGLEVK_MATVEC_ROWS_OUTS"); }
+  };
+  auto with_env = [](const char* value) {
+    Unset unset;
+    ::setenv("EAGLEVK_MATVEC_ROWS_OUTS", value, 1);
+    return ops::matvec_shape_from_env(gpu().ctx);
+  };
+  ::unsetenv("EAGLEVK_MATVEC_ROWS_OUTS");
+  const std::optional<ops::MatvecShape> none = ops::matvec_shape_from_env(gpu().ctx);
+  EXPECT_TRUE(!none || none->rows_outs == 0);
+  for (uint32_t outs : {1u, 3u, uint32_t(MATVEC_MAX_OUTS)}) {
+    const std::optional<ops::MatvecShape> shape = with_env(std::to_string(outs).c_str());
+    ASSERT_TRUE(shape.has_value());
+    EXPECT_EQ(shape->rows_outs, outs);
+    EXPECT_EQ(shape->outs_for(true, 2), outs);
+    EXPECT_EQ(shape->outs_for(false, 8), outs);
+    // One row keeps the device's outputs.
+    EXPECT_EQ(shape->outs_for(true, 1), shape->block_outs);
+    EXPECT_EQ(shape->outs_for(false, 1), shape->outs);
+  }
+  for (const char* bad : {"0", "9", "-1", "a", "4,", "4x"}) {
+    try {
+      with_env(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const eaglevk::Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("EAGLEVK_MATVEC_ROWS_OUTS"), std::string::npos) << what;
+      EXPECT_NE(what.find(fmt::format("1..{}", MATVEC_MAX_OUTS)), std::string::npos) << what;
+    }
+  }
+}
+
 // EAGLEVK_MATVEC_SHAPE sets the matrix-vector shape for tuning; values the kernel cannot run are
 // refused with the limits.
 TEST_F(OpsTest, MatvecShapeFromTheEnvironment) {
@@ -625,6 +721,11 @@ TEST_F(OpsTest, RopeKvWriteFoldedIntoTheQkvProductGivesTheSameBits) {
   const ops::WeightMatrix v_part = upload_weights(v_buf, v, WeightType::F32, width - qk_rows, k);
   expect_rope_fold_gives_the_bits(oc, {{qk_part, 0}, {v_part, qk_rows}}, k, q_heads, kv_heads, head_dim, {1, 4},
                                   {vendors[0], vendors[2]}, false);
+  // Several rows with other outputs per workgroup (rows_outs 5: the fold rounds it up to 8 and
+  // its reference products take 5).
+  VendorMatvecShape rows_outs = vendors[2];
+  rows_outs.shape.rows_outs = 5;
+  expect_rope_fold_gives_the_bits(oc, {{f16, 0}}, k, q_heads, kv_heads, head_dim, {11}, {rows_outs}, false);
 
   // Where it does not fold: the GEMM, heads of no whole quads, a part that starts inside a head,
   // and when turned off.

@@ -24,7 +24,15 @@ struct MatvecShape {
   // on an H100 four outputs beat two for every block format while two stay best for f16 at one
   // row (docs/perf.md, 2026-11-27). EAGLEVK_MATVEC_SHAPE sets both to its OUTPUTS.
   uint32_t block_outs = 4;
-  uint32_t outs_for(bool quantized) const { return quantized ? block_outs : outs; }
+  // Outputs per workgroup of a dispatch of several activation rows (a verify pass's), where the
+  // accumulators and x registers grow with the rows; 0 keeps the one-row choice. The k order of
+  // a dot product depends on the workgroup and the split only, so this never changes a bit.
+  // EAGLEVK_MATVEC_ROWS_OUTS sets it, for tuning (docs/gpu-check.md).
+  uint32_t rows_outs = 0;
+  uint32_t outs_for(bool quantized, uint32_t rows) const {
+    if (rows > 1 && rows_outs) return rows_outs;
+    return quantized ? block_outs : outs;
+  }
   // The attention kernel's workgroup: 64 invocations exchanging through shared memory, or, on
   // CPU devices with a fixed subgroup of 8, one subgroup that exchanges by shuffles, with no
   // barrier (shaders/attention.comp). It sets the block of keys the online
@@ -48,9 +56,9 @@ struct MatvecShape {
 
 // EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS (e.g. 64,2) replaces the device's matrix-vector
 // shape, for tuning on a new device (one workgroup for every matrix), EAGLEVK_EXPERT_ROWS=N its
-// expert_rows, and EAGLEVK_GPU_SHAPES=1 runs a GPU's shapes on a CPU device (the test suite's
-// GPU configuration); nullopt when none is set. A value the device cannot run is an
-// error that names the limits.
+// expert_rows, EAGLEVK_MATVEC_ROWS_OUTS=N its rows_outs, and EAGLEVK_GPU_SHAPES=1 runs a GPU's
+// shapes on a CPU device (the test suite's GPU configuration); nullopt when none is set. A
+// value the device cannot run is an error that names the limits.
 std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx);
 // Whether EAGLEVK_GPU_SHAPES=1 asks for a GPU's shapes (an error for a value other than 0 or 1).
 bool gpu_shapes_from_env();

@@ -132,14 +132,24 @@ std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
   std::optional<MatvecShape> shape;
   if (gpu_shapes_from_env()) shape = gpu_shapes(ctx);
   if (std::optional<MatvecShape> given = matvec_shape_env(ctx, shape ? *shape : device_matvec_shape(ctx))) shape = given;
-  const char* env = std::getenv("EAGLEVK_EXPERT_ROWS");
-  if (!env || !*env) return shape;
-  char* end = nullptr;
-  const unsigned long rows = std::strtoul(env, &end, 10);
-  if (end == env || *end || rows < 1 || rows > MATVEC_MAX_ROWS)
-    fail("EAGLEVK_EXPERT_ROWS={}: rows of one expert per workgroup must be 1..{}", env, MATVEC_MAX_ROWS);
-  if (!shape) shape = device_matvec_shape(ctx);
-  shape->expert_rows = uint32_t(rows);
+  if (const char* env = std::getenv("EAGLEVK_EXPERT_ROWS"); env && *env) {
+    char* end = nullptr;
+    const unsigned long rows = std::strtoul(env, &end, 10);
+    if (end == env || *end || rows < 1 || rows > MATVEC_MAX_ROWS)
+      fail("EAGLEVK_EXPERT_ROWS={}: rows of one expert per workgroup must be 1..{}", env, MATVEC_MAX_ROWS);
+    if (!shape) shape = device_matvec_shape(ctx);
+    shape->expert_rows = uint32_t(rows);
+  }
+  if (const char* env = std::getenv("EAGLEVK_MATVEC_ROWS_OUTS"); env && *env) {
+    char* end = nullptr;
+    const unsigned long outs = std::strtoul(env, &end, 10);
+    if (end == env || *end || outs < 1 || outs > MATVEC_MAX_OUTS)
+      fail("EAGLEVK_MATVEC_ROWS_OUTS={}: outputs per workgroup of a product of several rows must be 1..{} (the "
+           "SwiGLU fold rounds it up to an even number, the rope fold to a multiple of 4)",
+           env, MATVEC_MAX_OUTS);
+    if (!shape) shape = device_matvec_shape(ctx);
+    shape->rows_outs = uint32_t(outs);
+  }
   return shape;
 }
 
@@ -220,11 +230,11 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
     const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wchunk) &&
                        vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
     const std::string variant = texel ? "_texel" : "";
-    const uint32_t outs = shape.outs_for(weight_type_quantized(w.type));
     const uint32_t gemm_tile = texel ? 32 : 64;
     uint32_t step = vector ? MATVEC_MAX_ROWS : rows;
     for (uint32_t r0 = 0; r0 < rows; r0 += step) {
       uint32_t r = std::min(step, rows - r0);
+      const uint32_t outs = shape.outs_for(weight_type_quantized(w.type), r);
       Act xr = x.row(r0), yr = y.row(r0).cols(n0);
       GemmPush push{w.cols, n, r, xr.offset, xr.stride, yr.offset, yr.stride, accumulate ? 1u : 0u};
       vk::Arg out = accumulate ? yr.updates(r, n) : yr.writes(r, n);
@@ -258,7 +268,9 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
 bool swiglu_fuses(const Gpu& gpu, const WeightMatrix& gate_up, uint32_t rows, MatmulPath path) {
   const vk::Context& ctx = gpu.ctx;
   const bool vector = vector_path(rows, path);
-  const uint32_t outs = matvec_shape(gpu).outs_for(weight_type_quantized(gate_up.type));
+  // The one-row outputs decide, so that a verify pass fuses where its decode step does (the
+  // several-row dispatches round theirs up to whole pairs: glu_outs).
+  const uint32_t outs = matvec_shape(gpu).outs_for(weight_type_quantized(gate_up.type), 1);
   // Gate and up rows in one binding, and a workgroup that holds whole pairs.
   return vector && outs % 2 == 0 && gate_up.rows % 2 == 0 &&
          gate_up.chunk_rows(ctx.max_binding_range, ctx.info.features.min_storage_buffer_offset_alignment) >= gate_up.rows;
@@ -279,9 +291,11 @@ void matmul_swiglu(OpContext& oc, Act x, const WeightMatrix& gate_up, Act gu, Ac
   vk::BufferRange wrange = gate_up.rows_range(0, gate_up.rows);
   const bool texel = shape.texel_loads && matvec_texel_loads(x, gate_up, wrange) &&
                      vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
-  const uint32_t outs = shape.outs_for(weight_type_quantized(gate_up.type));
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    // Whole gate/up pairs a workgroup: rows_outs rounded up to even (the one-row outputs are,
+    // swiglu_fuses checks; MATVEC_MAX_OUTS is even).
+    const uint32_t outs = (shape.outs_for(weight_type_quantized(gate_up.type), r) + 1) / 2 * 2;
     const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("matvec", gate_up.type) + (texel ? "_texel" : ""),
                                                     {/*WG=*/shape.workgroup, /*OUTS=*/outs,
                                                      /*ONE_SUBGROUP=*/shape.one_subgroup, /*GLU=*/1,
@@ -317,9 +331,6 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
   const vk::BufferRange wrange = w.rows_range(0, w.rows);
   const bool texel = shape.texel_loads && matvec_texel_loads(x, w, wrange) &&
                      vk::texel_view_possible(norm_binding(oc.gpu, norm), VK_FORMAT_R32G32B32A32_SFLOAT);
-  // Whole quads a workgroup: the device's outputs rounded up to a multiple of four (the bits do
-  // not depend on it).
-  const uint32_t outs = std::min<uint32_t>(MATVEC_MAX_OUTS, (shape.outs_for(quantized) + 3) / 4 * 4);
   const uint32_t q_dim = rope.q_heads * rope.head_dim, kv_dim = rope.kv.kv_dim, last = first + w.rows;
   // The caches this part writes; the other is bound but untouched (no hazard with the other
   // parts' dispatches, which may then run together).
@@ -327,6 +338,9 @@ void matmul_rope_kv(OpContext& oc, Act x, const WeightMatrix& w, uint32_t first,
   const bool rotates = rope.pairing != RopePairing::None;  // else the positions and the table go unread
   for (uint32_t r0 = 0; r0 < rows; r0 += MATVEC_MAX_ROWS) {
     const uint32_t r = std::min<uint32_t>(MATVEC_MAX_ROWS, rows - r0);
+    // Whole quads a workgroup: the device's outputs (for r rows) rounded up to a multiple of
+    // four (the bits do not depend on it).
+    const uint32_t outs = std::min<uint32_t>(MATVEC_MAX_OUTS, (shape.outs_for(quantized, r) + 3) / 4 * 4);
     const uint64_t cache_row_bytes = uint64_t(r) * kv_dim * 2;  // f16
     const vk::Arg k_arg = writes_k ? vk::writes_scattered(rope.kv.k, cache_row_bytes) : vk::unused(rope.kv.k);
     const vk::Arg v_arg = writes_v ? vk::writes_scattered(rope.kv.v, cache_row_bytes) : vk::unused(rope.kv.v);

@@ -123,7 +123,8 @@ bool expert_products(OpContext& oc, Act x, const ExpertWeights& w, IntVec ids, A
                      uint32_t slot, bool accumulate, bool glu, const char* name) {
   const vk::Context& ctx = oc.gpu.ctx;
   const MatvecShape shape = matvec_shape(oc.gpu);
-  const uint32_t outs = w.k_major ? 1 : shape.outs_for(weight_type_quantized(w.type));
+  // The one-row outputs whatever the rows (rows_outs is not tuned for expert groups yet).
+  const uint32_t outs = w.k_major ? 1 : shape.outs_for(weight_type_quantized(w.type), 1);
   const uint64_t expert_bytes = w.expert_bytes();
   const uint64_t all_bytes = (uint64_t(w.experts) * expert_bytes + 3) / 4 * 4;
   const bool together = w.groups.size() <= 1 && all_bytes <= ctx.max_binding_range;

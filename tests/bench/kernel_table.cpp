@@ -8,9 +8,11 @@
 //
 //   eaglevk_kernel_table [--l2-mib N] [--scale S] [--types f16,q4_k,...] [--rows 1,2,4,8]
 //                        [--gemm-rows N] [--reps N] [--read-mib N] [--shapes WG,OUTS;...]
-//                        [--deadline-s S] [-o FILE]
+//                        [--rows-outs N,...] [--deadline-s S] [-o FILE]
 // --scale divides every shape's dimensions (a dry run on a CPU device); --shapes adds
-// matrix-vector workgroup shapes to time beside the device's own choice (tuning).
+// matrix-vector workgroup shapes to time beside the device's own choice at one row (tuning);
+// --rows-outs adds outputs per workgroup to time at every row count above one (MatvecShape's
+// rows_outs, EAGLEVK_MATVEC_ROWS_OUTS), with the device's workgroup and split.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -41,6 +43,7 @@ struct Options {
   uint32_t reps = 24;
   uint64_t read_bytes = 4ull << 30;
   std::vector<std::pair<uint32_t, uint32_t>> shapes;  // extra (workgroup, outputs)
+  std::vector<uint32_t> rows_outs;                     // extra outputs at several rows
   double deadline_s = 1e9;
   std::string output;
 };
@@ -96,6 +99,12 @@ Options parse(int argc, char** argv) {
         const auto parts = split(s, ',');
         if (parts.size() != 2) fail("--shapes {}: expected WORKGROUP,OUTPUTS;...", v);
         o.shapes.push_back({to_u32(a, parts[0]), to_u32(a, parts[1])});
+      }
+    } else if (a == "--rows-outs") {
+      for (const std::string& r : split(v, ',')) {
+        const uint32_t outs = to_u32(a, r);
+        if (outs > MATVEC_MAX_OUTS) fail("--rows-outs {}: outputs per workgroup must be 1..{}", v, MATVEC_MAX_OUTS);
+        o.rows_outs.push_back(outs);
       }
     } else fail("unknown option {}", a);
   }
@@ -262,6 +271,13 @@ int run(const Options& o) {
     s.one_subgroup = info.features.min_subgroup_size == info.features.max_subgroup_size && wg == info.features.subgroup_size;
     shapes.push_back(s);
   }
+  // At several rows: the device's shape, then the same with each --rows-outs value.
+  std::vector<std::optional<ops::MatvecShape>> rows_shapes = {gpu.matvec_shape_override};
+  for (uint32_t outs : o.rows_outs) {
+    ops::MatvecShape s = ops::matvec_shape(gpu);
+    s.rows_outs = outs;
+    rows_shapes.push_back(s);
+  }
   nlohmann::json kernels = nlohmann::json::array();
   bool truncated = false;
   std::vector<uint32_t> all_rows = o.rows;
@@ -280,14 +296,20 @@ int run(const Options& o) {
         const bool gemm = rows > MATVEC_MAX_ROWS;
         // The GEMM for the two shapes a prefill spends most on, not every one.
         if (gemm && std::strcmp(shape.name, "gate_up") != 0 && std::strcmp(shape.name, "o_proj") != 0) continue;
-        // The alternative workgroup shapes at one row, the decode step's case.
-        for (size_t si = 0; si < (gemm || rows != 1 ? 1 : shapes.size()); ++si) {
+        // The alternative workgroup shapes at one row, the decode step's case; the alternative
+        // outputs per workgroup at several rows, a verify pass's.
+        const auto& alternatives = rows == 1 ? shapes : rows_shapes;
+        const bool quantized = ops::weight_type_quantized(type);
+        const uint32_t default_outs = ops::matvec_shape(gpu, ops::WeightMatrix{{}, type, n, k}).outs_for(quantized, rows);
+        for (size_t si = 0; si < (gemm ? 1 : alternatives.size()); ++si) {
           if (elapsed() > o.deadline_s) {
             truncated = true;
             break;
           }
-          gpu.matvec_shape_override = shapes[si];
+          gpu.matvec_shape_override = alternatives[si];
           const ops::MatvecShape used = ops::matvec_shape(gpu, ops::WeightMatrix{{}, type, n, k});
+          // A --rows-outs value that is the device's own: timed once, as the default.
+          if (rows > 1 && si > 0 && used.outs_for(quantized, rows) == default_outs) continue;
           const Timed t = time_product(gpu, o, weights, type, n, k, rows);
           const double bytes = double(n) * double(ops::weight_row_bytes(type, k));
           const double gbps = bytes / (t.median_us * 1e3);
@@ -298,15 +320,15 @@ int run(const Options& o) {
             row["kernel"] = gpu.coopmat_gemm ? "gemm_coopmat" : "gemm";
             row["tflop_per_s"] = 2.0 * n * k * rows / (t.median_us * 1e6);
           } else {
-            const bool quantized = ops::weight_type_quantized(type);
             row["kernel"] = "matvec";
             row["workgroup"] = used.workgroup;
-            row["outputs"] = used.outs_for(quantized);
-            row["shape_override"] = si > 0;
+            row["outputs"] = used.outs_for(quantized, rows);
+            row["shape_override"] = rows == 1 && si > 0;
+            row["rows_outs_override"] = rows > 1 && si > 0;
             row["gb_per_s"] = gbps;
             row["fraction_of_read"] = ceiling.read_gbps > 0 ? gbps / ceiling.read_gbps : 0.0;
             // The pipeline ops::matmul ran (its name and constants as ops::matmul builds them).
-            const uint32_t outs = used.outs_for(quantized);
+            const uint32_t outs = used.outs_for(quantized, rows);
             const std::string shader = fmt::format("matvec_{}{}", type_name, used.texel_loads ? "_texel" : "");
             const vk::Kernel& kernel =
                 gpu.pipelines.get(shader, {used.workgroup, outs, used.one_subgroup, /*GLU=*/0, /*NORM_WG=*/0, rows});
@@ -315,11 +337,13 @@ int run(const Options& o) {
               stats[st.name] = st.value;
             row["pipeline_statistics"] = std::move(stats);
           }
-          fmt::print(stderr, "kernel_table: {} {} {}x{} rows {}: {:.1f} us{}\n", type_name, shape.name, n, k, rows,
+          fmt::print(stderr, "kernel_table: {} {} {}x{} rows {}{}: {:.1f} us{}\n", type_name, shape.name, n, k, rows,
+                     si > 0 ? fmt::format(" (workgroup {}, outputs {})", used.workgroup, used.outs_for(quantized, rows))
+                            : "",
                      t.median_us, gemm ? "" : fmt::format(", {:.1f} GB/s", gbps));
           kernels.push_back(std::move(row));
         }
-        gpu.matvec_shape_override = shapes[0];
+        gpu.matvec_shape_override = shapes[0];  // rows_shapes[0] too
       }
     }
   }

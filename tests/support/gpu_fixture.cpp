@@ -151,7 +151,7 @@ void expect_load_variants_give_the_same_bits(ops::OpContext& oc, const ops::Weig
       else
         EXPECT_TRUE(bitwise_equal(got, first)) << ops::weight_type_name(weights.type) << " rows " << c.rows
                                                << " storage buffers, outputs "
-                                               << shape.outs_for(ops::weight_type_quantized(weights.type));
+                                               << shape.outs_for(ops::weight_type_quantized(weights.type), c.rows);
     }
     // The same rows at an offset and stride that are not whole 16-byte quads: the storage
     // variants then read x a float at a time (16-byte loads where they are), with the same bits.

@@ -148,7 +148,8 @@ def main():
         s["device"] = table.get("device")
         s["ceiling"] = table.get("ceiling")
         read_gbps = (table.get("ceiling") or {}).get("read_gb_per_s")
-        kernels = [k for k in table.get("kernels", []) if k.get("kernel") == "matvec" and not k.get("shape_override")]
+        kernels = [k for k in table.get("kernels", []) if k.get("kernel") == "matvec" and not k.get("shape_override")
+                   and not k.get("rows_outs_override")]
         by_type = {}
         for k in kernels:
             by_type.setdefault(k["type"], []).append(k)
@@ -173,6 +174,24 @@ def main():
                 best[key] = {"workgroup": k["workgroup"], "outputs": k["outputs"], "gb_per_s": round(k["gb_per_s"], 1),
                              "default": not k.get("shape_override")}
         s["best_matvec_shape_one_row"] = best
+        # The verify pass's question (kernel_table --rows-outs): which outputs per workgroup are
+        # fastest per type, matrix and row count above one, next to the device's default.
+        groups = {}
+        for k in table.get("kernels", []):
+            if k.get("kernel") != "matvec" or k["rows"] <= 1 or k.get("shape_override"):
+                continue
+            groups.setdefault(f"{k['type']} {k['matrix']} rows {k['rows']}", []).append(k)
+        best_rows = {}
+        for key, ks in groups.items():
+            default = next((k for k in ks if not k.get("rows_outs_override")), None)
+            if default is None or len(ks) < 2:
+                continue  # no alternative timed (the run had no --rows-outs)
+            fastest = min(ks, key=lambda k: k["median_us"])
+            best_rows[key] = {"rows_outs": fastest["outputs"], "median_us": round(fastest["median_us"], 2),
+                              "default_outputs": default["outputs"], "default_us": round(default["median_us"], 2),
+                              "default": fastest is default}
+        if best_rows:
+            s["best_rows_outs"] = best_rows
         s["gemm"] = [k for k in table.get("kernels", []) if k.get("kernel", "").startswith("gemm")]
         s["kernel_table_truncated"] = table.get("truncated")
 
