@@ -4,11 +4,14 @@
 // each computing 2 x 2 of the device's MM x MN matrices, so a block of 4 MM rows by 4 MN outputs
 // (64 x 64 on NVIDIA and AMD, 32 x 32 on lavapipe), staging k 32 at a time in shared memory.
 //
-// The f16 inputs lose nothing that matters: every f32 value v is split into hi = f16(v) and
-// lo = f16((v - hi) * 2^11), and the block is hi_x hi_w + 2^-11 (lo_x hi_w + hi_x lo_w) (f16
-// weights are exact: no lo_w), which keeps about 22 of f32's 24 significant bits of each
-// product; the lo terms have their own accumulators, so their scale costs no range. Values
-// past f16's range (65,504) would not survive; activations entering a product sit inside it in
+// The f16 inputs lose nothing that matters: every f32 value v is split into hi, v with its
+// mantissa cut to f16's 10 bits (exact in f16 over f16's normal range), and lo = f16((v - hi) *
+// 2^10), and the block is hi_x hi_w + 2^-10 (lo_x hi_w + hi_x lo_w) (f16 weights are exact: no
+// lo_w), which keeps about 21 of f32's 24 significant bits of each product; the lo terms have
+// their own accumulators, so their scale costs no range. hi is cut with integer operations: an
+// f16 round trip (float16_t, or packHalf2x16 then unpackHalf2x16) is an identity a compiler may
+// fold away, leaving lo zero, as NVIDIA's did (the H200, 2026-11-29: f16-sized errors in the
+// GPU tests). Values past f16's range (65,504) would not survive; activations entering a product sit inside it in
 // the models we know (the largest, residual-stream outliers that EAGLE-3's fc reads from its
 // taps, reach a few thousand in Llama models).
 // Sums run in the hardware's order, so the bits differ from gemm.comp's; a row's bits do not
@@ -40,7 +43,7 @@ layout(constant_id = 3) const uint MK = 16;
 
 #define TILE_K GEMM_COOPMAT_TILE_K
 #define STRIDE GEMM_COOPMAT_STRIDE  // f16 elements a staged row; the padding spreads rows over banks
-#define LO_SCALE 2048.0
+#define LO_SCALE 1024.0  // (v - hi) < 2^-10 |v|: lo stays within |v|
 
 layout(binding = 2, std430) buffer Y { float y[]; };
 #if defined(ROW_IDS)
@@ -87,9 +90,8 @@ shared float16_t ws_lo[GEMM_COOPMAT_TILE * STRIDE];
 shared float out_stage[4 * 256];  // one MM x MN matrix per subgroup on its way to y
 #endif
 
-// v's nearest f16, as an f32: through packHalf2x16, whose rounding compilers keep (a
-// float16_t round trip may be folded away as a no-op, leaving lo zero).
-float f16_part(float v) { return unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x; }
+// v with its mantissa cut to f16's 10 bits: the f16 it stores as, for |v| in f16's normal range.
+float f16_part(float v) { return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u); }
 void stage_x(uint i, float v) {
   float hi = f16_part(v);
   xs_hi[i] = float16_t(hi);

@@ -46,7 +46,10 @@ uint32_t attention_split_keys(const vk::Context& ctx) {
       fail("EAGLEVK_ATTENTION_SPLIT={}: keys per split must be 0 (off) or a multiple of 64 up to 1048576", env);
     return uint32_t(keys);
   }
-  return ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 256;
+  // GPUs: one block of 64 keys a split, so that even a short context spreads over many
+  // workgroups: 1.15x the decode speed of 256-key splits at depth 1024 (8B Q4_K_M, H200,
+  // 2026-11-29, docs/perf.md).
+  return ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 64;
 }
 
 uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys) {

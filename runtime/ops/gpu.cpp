@@ -59,15 +59,23 @@ Gpu::Gpu(const vk::ContextOptions& options)
     const std::string missing = coopmat_unavailable(ctx, 128);
     if (!missing.empty()) fail("EAGLEVK_GEMM_BLOCK=128: {}", missing);
   }
+  if (gemm_block == 0) gemm_block = gemm_block_for(ctx.info.vendor_id, coopmat_unavailable(ctx, 128).empty());
 }
 
 uint32_t gemm_block_from_env() {
   const char* env = std::getenv("EAGLEVK_GEMM_BLOCK");
-  if (!env || !*env || std::strcmp(env, "64") == 0) return 64;
+  if (!env || !*env) return 0;
+  if (std::strcmp(env, "64") == 0) return 64;
   if (std::strcmp(env, "128") == 0) return 128;
-  fail("EAGLEVK_GEMM_BLOCK={}: expected 64 (the coopmat GEMM's 64 x 64 block, the default) or 128 (its 128 x 128 "
-       "block of eight subgroups)",
+  fail("EAGLEVK_GEMM_BLOCK={}: expected 64 (the coopmat GEMM's 64 x 64 block) or 128 (its 128 x 128 block of eight "
+       "subgroups)",
        env);
+}
+
+uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs) {
+  // NVIDIA: the 128 block prefilled an 8B Q4_K_M at 1.056x the 64 one's pp512 (H200, 2026-11-29,
+  // docs/perf.md). Other vendors keep 64 until a measurement says otherwise.
+  return vendor_id == 0x10de && block128_runs ? 128 : 64;
 }
 
 uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn) {

@@ -106,16 +106,20 @@ struct Gpu {
   // it is on for NVIDIA and AMD GPUs, off for Intel's (untested; gpu.cpp says why) and for CPU
   // devices, which emulate the matrices one lane at a time.
   bool coopmat_gemm = false;
-  // Outputs a side of the coopmat kernel's block on NVIDIA: 64 (four subgroups, the default) or
-  // 128 (eight subgroups with wide staging loads, gemm_coopmat.comp's BLOCK128; expert products
-  // keep 64). EAGLEVK_GEMM_BLOCK sets it (gemm_block_from_env), for A/B timing; tests set both.
+  // Outputs a side of the coopmat kernel's block on NVIDIA: 64 (four subgroups) or 128 (eight
+  // subgroups with wide staging loads, gemm_coopmat.comp's BLOCK128; expert products keep 64).
+  // The device's choice is gemm_block_for's; EAGLEVK_GEMM_BLOCK sets it (gemm_block_from_env),
+  // for A/B timing; tests set both.
   uint32_t gemm_block = 64;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
 
-// EAGLEVK_GEMM_BLOCK: 64 (also when unset or empty) or 128; an error naming both otherwise.
+// EAGLEVK_GEMM_BLOCK: 64 or 128; 0 when unset or empty (the device's choice); an error naming
+// both otherwise.
 uint32_t gemm_block_from_env();
+// The device's coopmat block: 128 on NVIDIA where the device can run it, 64 elsewhere.
+uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs);
 
 // Why this build and device cannot run the GEMM's coopmat kernel in the given block
 // configuration (64 or 128); empty where they can.

@@ -217,8 +217,8 @@ struct AttentionSplit {
   vk::BufferRange scratch;  // f32 partial states, a chunk of rows at a time (attention_split_row_bytes each)
 };
 // Keys per split on this device: EAGLEVK_ATTENTION_SPLIT (0 turns splitting off; otherwise a
-// multiple of 64), else 256 on GPUs and 0 on CPU devices (lavapipe runs a few workgroups per
-// thread already, and the merge would cost it a dispatch a layer).
+// multiple of 64), else 64 on GPUs (one block a split) and 0 on CPU devices (lavapipe runs a
+// few workgroups per thread already, and the merge would cost it a dispatch a layer).
 uint32_t attention_split_keys(const vk::Context& ctx);
 // Bytes of one row's partial states when attention reads keys below kv_len.
 uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys);
