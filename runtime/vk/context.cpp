@@ -14,6 +14,7 @@
 #include "runtime/vk/check.h"
 #include "runtime/vk/coopmat.h"
 #include "runtime/vk/validation_count.h"
+#include "runtime/vk/validation_ignore.h"
 
 namespace eaglevk::vk {
 
@@ -47,13 +48,22 @@ ContextOptions ContextOptions::from_env() {
 namespace {
 
 std::atomic<uint32_t> process_validation_errors{0};
+std::atomic<uint32_t> process_ignored_validation_errors{0};
+
+bool ignored(int32_t message_id) {
+  const auto& ids = ignored_validation_ids_in_process();
+  return std::find(ids.begin(), ids.end(), static_cast<uint32_t>(message_id)) != ids.end();
+}
 
 // `user` is the Context, or null for the messages of vkCreateInstance/vkDestroyInstance
 // themselves (reported through the create info chained into the instance's).
 VkBool32 VKAPI_PTR on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                          VkDebugUtilsMessageTypeFlagsEXT,
                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
-  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+  if ((severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) && ignored(data->messageIdNumber)) {
+    process_ignored_validation_errors.fetch_add(1);
+    fmt::print(stderr, "eaglevk: validation error (ignored, EAGLEVK_VALIDATION_IGNORE): {}\n", data->pMessage);
+  } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
     process_validation_errors.fetch_add(1);
     if (user) static_cast<Context*>(user)->validation_errors.fetch_add(1);
     fmt::print(stderr, "eaglevk: validation error: {}\n", data->pMessage);
@@ -97,6 +107,7 @@ VkInstance create_instance(bool validate) {
   VkDebugUtilsMessengerCreateInfoEXT instance_messages = messenger_info(nullptr);
   features.pNext = &instance_messages;
   if (validate) {
+    ignored_validation_ids_in_process();  // a malformed EAGLEVK_VALIDATION_IGNORE fails here
     if (!has_layer(layer))
       fail("EAGLEVK_VALIDATE=1 but {} is not installed (Debian: apt-get install vulkan-validationlayers)", layer);
     create.enabledLayerCount = 1;
@@ -287,6 +298,7 @@ void find_memory_budget(Context& ctx) {
 
 uint32_t validation_errors_in_process() { return process_validation_errors.load(); }
 void forgive_validation_errors(uint32_t count) { process_validation_errors -= count; }
+uint32_t ignored_validation_errors_in_process() { return process_ignored_validation_errors.load(); }
 
 void Context::check_usable() const {
   if (lost.load())

@@ -9,7 +9,12 @@
 
 namespace eaglevk::testing {
 
-std::string asset(const std::string& relative) { return std::string(EAGLEVK_ASSETS) + "/" + relative; }
+// EAGLEVK_TEST_ASSETS overrides the folder compiled in: a test binary run away from its checkout
+// (the GPU check's pack, tools/gpu/gpu_check.sh) finds the assets it carries.
+std::string asset(const std::string& relative) {
+  const char* folder = std::getenv("EAGLEVK_TEST_ASSETS");
+  return std::string(folder && *folder ? folder : EAGLEVK_ASSETS) + "/" + relative;
+}
 
 size_t golden_prompts_to_decode(size_t subset, size_t total) {
   const char* all = std::getenv("EAGLEVK_GOLDEN_ALL");

@@ -28,7 +28,7 @@ struct Golden {
 Golden load_golden(const std::string& model_dir);  // model_dir/golden.json
 // Any file of golden.json's target shape (the GGUF float goldens: no `spec` per prompt).
 Golden load_golden_file(const std::string& path);
-std::string asset(const std::string& relative);  // EAGLEVK_ASSETS / relative
+std::string asset(const std::string& relative);  // EAGLEVK_TEST_ASSETS (else EAGLEVK_ASSETS) / relative
 
 // How many of the golden prompts (the first ones) a test decodes: `subset` by default, which
 // keeps the suite within CI's time on lavapipe (about 10 tokens/s for the tiny models), and

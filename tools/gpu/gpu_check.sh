@@ -85,12 +85,33 @@ export LD_LIBRARY_PATH=$P/lib:$P/vk/usr/lib/x86_64-linux-gnu:$P/llama${LD_LIBRAR
 export VK_ADD_LAYER_PATH=$P/vk/usr/share/vulkan/explicit_layer.d
 export EAGLEVK_LLAMA3_REF=$P/tokenizer
 B=$P/bin
-# The test binaries look for the assets and the CLI where they were built (manifest.json).
+# The test binaries look for the assets and the CLI where they were built (manifest.json). Where
+# that path does not hold what the pack holds (on the device the repository copy may sit at the
+# same path with its assets moved aside: an empty or partial folder), the thing there is renamed
+# aside (never deleted) and the path links to the pack's. The dry run's is the real checkout:
+# left alone. The golden helper (tests/support/golden.cpp) takes EAGLEVK_TEST_ASSETS first;
+# other test helpers use the compiled-in path, hence the link too.
+# holds_pack KEY PATH: whether PATH has what the pack's KEY has (every asset file; an executable).
+holds_pack() {
+  case $1 in
+    assets) [ -d "$2" ] || return 1
+            (cd "$P/assets" && find . -type f) | while read -r f; do [ -f "$2/$f" ] || { echo missing; break; }; done | grep -q missing && return 1
+            return 0 ;;
+    cli) [ -f "$2" ] && [ -x "$2" ] ;;
+  esac
+}
 for pair in assets:assets cli:bin/eaglevk; do
   key=${pair%%:*}; target=$P/${pair#*:}
   built=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$key'])" "$P/manifest.json" 2>/dev/null)
-  if [ -n "$built" ] && [ ! -e "$built" ]; then mkdir -p "$(dirname "$built")" && ln -s "$target" "$built"; fi
+  [ -n "$built" ] || continue
+  holds_pack "$key" "$built" && continue
+  if [ -e "$built" ] || [ -L "$built" ]; then
+    aside="$built.aside-by-gpu-check-$(date +%s)"
+    mv "$built" "$aside" && echo "gpu_check: $built lacks the pack's $key: moved aside to $aside"
+  fi
+  mkdir -p "$(dirname "$built")" && ln -s "$target" "$built"
 done
+export EAGLEVK_TEST_ASSETS=$P/assets
 
 if [ $LAVAPIPE = 1 ]; then
   WORK=${WORK:-$(mktemp -d)}
@@ -129,12 +150,27 @@ FILES=$!
 
 # --- The GPU tests, with the validation layer, each under its own deadline (TEST_DEADLINE
 # seconds, default 90); their whole logs go into raw.tar.gz.
+# The validation layer the pack carries (Debian 12's 1.3.239) predates VK_KHR_cooperative_matrix:
+# on a driver that has it, every process gets errors about the extension the layer does not know,
+# which would fail every test and hide the real results. EAGLEVK_VALIDATION_IGNORE prints those
+# without counting them: unknown pNext structures in vkGetPhysicalDeviceProperties2 (0xdd73dbcf)
+# and vkCreateDevice (0x901f59ec); the SPIR-V extension SPV_KHR_cooperative_matrix (0xd80a42ae)
+# and its capability (0x2c00a3d6); spirv-val's "invalid capability operand 6022"
+# (InconsistentSpirv 0x6bbb14, and again at pipeline creation, module-parameter 0xfd71dc70); and
+# spirv-opt failing to specialize such a module (0x6002c3e1). VUID-...-pNext-02757 (0xce5474db,
+# "workgroup size x (1) is not a multiple of the subgroup size", read from the unspecialized
+# module) stays counted: it also catches real errors. In the H200 run it came only for
+# cooperative-matrix pipelines (the module of each had failed specialization), so it fails
+# exactly the tests that build them. A layer that knows the extension would make all this
+# unnecessary. Not on lavapipe, which has no cooperative matrices: nothing is ignored there.
+VALIDATION_IGNORE=0xdd73dbcf,0x901f59ec,0xd80a42ae,0x2c00a3d6,0x6bbb14,0xfd71dc70,0x6002c3e1
+[ $LAVAPIPE = 1 ] && VALIDATION_IGNORE=
 run_tests() {
   : > "$RAW/tests.txt"
   while read -r t filter dry_filter; do
     [ -x "$B/$t" ] || continue
     [ $LAVAPIPE = 1 ] && filter=$dry_filter
-    step "test_$t" "${TEST_DEADLINE:-90}" env EAGLEVK_VALIDATE=1 "$B/$t" --gtest_brief=1 --gtest_filter="$filter" > "$RAW/test_$t.txt" 2>&1 < /dev/null
+    step "test_$t" "${TEST_DEADLINE:-90}" env EAGLEVK_VALIDATE=1 EAGLEVK_VALIDATION_IGNORE="$VALIDATION_IGNORE" "$B/$t" --gtest_brief=1 --gtest_filter="$filter" > "$RAW/test_$t.txt" 2>&1 < /dev/null
     rc=$?
     echo "$t: exit $rc, $(grep -c '^\[  FAILED' "$RAW/test_$t.txt") failed" | tee -a "$RAW/tests.txt"
     grep -E '^\[  (PASSED|FAILED) |Failure|Expected|Which is' "$RAW/test_$t.txt" | head -20 | tee -a "$RAW/tests.txt"

@@ -45,8 +45,8 @@ say() { echo "pack.sh: $*" >&2; }
 
 # The GPU tests: binary, its gtest filter on a GPU, and a short one for the dry run on lavapipe
 # (the suite runs them whole). Pair A's assets only travel.
-GPU_TESTS="ops_test OpsTest.CoopmatGemm:OpsTest.RmsNormFolded*:OpsTest.SwigluFolded*:OpsTest.RopeKvWriteFolded*:OpsTest.MatvecIsBatchInvariant:OpsTest.Attention*:OpsTest.TreeAttention*:OpsTest.ArgmaxOverLargeVocabularyWithTies OpsTest.MatvecIsBatchInvariant
-ops_quant_test QuantTest.MatvecIsBatchInvariant:QuantTest.SwigluFolded*:QuantTest.RopeKvWriteFolded*:QuantTest.MatmulIdPicksEachRowsExpert QuantTest.EmbeddingGathersRows
+GPU_TESTS="ops_test OpsTest.CoopmatGemm:OpsTest.RmsNormFolded*:OpsTest.AttentionValuesStaged*:OpsTest.AttentionIsBatchInvariant:OpsTest.MatvecIsBatchInvariant:OpsTest.MatvecRowsOuts* OpsTest.MatvecIsBatchInvariant
+ops_quant_test QuantTest.MatvecIsBatchInvariant:QuantTest.MatvecRowsOuts* QuantTest.EmbeddingGathersRows
 moe_ops_test * GpuTest.*
 split_attention_test */0 */0
 replay_test */0 Pairs/Replay.ChainRoundsGiveWhatRecordingEveryRoundGives/0
