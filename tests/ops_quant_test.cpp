@@ -239,16 +239,7 @@ TEST_F(QuantTest, MatvecIsBatchInvariant) {
     auto weights = upload(wbuf, w, t, n, k);
     for (uint32_t rows : {3u, 8u}) {
       if (rows == 3 && !path_representative(t)) continue;  // a kernel per row count: see above
-      auto x = random_floats(size_t(rows) * k, 8 + rows);
-      vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
-                 single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
-      rec.begin();
-      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
-      for (uint32_t r = 0; r < rows; ++r)
-        ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
-                    ops::MatmulPath::Vector);
-      rec.submit_and_wait();
-      EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)))
+      EXPECT_TRUE(rows_match_one_row_products(oc, random_floats(size_t(rows) * k, 8 + rows), weights, rows, n, k))
           << ops::weight_type_name(t) << " rows " << rows;
     }
   }
@@ -273,16 +264,7 @@ TEST_F(QuantTest, MatvecRowsOutsKeepTheDecodeBits) {
       for (uint32_t rows : {3u, 8u}) {
         SCOPED_TRACE(fmt::format("{} rows_outs {} rows {} workgroup {}", ops::weight_type_name(t), rows_outs, rows,
                                  ops::matvec_shape(gpu(), weights).workgroup));
-        auto x = random_floats(size_t(rows) * k, 72 + rows);
-        vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
-                   single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
-        rec.begin();
-        ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
-        for (uint32_t r = 0; r < rows; ++r)
-          ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
-                      ops::MatmulPath::Vector);
-        rec.submit_and_wait();
-        EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)));
+        EXPECT_TRUE(rows_match_one_row_products(oc, random_floats(size_t(rows) * k, 72 + rows), weights, rows, n, k));
       }
     }
   }

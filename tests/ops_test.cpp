@@ -238,16 +238,7 @@ TEST_F(OpsTest, MatvecIsBatchInvariant) {
     vk::Buffer wbuf;
     auto weights = upload_weights(wbuf, w, t, n, k);
     for (uint32_t rows : {2u, 4u, 9u}) {
-      auto x = random_floats(size_t(rows) * k, 8 + rows);
-      vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
-                 single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
-      rec.begin();
-      ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
-      for (uint32_t r = 0; r < rows; ++r)
-        ops::matmul(oc, ops::Act(xbuf, k).row(r), weights, ops::Act(single, n).row(r), 1, false,
-                    ops::MatmulPath::Vector);
-      rec.submit_and_wait();
-      EXPECT_TRUE(bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n)))
+      EXPECT_TRUE(rows_match_one_row_products(oc, random_floats(size_t(rows) * k, 8 + rows), weights, rows, n, k))
           << ops::weight_type_name(t) << " rows " << rows;
     }
   }

@@ -168,31 +168,8 @@ TEST_F(RecorderTest, BarriersOnlyBetweenDependentDispatches) {
   full.submit_and_wait();
 }
 
-// The validation layer is live: a read-after-write recorded without its barrier (declared
-// ranges that lie) must be reported as a synchronization hazard.
-TEST_F(RecorderTest, SynchronizationValidationCatchesAMissingBarrier) {
-  const uint32_t n = 256;
-  auto x = random_floats(n, 3);
-  vk::Buffer a = device_buffer(x, "a"), b(gpu().ctx, n * 4, vk::MemoryKind::Device, "b"),
-             c(gpu().ctx, n * 4, vk::MemoryKind::Device, "c");
-  vk::Recorder rec(gpu().ctx);
-  rec.sync = vk::SyncMode::Tracked;
-  const vk::Kernel& add = gpu().pipelines.get("add");
-  uint32_t push = n;
-  rec.begin();
-  rec.dispatch(add, {vk::reads(a), vk::reads(a), vk::writes(b)}, push, 4);
-  // Reads b but declares nothing about it (the binding's access is pointed at another buffer).
-  vk::Arg lying = vk::reads(b);
-  lying.access.buffer = &c;
-  rec.dispatch(add, {lying, vk::reads(a), vk::writes(c)}, push, 4);
-  rec.submit_and_wait();
-  uint32_t seen = gpu().ctx.validation_errors.load() - errors_before_;
-  EXPECT_GE(seen, 1u) << "synchronization validation did not report the read-after-write hazard";
-  errors_before_ = gpu().ctx.validation_errors.load();  // expected errors; the fixture checks the rest
-  vk::forgive_validation_errors(seen);                   // and the whole-process check too
-}
-
-// Provokes one read-after-write hazard (as above): the messages come after submit_and_wait.
+// Provokes one read-after-write hazard: a dispatch reads b but declares nothing about it (the
+// binding's access is pointed at another buffer). The messages come after submit_and_wait.
 void record_a_missing_barrier() {
   const uint32_t n = 256;
   auto x = random_floats(n, 3);
@@ -208,6 +185,16 @@ void record_a_missing_barrier() {
   lying.access.buffer = &c;
   rec.dispatch(add, {lying, vk::reads(a), vk::writes(c)}, push, 4);
   rec.submit_and_wait();
+}
+
+// The validation layer is live: a read-after-write recorded without its barrier (declared
+// ranges that lie) must be reported as a synchronization hazard.
+TEST_F(RecorderTest, SynchronizationValidationCatchesAMissingBarrier) {
+  record_a_missing_barrier();
+  uint32_t seen = gpu().ctx.validation_errors.load() - errors_before_;
+  EXPECT_GE(seen, 1u) << "synchronization validation did not report the read-after-write hazard";
+  errors_before_ = gpu().ctx.validation_errors.load();  // expected errors; the fixture checks the rest
+  vk::forgive_validation_errors(seen);                   // and the whole-process check too
 }
 
 TEST(ValidationIgnoreList, ParsesHexadecimalAndDecimalIds) {

@@ -239,4 +239,17 @@ void GpuTest::TearDown() {
                                        << report;
 }
 
+::testing::AssertionResult rows_match_one_row_products(ops::OpContext& oc, const std::vector<float>& x,
+                                                       const ops::WeightMatrix& w, uint32_t rows, uint32_t n,
+                                                       uint32_t k) {
+  vk::Buffer xbuf = device_buffer(x, "x"), batch(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "batch"),
+             single(gpu().ctx, size_t(rows) * n * 4, vk::MemoryKind::Device, "single");
+  oc.rec.begin();
+  ops::matmul(oc, ops::Act(xbuf, k), w, ops::Act(batch, n), rows, false, ops::MatmulPath::Vector);
+  for (uint32_t r = 0; r < rows; ++r)
+    ops::matmul(oc, ops::Act(xbuf, k).row(r), w, ops::Act(single, n).row(r), 1, false, ops::MatmulPath::Vector);
+  oc.rec.submit_and_wait();
+  return bitwise_equal(read_back<float>(batch, size_t(rows) * n), read_back<float>(single, size_t(rows) * n));
+}
+
 }  // namespace eaglevk::testing

@@ -121,4 +121,10 @@ std::vector<T> read_back(vk::BufferRange r, size_t count) {
 ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<double>& want, double atol,
                                      double rtol);
 
+// A verify pass's rows against decode steps: the matrix-vector product of `rows` rows of x
+// (k each) with w (n outputs) in one dispatch, bit for bit what each row gets alone.
+::testing::AssertionResult rows_match_one_row_products(ops::OpContext& oc, const std::vector<float>& x,
+                                                       const ops::WeightMatrix& w, uint32_t rows, uint32_t n,
+                                                       uint32_t k);
+
 }  // namespace eaglevk::testing
