@@ -49,6 +49,12 @@ layout(binding = 2, std430) buffer Y { float y[]; };
 #if defined(ROW_IDS)
 layout(binding = 3, std430) readonly buffer Lists { int lists[]; };
 layout(constant_id = 4) const bool K_MAJOR = false;
+const bool LO_TERMS = true;
+#else
+// LO_TERMS false (EAGLEVK_GEMM_PRECISION=f16): x and W enter as their nearest f16 alone, as
+// llama.cpp's cooperative-matrix kernels take them: a third of the products and half the
+// staging, at f16's precision (errors near 2^-11 of each product instead of 2^-21).
+layout(constant_id = 4) const bool LO_TERMS = true;
 #endif
 
 layout(push_constant) uniform Push {
@@ -93,11 +99,19 @@ shared float out_stage[4 * 256];  // one MM x MN matrix per subgroup on its way 
 // v with its mantissa cut to f16's 10 bits: the f16 it stores as, for |v| in f16's normal range.
 float f16_part(float v) { return uintBitsToFloat(floatBitsToUint(v) & 0xffffe000u); }
 void stage_x(uint i, float v) {
+  if (!LO_TERMS) {
+    xs_hi[i] = float16_t(v);
+    return;
+  }
   float hi = f16_part(v);
   xs_hi[i] = float16_t(hi);
   xs_lo[i] = float16_t((v - hi) * LO_SCALE);
 }
 void stage_w(uint i, float v) {
+  if (!LO_TERMS) {
+    ws_hi[i] = float16_t(v);
+    return;
+  }
   float hi = f16_part(v);
   ws_hi[i] = float16_t(hi);
 #if !defined(W_F16)
@@ -152,21 +166,25 @@ void main() {
       B_MAT b_hi[2];
       [[unroll]] for (uint i = 0; i < 2; ++i) {
         coopMatLoad(a_hi[i], xs_hi, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        if (LO_TERMS)
+          coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
         // B is W's rows seen as columns: element (k, n) at n * STRIDE + k.
         coopMatLoad(b_hi[i], ws_hi, (qn + MN * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
       }
 #if !defined(W_F16)
       B_MAT b_lo[2];
-      [[unroll]] for (uint j = 0; j < 2; ++j)
-        coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+      if (LO_TERMS)
+        [[unroll]] for (uint j = 0; j < 2; ++j)
+          coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
 #endif
       [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
         acc[i][j] = coopMatMulAdd(a_hi[i], b_hi[j], acc[i][j]);
-        lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
+        if (LO_TERMS) {
+          lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
 #if !defined(W_F16)
-        lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
+          lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
 #endif
+        }
       }
     }
     barrier();
@@ -175,7 +193,8 @@ void main() {
   // range (the edges of y are not whole matrices).
   const uint stage = gl_SubgroupID * 256u;
   [[unroll]] for (uint i = 0; i < 2; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
-    C_MAT r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);  // a power of two: exact
+    C_MAT r = acc[i][j];
+    if (LO_TERMS) r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);  // a power of two: exact
     coopMatStore(r, out_stage, stage, MN, gl_CooperativeMatrixLayoutRowMajor);
     subgroupMemoryBarrierShared();
     subgroupBarrier();
@@ -251,29 +270,34 @@ void main() {
       B_MAT b_hi[2];
       [[unroll]] for (uint i = 0; i < 4; ++i) {
         coopMatLoad(a_hi[i], xs_hi, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
+        if (LO_TERMS)
+          coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
       }
       [[unroll]] for (uint j = 0; j < 2; ++j)
         coopMatLoad(b_hi[j], ws_hi, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
 #if !defined(W_F16)
       B_MAT b_lo[2];
-      [[unroll]] for (uint j = 0; j < 2; ++j)
-        coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
+      if (LO_TERMS)
+        [[unroll]] for (uint j = 0; j < 2; ++j)
+          coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
 #endif
       // Per output the 64 block's order: hi x hi, then lo x hi and hi x lo into the lo sums.
       [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
         acc[i][j] = coopMatMulAdd(a_hi[i], b_hi[j], acc[i][j]);
-        lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
+        if (LO_TERMS) {
+          lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
 #if !defined(W_F16)
-        lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
+          lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
 #endif
+        }
       }
     }
     barrier();
   }
   const uint stage = gl_SubgroupID * MM * MN;
   [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
-    C_MAT r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);
+    C_MAT r = acc[i][j];
+    if (LO_TERMS) r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);
     coopMatStore(r, out_stage, stage, MN, gl_CooperativeMatrixLayoutRowMajor);
     subgroupMemoryBarrierShared();
     subgroupBarrier();

@@ -138,6 +138,25 @@ TEST_F(OpsTest, CoopmatGemm) {
     rec.submit_and_wait();
     std::vector<float> all = read_back<float>(ybuf, size_t(rows) * n);
     EXPECT_TRUE(bitwise_equal(std::vector<float>(all.begin() + 70 * n, all.begin() + 71 * n), read_back<float>(one, n)));
+    // EAGLEVK_GEMM_PRECISION=f16: the inputs' nearest f16 alone, f16-sized errors (about 2^-11 of
+    // the products' magnitudes, summed over k): within 0.05 of the reference here, and clearly
+    // worse than the halves' (which sit within 1e-4), so the switch reaches the kernel.
+    auto worst_error = [&]() {
+      const std::vector<float> got = read_back<float>(ybuf, want.size());
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+      return worst;
+    };
+    const double split_error = worst_error();
+    const bool f16_before = gpu().gemm_f16_inputs;
+    gpu().gemm_f16_inputs = true;
+    rec.begin();
+    ops::matmul(oc, ops::Act(xbuf, k), weights, ops::Act(ybuf, n), rows, false, ops::MatmulPath::Tiled);
+    rec.submit_and_wait();
+    gpu().gemm_f16_inputs = f16_before;
+    const double f16_error = worst_error();
+    EXPECT_LT(f16_error, 0.05);
+    EXPECT_GT(f16_error, 10 * split_error) << "f16 inputs " << f16_error << ", halves " << split_error;
   }
   if (coopmat_gemm_blocks().size() < 2)
     GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
@@ -174,6 +193,39 @@ TEST(GemmBlockSwitch, AcceptsSixtyFourAndOneTwentyEight) {
     ::setenv("EAGLEVK_GEMM_BLOCK", saved->c_str(), 1);
   else
     ::unsetenv("EAGLEVK_GEMM_BLOCK");
+}
+
+// EAGLEVK_GEMM_PRECISION: split (or unset, or empty) keeps the f16 halves, f16 takes the nearest
+// f16 alone; anything else is an error naming both.
+TEST(GemmPrecisionSwitch, AcceptsSplitAndF16) {
+  const char* before = std::getenv("EAGLEVK_GEMM_PRECISION");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto f16_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_GEMM_PRECISION", value, 1);
+    else
+      ::unsetenv("EAGLEVK_GEMM_PRECISION");
+    return ops::gemm_f16_inputs_from_env();
+  };
+  EXPECT_FALSE(f16_with(nullptr));
+  EXPECT_FALSE(f16_with(""));
+  EXPECT_FALSE(f16_with("split"));
+  EXPECT_TRUE(f16_with("f16"));
+  for (const char* bad : {"F16", "fp16", "half", "split "}) {
+    try {
+      f16_with(bad);
+      ADD_FAILURE() << "no error for EAGLEVK_GEMM_PRECISION=" << bad;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_PRECISION=") + bad + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected split"), std::string::npos) << what;
+      EXPECT_NE(what.find("or f16"), std::string::npos) << what;
+    }
+  }
+  if (saved)
+    ::setenv("EAGLEVK_GEMM_PRECISION", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_GEMM_PRECISION");
 }
 
 // The device's choice: the 128 block on NVIDIA where it runs (measured faster there), 64 on

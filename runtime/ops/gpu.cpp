@@ -60,6 +60,16 @@ Gpu::Gpu(const vk::ContextOptions& options)
     if (!missing.empty()) fail("EAGLEVK_GEMM_BLOCK=128: {}", missing);
   }
   if (gemm_block == 0) gemm_block = gemm_block_for(ctx.info.vendor_id, coopmat_unavailable(ctx, 128).empty());
+  gemm_f16_inputs = gemm_f16_inputs_from_env();
+}
+
+bool gemm_f16_inputs_from_env() {
+  const char* env = std::getenv("EAGLEVK_GEMM_PRECISION");
+  if (!env || !*env || std::strcmp(env, "split") == 0) return false;
+  if (std::strcmp(env, "f16") == 0) return true;
+  fail("EAGLEVK_GEMM_PRECISION={}: expected split (the coopmat GEMM's inputs as f16 hi and lo halves, the default) or "
+       "f16 (their nearest f16 alone, as llama.cpp)",
+       env);
 }
 
 uint32_t gemm_block_from_env() {

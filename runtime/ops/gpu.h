@@ -111,6 +111,10 @@ struct Gpu {
   // The device's choice is gemm_block_for's; EAGLEVK_GEMM_BLOCK sets it (gemm_block_from_env),
   // for A/B timing; tests set both.
   uint32_t gemm_block = 64;
+  // The coopmat GEMM's inputs as f16 hi and lo halves (about 21 bits a product, the default) or
+  // as their nearest f16 alone (llama.cpp's precision, a third of the products): EAGLEVK_GEMM_PRECISION
+  // (gemm_f16_inputs_from_env); tests set it. Expert products keep the halves.
+  bool gemm_f16_inputs = false;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
@@ -120,6 +124,9 @@ struct Gpu {
 uint32_t gemm_block_from_env();
 // The device's coopmat block: 128 on NVIDIA where the device can run it, 64 elsewhere.
 uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs);
+// EAGLEVK_GEMM_PRECISION: "split" (also when unset or empty: f16 hi and lo halves) gives false,
+// "f16" (the inputs' nearest f16 alone) true; an error naming both otherwise.
+bool gemm_f16_inputs_from_env();
 
 // Why this build and device cannot run the GEMM's coopmat kernel in the given block
 // configuration (64 or 128); empty where they can.
