@@ -150,12 +150,15 @@ if [ "$size" -gt "$LIMIT" ]; then
 fi
 say "wrote $OUT_FILE: $((size >> 10)) KiB (limit 56 MiB)"
 cat <<EOF
-The GPU call (device tool \`run\`), once per loan:
+The GPU calls (device tool \`run\`), two per loan of about 15 minutes:
   1. Move the tracked assets aside so that the tree travels under 64 MiB:
        mv assets ../eaglevk-assets-aside
   2. run with carry [".gpu"], timeout_s 540, and the command:
        mkdir -p /tmp/pack && tar -xJf $OUT_FILE -C /tmp/pack && OUT=\$OUT bash /tmp/pack/gpu_check.sh --budget 480
-  3. Put the assets back at once, whatever the call returned:
+  3. With the device time left (status; the machine's start took about 40 s), a second call
+     with timeout_s 330 for what the first leaves (tools/gpu/variants.txt, Scout, the tests):
+       mkdir -p /tmp/pack && tar -xJf $OUT_FILE -C /tmp/pack && OUT=\$OUT TEST_DEADLINE=30 bash /tmp/pack/gpu_check.sh --budget 300 --steps variants,scout,tests --tests-first
+  4. Put the assets back at once, whatever the calls returned, and give the device back:
        mv ../eaglevk-assets-aside assets
-  Back come summary.json, gpu_check.log and kernel_table.json; docs/gpu-check.md says how to read them.
+  Back come summary.json, gpu_check.log, kernel_table.json and raw.tar.gz; docs/gpu-check.md says how to read them.
 EOF
