@@ -17,7 +17,7 @@ grep -q "gpu_check.sh --budget" "$TMP/instructions.txt" || { echo "pack.sh print
 mkdir "$TMP/unpacked" "$TMP/out" "$TMP/work"
 tar -xJf "$TMP/pack.tar.xz" -C "$TMP/unpacked"
 # The unpacked pack alone: no build folder on the PATH, a working folder of its own.
-(cd "$TMP" && OUT="$TMP/out" WORK="$TMP/work" bash "$TMP/unpacked/gpu_check.sh" --lavapipe --budget 420) > "$TMP/run.txt" 2>&1 ||
+(cd "$TMP" && OUT="$TMP/out" WORK="$TMP/work" bash "$TMP/unpacked/gpu_check.sh" --lavapipe --budget 420 --steps all) > "$TMP/run.txt" 2>&1 ||
   { tail -60 "$TMP/run.txt"; echo "gpu_check.sh failed"; exit 1; }
 python3 - "$TMP/pack.tar.xz" "$TMP/out" <<'EOF'
 import json, os, sys

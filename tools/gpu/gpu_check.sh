@@ -13,16 +13,18 @@
 #   7. the GPU tests.
 # --steps LIST runs only the named groups (comma-separated: table, bench, depth, profiles, scout,
 # variants, tiny, tests; the device and, where a step needs them, the files always come first):
-# a second call in one loan measures what the first left open without repeating the rest.
+# a second call in one loan measures what the first left open without repeating the rest. The
+# default, main, is every group but the variants; all is every one (the dry run).
 # Every step runs under a deadline inside the budget (default 480 s). Everything goes to $OUT
 # (default ./gpu-out): summary.json (tools/gpu/summarize.py) and gpu_check.log, plus the raw
-# kernel table and raw.tar.gz (every step's own output: the tests' full logs, the profiles). --lavapipe is the dry run on a CPU device (the test suite's gpu_pack_dry_run):
-# short sizes, the same steps, no change to / (the system's Vulkan loader is used).
+# kernel table and raw.tar.gz (every step's own output: the tests' full logs, the profiles).
+# --lavapipe is the dry run on a CPU device (the test suite's gpu_pack_dry_run): short sizes,
+# the same steps, no change to / (the system's Vulkan loader is used).
 set -u
 P=$(cd "$(dirname "$0")" && pwd)
 LAVAPIPE=0
 BUDGET=480
-STEPS=all
+STEPS=main
 TESTS_FIRST=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -66,7 +68,8 @@ step() {
 }
 : > "$RAW/steps.tsv"
 # wanted GROUP: whether --steps asks for this group of steps.
-wanted() { [ "$STEPS" = all ] || [[ ",$STEPS," == *",$1,"* ]]; }
+# main (the default): every group but the variants, which a second call times; all: every one.
+wanted() { [ "$STEPS" = all ] || { [ "$STEPS" = main ] && [ "$1" != variants ]; } || [[ ",$STEPS," == *",$1,"* ]]; }
 echo "gpu_check: pack $(cat "$P/manifest.json" 2>/dev/null | tr -d '\n' | cut -c1-400)"
 
 # --- Environment: the pack's libraries first, the machine's driver directories kept.
