@@ -62,10 +62,6 @@ layout(constant_id = 6) const bool ONE_SUBGROUP = false;
 layout(constant_id = 7) const uint SPLIT = 0;
 layout(constant_id = 8) const uint ROWS = 1;    // 1..MAX_ROWS, ROWS * GROUP <= MAX_PAIRS
 layout(constant_id = 9) const uint K_TILE = 1;  // quads of each key's row staged per step
-// The workgroup kernel stages each block's values in shared memory as its keys (the default);
-// false walks them from memory, one key after another (EAGLEVK_ATTENTION_V_STAGED=0: the
-// kernel before 2026-11-29, kept to time one against the other). The same bits either way.
-layout(constant_id = 10) const bool V_STAGED = true;
 #define MAX_ROWS ATTENTION_MAX_ROWS
 #define MAX_PAIRS ATTENTION_MAX_PAIRS
 // The (row, head) pairs a workgroup serves: pair r * GROUP + g is head head0 + g of row r.
@@ -409,71 +405,41 @@ void workgroup_attention() {
         alpha[i] = count[r] > 0u ? exp(m[i] - new_m[i]) : 1.0;  // 0 when m is -inf
         if (count[r] > 0u) l[i] = l[i] * alpha[i] + prob[i];
       }
-    if (V_STAGED) {
-      // The block's values reach shared memory as its keys did, K_TILE quads of every key at a
-      // time (the key tile is free once the scores are formed): coalesced loads, all in flight at
-      // once, where each invocation used to walk the keys' rows one dependent load after another
-      // (a GPU's decode attention was latency-bound, docs/perf.md). Each output dim lies in one
-      // tile and takes its keys in the same order as before: the same bits.
-      [[unroll]] for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
-        barrier();  // the tile's last readers are done
-        [[unroll]] for (uint c = 0; c < K_TILE; ++c) {
-          uint key = (c * wg + tid) / K_TILE, quad = (c * wg + tid) % K_TILE;
-          if (kb + key < last && d0 + 8u * quad < hd)
-            ktile[key * (K_TILE + 1u) + quad] = vquad((key_slot_of(slot_row, kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
-        }
-        barrier();
-        [[unroll]] for (uint c = 0; c < DIMS; ++c) {
-          uint d = tid + c * wg;
-          if (d >= hd) break;
-          if (d < d0 || d >= d0 + 8u * K_TILE) continue;
-          uint q = (d - d0) / 8u, word = (d % 8u) / 2u;
-          float a[MAX_PAIRS];
-          [[unroll]] for (uint r = 0; r < ROWS; ++r)
-            [[unroll]] for (uint g = 0; g < GROUP; ++g) {
-              uint i = r * GROUP + g;
-              a[i] = count[r] > 0u ? acc[i][c] * alpha[i] : acc[i][c];
-            }
-          // Eight keys a turn (llvmpipe counts loop turns: ops::attention_max_keys).
-          uint jj = 0;
-          for (; jj + 8u <= most; jj += 8u)
-            [[unroll]] for (uint u = 0; u < 8u; ++u) {
-              float v = kv_load(ktile[(jj + u) * (K_TILE + 1u) + q][word], d);
-              [[unroll]] for (uint r = 0; r < ROWS; ++r)
-                if (jj + u < count[r])
-                  [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj + u], v, a[r * GROUP + g]);
-            }
-          for (; jj < most; ++jj) {
-            float v = kv_load(ktile[jj * (K_TILE + 1u) + q][word], d);
-            [[unroll]] for (uint r = 0; r < ROWS; ++r)
-              if (jj < count[r])
-                [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj], v, a[r * GROUP + g]);
-          }
-          [[unroll]] for (uint i = 0; i < PAIRS; ++i) acc[i][c] = a[i];
-        }
+    // The block's values reach shared memory as its keys did, K_TILE quads of every key at a
+    // time (the key tile is free once the scores are formed): coalesced loads, all in flight at
+    // once. Each invocation walking the keys' rows one dependent load after another was
+    // latency-bound: half the decode speed at depth 1024 on an H200 (docs/perf.md). Each output
+    // dim lies in one tile and takes its keys in order.
+    [[unroll]] for (uint d0 = 0; d0 < HEAD_DIM; d0 += 8u * K_TILE) {
+      barrier();  // the tile's last readers are done
+      [[unroll]] for (uint c = 0; c < K_TILE; ++c) {
+        uint key = (c * wg + tid) / K_TILE, quad = (c * wg + tid) % K_TILE;
+        if (kb + key < last && d0 + 8u * quad < hd)
+          ktile[key * (K_TILE + 1u) + quad] = vquad((key_slot_of(slot_row, kb + key) * kv_dim + kvh * hd + d0) / 8u + quad);
       }
-    } else {
+      barrier();
       [[unroll]] for (uint c = 0; c < DIMS; ++c) {
         uint d = tid + c * wg;
         if (d >= hd) break;
+        if (d < d0 || d >= d0 + 8u * K_TILE) continue;
+        uint q = (d - d0) / 8u, word = (d % 8u) / 2u;
         float a[MAX_PAIRS];
         [[unroll]] for (uint r = 0; r < ROWS; ++r)
           [[unroll]] for (uint g = 0; g < GROUP; ++g) {
             uint i = r * GROUP + g;
             a[i] = count[r] > 0u ? acc[i][c] * alpha[i] : acc[i][c];
           }
+        // Eight keys a turn (llvmpipe counts loop turns: ops::attention_max_keys).
         uint jj = 0;
         for (; jj + 8u <= most; jj += 8u)
           [[unroll]] for (uint u = 0; u < 8u; ++u) {
-            uint idx = (TREE ? sslot[jj + u] : region + kb + jj + u) * kv_dim + kvh * hd + d;
-            float v = kv_load(vword(idx / 2u), idx);
+            float v = kv_load(ktile[(jj + u) * (K_TILE + 1u) + q][word], d);
             [[unroll]] for (uint r = 0; r < ROWS; ++r)
               if (jj + u < count[r])
                 [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj + u], v, a[r * GROUP + g]);
           }
         for (; jj < most; ++jj) {
-          uint idx = (TREE ? sslot[jj] : region + kb + jj) * kv_dim + kvh * hd + d;
-          float v = kv_load(vword(idx / 2u), idx);
+          float v = kv_load(ktile[jj * (K_TILE + 1u) + q][word], d);
           [[unroll]] for (uint r = 0; r < ROWS; ++r)
             if (jj < count[r])
               [[unroll]] for (uint g = 0; g < GROUP; ++g) a[r * GROUP + g] = fma(sp[r * GROUP + g][jj], v, a[r * GROUP + g]);

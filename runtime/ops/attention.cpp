@@ -148,8 +148,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
                            {/*WG=*/workgroup, /*TREE=*/a.tree ? 1u : 0u, /*QSCALE=*/qscale_mode,
                             /*REGIONS=*/a.regions ? 1u : 0u, /*GROUP=*/group, /*HEAD_DIM=*/a.head_dim,
                             /*ONE_SUBGROUP=*/one_subgroup ? 1u : 0u, /*SPLIT=*/split ? split_keys : 0u,
-                            /*ROWS=*/tiles.rows, /*K_TILE=*/tiles.k_tile,
-                            /*V_STAGED=*/oc.gpu.attention_v_staged ? 1u : 0u});
+                            /*ROWS=*/tiles.rows, /*K_TILE=*/tiles.k_tile});
   if (a.qscale && a.temperature_tuning) fail("attention: a query-scale buffer and temperature tuning together");
   struct {
     uint32_t rows, heads, kv_heads, head_dim, q_offset, q_stride, out_offset, out_stride, pos_offset, kv_len, chunk,

@@ -35,11 +35,6 @@ Gpu::Gpu(const vk::ContextOptions& options)
       fail("EAGLEVK_ATTENTION_ROWS={}: rows per attention workgroup must be 1..{}", env, ATTENTION_MAX_ROWS);
     attention_max_rows = uint32_t(rows);
   }
-  if (const char* env = std::getenv("EAGLEVK_ATTENTION_V_STAGED"); env && *env) {
-    if (std::strcmp(env, "0") != 0 && std::strcmp(env, "1") != 0)
-      fail("EAGLEVK_ATTENTION_V_STAGED={}: expected 1 (values staged in shared memory) or 0", env);
-    attention_v_staged = std::strcmp(env, "1") == 0;
-  }
   const std::string coopmat_missing = coopmat_unavailable(ctx);
   const char* coopmat = std::getenv("EAGLEVK_COOPMAT");
   if (!coopmat || !*coopmat) {

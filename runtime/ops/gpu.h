@@ -87,10 +87,6 @@ struct Gpu {
   // block's keys and values; attention.comp's ROWS, at most ATTENTION_MAX_ROWS); tests set 1 as
   // the reference for the bits, EAGLEVK_ATTENTION_ROWS for tuning.
   uint32_t attention_max_rows = 8;
-  // The attention workgroup kernel stages each block's values in shared memory (coalesced, all
-  // loads in flight) rather than walking them key by key; the same bits either way.
-  // EAGLEVK_ATTENTION_V_STAGED=0 walks them, to time one against the other.
-  bool attention_v_staged = true;
   // Fold RMSNorms into the products that consume them where ops::norm_folds allows
   // (EAGLEVK_FOLD_NORMS=1; tests set it). Off by default: on lavapipe it saves 17 of a tiny
   // model's 71 dispatches per token but not time (every product workgroup reads its x rows a
