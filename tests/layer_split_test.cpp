@@ -101,13 +101,14 @@ struct SplitRun {
   engine::HopStats hops;
 };
 
-SplitRun generate(const api::Model& m, const std::vector<int32_t>& prompt, bool replay = vk::replay_from_env()) {
+SplitRun generate(const api::Model& m, const std::vector<int32_t>& prompt, bool replay = vk::replay_from_env(),
+                  uint32_t n_predict = 12, uint32_t context = kContext) {
   engine::DecoderConfig c;
-  c.context = kContext;
+  c.context = context;
   engine::Decoder dec(*m.device->gpu, *m.target, nullptr, c);
   dec.replay = replay;
   engine::GenerationOptions o;
-  o.n_predict = 12;
+  o.n_predict = n_predict;
   o.ignore_eos = true;
   o.top_logits = uint32_t(m.vocab_size());
   o.logprobs = 4;
@@ -298,15 +299,15 @@ struct ChainRun {
 };
 
 ChainRun chain(const api::Model& m, const std::vector<std::vector<int32_t>>& prompts, uint32_t k,
-               engine::TreeParams tree = {}) {
+               engine::TreeParams tree = {}, uint32_t n_predict = 16, uint32_t context = kContext) {
   engine::DecoderConfig c;
-  c.context = kContext;
+  c.context = context;
   c.k = k;
   c.tree = tree;
   c.batch = uint32_t(prompts.size());
   engine::Decoder dec(*m.device->gpu, *m.target, m.draft.get(), c);
   engine::GenerationOptions o;
-  o.n_predict = 16;
+  o.n_predict = n_predict;
   o.ignore_eos = true;
   o.logprobs = 3;
   for (uint32_t s = 0; s < prompts.size(); ++s) dec.start(s, prompts[s], o);
@@ -607,6 +608,98 @@ TEST(LayerSplit, ExpertsInHostRefuseADenseTargetAndAHostTooSmallForEveryDevicesE
   // Kept on the devices, the host's budget does not matter.
   EXPECT_EQ(api::plan_load(two, kPairBTarget, pair_b_options(false, {1, 1})).split->host_weights(), 0u);
   c0.host_memory_budget = saved;
+}
+
+}  // namespace
+}  // namespace eaglevk::testing
+
+namespace eaglevk::testing {
+namespace {
+
+// Llama-4 Scout's per-tensor shapes split across two devices: hidden 5120, 16 experts whose
+// [16, 5120, 16384] gate_up tensor (2.7 GB) lavapipe holds in more than one allocation, a
+// 202,048-token vocabulary and an EAGLE-3 head with all of it, three layers (dense, experts,
+// dense, as Maverick alternates) tapped by the draft. Split after layer 1 (the experts on the
+// last device, in host memory) and after layer 2 (the experts on the first device, an earlier
+// part's pass), the tokens, logits, log-probabilities and acceptance are one device's to the
+// bit. About 14 GB of host memory a model: the single device's run ends before a split loads.
+struct ScoutPair {
+  std::filesystem::path root, target, draft;
+  ScoutPair() {
+    root = std::filesystem::temp_directory_path() / ("eaglevk-split-scout-" + std::to_string(::getpid()));
+    target = root / "llama4-scout";
+    draft = root / "llama4-scout-eagle3";
+    SynthOptions o;
+    o.layers = 3;
+    o.moe_step = 2;  // layer 1 holds the experts
+    o.tokenizer_dir = kAssets + "/tiny-llama3";  // the loader wants a tokenizer; the ids are random
+    write_synthetic_checkpoint(SynthKind::Llama4_Scout, target, o);
+    o.tokenizer_dir.clear();
+    o.aux_layers = {0, 1, 2};
+    write_synthetic_checkpoint(SynthKind::Eagle3_Scout, draft, o);
+  }
+  ~ScoutPair() { std::filesystem::remove_all(root); }
+};
+
+TEST(LayerSplitScout, ScoutShapeSplitAtEachLayerBoundaryGivesTheSingleDeviceBitsAndAcceptance) {
+  const ScoutPair files;
+  constexpr uint32_t kScoutContext = 64, kPlainTokens = 4, kChainTokens = 8;
+  api::LoadOptions o;
+  o.context = kScoutContext;
+  o.draft = files.draft;
+  std::vector<int32_t> prompt;
+  SplitRun plain_ref;
+  ChainRun chain_ref;
+  uint64_t routed = 0;
+  {
+    const api::Runtime one = api::open_runtime("0");
+    const api::LoadPlan plan = api::plan_load(one, files.target, o);
+    routed = plan.memory.routed_experts;
+    const auto whole = api::load_model(one, plan);
+    ASSERT_EQ(whole->target->config().hidden_size, 5120);
+    ASSERT_EQ(whole->vocab_size(), 202048);
+    ASSERT_EQ(whole->draft->config.draft_vocab_size, 202048);
+    prompt = random_prompt(10, 7, 1, 200000);
+    plain_ref = generate(*whole, prompt, vk::replay_from_env(), kPlainTokens, kScoutContext);
+    chain_ref = chain(*whole, {prompt}, 3, {}, kChainTokens, kScoutContext);
+  }
+  ASSERT_EQ(plain_ref.tokens.size(), kPlainTokens);
+  ASSERT_GT(chain_ref.stats.num_drafts, 0u);
+  // 16 experts, each a [5120, 16384] gate_up and a [8192, 5120] down in bf16
+  EXPECT_EQ(routed, 16ull * (5120 * 16384 + 8192 * 5120) * 2);
+  const uint64_t H = 5120;
+  const api::Runtime two = open_devices(2);
+  for (uint32_t b = 1; b < 3; ++b) {
+    const bool host = b == 1;  // the experts' device keeps them in host memory
+    o.split = {double(b), double(3 - b)};
+    o.experts_in_host = host;
+    const api::LoadPlan plan = api::plan_load(two, files.target, o);
+    ASSERT_TRUE(plan.split);
+    const std::vector<engine::DeviceShare>& d = plan.split->devices;
+    ASSERT_EQ(d.size(), 2u);
+    EXPECT_EQ(d[0].layers.end, b);
+    // Layer 1's experts are on the device that holds it, or in host memory for it.
+    const size_t with_experts = b == 1 ? 1 : 0;
+    EXPECT_EQ(d[with_experts].routed_experts, routed);
+    EXPECT_EQ(d[1 - with_experts].routed_experts, 0u);
+    EXPECT_EQ(plan.split->host_weights(), host ? routed : 0u);
+    const auto split = api::load_model(two, plan);
+    const models::TargetModel& first = *split->target->earlier.at(0).model;
+    EXPECT_EQ(first.weight_bytes(), d[0].weights);
+    EXPECT_EQ(models::expert_traffic(first).bytes, d[0].routed_experts);
+    EXPECT_EQ(models::expert_traffic(*split->target).host_bytes, host ? routed : 0u);
+    const std::string at = std::string(host ? "experts in host memory, " : "") + "split at layer " + std::to_string(b);
+    const SplitRun plain = generate(*split, prompt, vk::replay_from_env(), kPlainTokens, kScoutContext);
+    expect_same_bits(plain_ref, plain, "plain, " + at);
+    EXPECT_EQ(plain.hops.hops, plain.hops.passes);
+    EXPECT_EQ(plain.hops.passes, kPlainTokens);  // the prefill, then every token but the first
+    EXPECT_EQ(plain.hops.bytes, (prompt.size() + kPlainTokens - 1) * H * 4);
+    const ChainRun got = chain(*split, {prompt}, 3, {}, kChainTokens, kScoutContext);
+    expect_same_chain(chain_ref, got, "chain, " + at);
+    // Each hop carries the rows' hidden state and their three tap columns.
+    EXPECT_EQ(got.hops.passes, 1 + got.stats.num_drafts);
+    EXPECT_EQ(got.hops.bytes, (prompt.size() + got.stats.num_drafts * 4ull) * 4 * H * 4);
+  }
 }
 
 }  // namespace
