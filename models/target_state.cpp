@@ -62,6 +62,7 @@ TargetState make_target_state(const vk::Context& ctx, const TargetShape& t, uint
     s.expert_gate_up = plan.add("expert_gate_up", slots * 2 * IE * 4);
     s.expert_act = plan.add("expert_act", slots * IE * 4);
   }
+  if (end_layer < t.layers) return s;  // an earlier part of a split model: no logits (logits_rows 0)
   s.out_norm = plan.add("out_norm", R * H * 4);
   s.logits_rows = uint32_t(std::clamp<uint64_t>(ctx.max_binding_range / (V * 4), 1, R));
   s.logits = plan.add("logits", uint64_t(s.logits_rows) * V * 4, vk::Lifetime::Output);

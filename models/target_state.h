@@ -31,6 +31,8 @@ struct TargetState {
   uint32_t max_rows = 0;  // rows one pass may carry
   // Rows of logits one pass may compute: max_rows, unless [max_rows, vocab] f32 would exceed
   // one storage binding (600 rows x 128,256 is 307 MB); long prefills need only the last row.
+  // 0 for a part of a split model before the last: it ends in hidden_out, the last part holds
+  // the final norm and lm_head, and out_norm and logits are none of its arena's tensors.
   uint32_t logits_rows = 0;
   uint32_t kv_dim = 0;
   // One allocation per layer ([capacity][nkv hd] f16 each): the whole cache of a long context

@@ -8,6 +8,7 @@
 // the memory plan is per device and refuses by device.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -287,6 +288,37 @@ TEST(LayerSplit, MemoryPlanIsPerDeviceAndRefusesByDevice) {
   EXPECT_GT(drafted.split->devices[1].kv_per_token, d[1].kv_per_token);
   EXPECT_EQ(drafted.split->devices[0].kv_per_token + drafted.split->devices[1].kv_per_token,
             api::plan_load(api::open_runtime("0"), kTarget, with_draft).memory.kv_per_token);
+}
+
+// An earlier device is charged what its part allocates (its layers' state without logits, its
+// hop staging, the split front's inputs and tap rows) and the fixed part, not the logits, the
+// draft and its taps the last device holds.
+TEST(LayerSplit, AnEarlierDeviceIsChargedWhatItsPartAllocates) {
+  const api::Runtime two = open_devices(2);
+  api::LoadOptions o;
+  o.context = kContext;
+  o.draft = kAssets + "/tiny-llama3-eagle3";
+  const api::LoadPlan plan = api::plan_load(two, kTarget, o);
+  ASSERT_TRUE(plan.split);
+  const engine::DeviceShare d0 = plan.split->devices[0], d1 = plan.split->devices[1];
+  const auto split = api::load_model(two, plan);
+  const models::TargetPart& part = split->target->earlier.at(0);
+  {
+    const models::TargetState s0 = models::make_target_state(*part.gpu, *part.model, kContext, o.max_rows, true);
+    EXPECT_EQ(s0.logits_rows, 0u);  // the last part computes the logits
+  }
+  const uint64_t before = vk::memory_in_use();
+  engine::SplitFront front(*split->target, kContext, kContext, o.max_rows, vk::arena_reuse_from_env());
+  const uint64_t held = vk::memory_in_use() - before;  // all of it on device 0
+  const uint64_t planned = d0.per_pass + d0.kv_per_token * kContext;
+  std::printf("device 0: planned %llu bytes, its part holds %llu, fixed part %llu\n", (unsigned long long)planned,
+              (unsigned long long)held, (unsigned long long)engine::kFixedPlanBytes);
+  EXPECT_GE(planned, held);
+  // Beyond the buffers, only the fixed part (and buffers' alignment).
+  EXPECT_LE(planned, held + engine::kFixedPlanBytes + (64 << 10));
+  // The last device: the whole pass's logits, the draft and the staging its input arrives in.
+  const uint64_t staging = uint64_t(o.max_rows) * uint64_t(split->target->config().hidden_size) * 4 * (1 + models::kMaxHopTaps);
+  EXPECT_EQ(d1.per_pass, api::plan_load(api::open_runtime("0"), kTarget, o).memory.per_pass + staging);
 }
 
 // EAGLE-3 chains with the draft on the last device and the tap rows of earlier devices' layers

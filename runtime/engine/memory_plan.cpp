@@ -16,9 +16,6 @@
 namespace eaglevk::engine {
 namespace {
 
-// Staging for uploads, pipelines, small buffers: what is not proportional to anything above.
-constexpr uint64_t kFixedBytes = 96ull << 20;
-
 // The tensors a model uploads: all of them when its vision tower loads (a vision checkpoint, a
 // GGUF file with its mmproj), else all but the tower's (pair B's placeholder tower stays on disk).
 uint64_t tensor_bytes(const loader::Checkpoint& c, bool with_tower) {
@@ -129,7 +126,7 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
   cap_by_attention(uint32_t(c.head_dim));
   // Per pass besides the arenas: a row of logits read back, the fixed part, and with a draft the
   // taps (3 hidden rows) the target hands it and two more logits rows.
-  p.per_pass = uint64_t(c.vocab_size) * 4 + kFixedBytes;
+  p.per_pass = uint64_t(c.vocab_size) * 4 + kFixedPlanBytes;
   if (draft) {
     const models::Eagle3Config d = models::load_eagle3_config(*draft);
     p.weights += tensor_bytes(draft->checkpoint, false);
@@ -142,7 +139,7 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
   }
   // Flash-decoding's partial states: 16 MiB a state (ops::make_attention_split_scratch; more only
   // where one row of a very long context needs more).
-  if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * (16ull << 20);
+  if (ops::attention_split_keys(ctx)) p.per_pass += (draft ? 2 : 1) * kAttentionSplitScratchBytes;
   // The automatic choice: the routed experts go to host memory only when the whole model does
   // not fit the context asked for (the smallest, 64 tokens, when none is) and would without them.
   const uint32_t context = experts.context ? std::min(experts.context, p.model_max_context) : 64;

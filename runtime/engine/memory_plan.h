@@ -72,6 +72,12 @@ MemoryPlan plan_memory(ops::Gpu& gpu, const loader::ModelFiles& target, const lo
 uint64_t activation_bytes(ops::Gpu& gpu, const loader::ModelFiles& target, const loader::ModelFiles* draft,
                           uint32_t max_rows);
 
+// What a device holds besides weights, KV cache and activations (staging for uploads, pipelines,
+// small buffers), and the flash-decoding partial states of one sequence state (ops::
+// make_attention_split_scratch, on devices that split attention): part of every per_pass.
+constexpr uint64_t kFixedPlanBytes = 96ull << 20;
+constexpr uint64_t kAttentionSplitScratchBytes = 16ull << 20;
+
 // The sentence saying where the routed experts went when the plan moved them itself; empty
 // otherwise.
 std::string placement_note(const MemoryPlan& plan);

@@ -10,6 +10,8 @@
 #include "loader/quant.h"
 #include "models/llama4.h"
 #include "models/llama4_vision.h"
+#include "models/target.h"
+#include "runtime/vk/arena.h"
 #include "runtime/engine/layer_split.h"
 #include "runtime/vk/context.h"
 
@@ -127,6 +129,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
       whole.activations ? whole.activations : activation_bytes(first, target, draft_files, max_rows);
   const uint64_t per_pass = whole.activations ? whole.per_pass : whole.per_pass + activations;
 
+  const uint64_t last_staging = uint64_t(max_rows) * uint64_t(config.base.hidden_size) * 4 * (1 + models::kMaxHopTaps);
   // The context the placement of experts is decided for: the one asked for, else the smallest.
   const uint32_t placement_context = experts.context ? std::min(experts.context, whole.model_max_context) : 64;
   SplitMemoryPlan plan;
@@ -142,7 +145,9 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
     if (d == 0) s.weights += tower;
     if (d + 1 == n) s.weights += head + draft_bytes;
     s.kv_per_token = kv_layer * (s.layers.end - s.layers.first) + (d + 1 == n ? draft_kv : 0);
-    s.per_pass = per_pass;
+    // The last device runs the whole pass's tail and the draft: the one-device figures, and the
+    // staging its part's input arrives through. An earlier one, its own part's.
+    s.per_pass = d + 1 == n ? per_pass + last_staging : earlier_part_per_pass(first, target, s.layers, max_rows);
     s.budget = devices[d]->memory_budget;
     s.budget_source = devices[d]->memory_budget_source;
     place_experts(s, experts, placement_context);
@@ -156,7 +161,7 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   for (uint32_t d = 0; d < n; ++d) {
     const DeviceShare& s = plan.devices[d];
     const uint64_t one_layer =
-        smallest_layer + kv_layer * 64 + per_pass + (d == 0 ? embed + tower : 0) + (d + 1 == n ? head : 0);
+        smallest_layer + kv_layer * 64 + s.per_pass + (d == 0 ? embed + tower : 0) + (d + 1 == n ? head : 0);
     if (s.budget < one_layer)
       fail_setting(Setting::Devices,
                    "device {} ({}) has {} available ({}), less than one layer needs there ({} of weights, KV cache "
@@ -181,6 +186,27 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
   plan.binding.budget = t.budget;
   plan.binding.budget_source = fmt::format("{} of device {} ({})", t.budget_source, tightest, t.device);
   return plan;
+}
+
+uint64_t earlier_part_per_pass(ops::Gpu& gpu, const loader::ModelFiles& target, models::LayerRange layers,
+                               uint32_t max_rows) {
+  uint64_t arena = 0;
+  uint32_t hidden = 0;
+  {
+    vk::DryAllocations dry;
+    models::WeightPlacement placement;
+    placement.layers = layers;
+    const models::TargetModel part = models::load_target(gpu.ctx, target, placement);
+    arena = models::target_arena_bytes(gpu, part, max_rows, vk::arena_reuse_from_env());
+    hidden = uint32_t(part.config().hidden_size);
+  }
+  const uint64_t R = max_rows, H = hidden;
+  // models::TargetState's hidden_out (and hidden_in after the first device), engine::SplitFront's
+  // inputs (ids, positions, cache rows), cache rows on the device and tap rows.
+  const uint64_t staging = R * H * 4 * (1 + models::kMaxHopTaps) * (layers.first > 0 ? 2 : 1);
+  const uint64_t front = R * 3 * 4 + R * 4 + R * models::kMaxHopTaps * H * 4;
+  const uint64_t scratch = ops::attention_split_keys(gpu.ctx) ? kAttentionSplitScratchBytes : 0;
+  return arena + scratch + staging + front + kFixedPlanBytes;
 }
 
 uint64_t SplitMemoryPlan::host_weights() const {

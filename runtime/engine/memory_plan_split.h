@@ -25,7 +25,9 @@ struct DeviceShare {
   uint64_t host_weights = 0;     // of weights, in host memory: its routed experts, or nothing
   bool experts_in_host_automatic = false;  // moved there because its share did not fit otherwise
   uint64_t kv_per_token = 0;     // K and V of its layers, f16
-  uint64_t per_pass = 0;         // activations, read-back and fixed costs, as one device's plan
+  // Activations, staging and fixed costs: the last device's are one device's plan's (the draft
+  // included) and its hop staging, an earlier one's its own part's (earlier_part_per_pass).
+  uint64_t per_pass = 0;
   uint64_t budget = 0;           // vk::Context::memory_budget of its device
   std::string budget_source;
   uint64_t device_weights() const { return weights - host_weights; }
@@ -42,8 +44,9 @@ struct SplitMemoryPlan {
 };
 
 // `whole`: plan_memory of the model (and `draft`, null for none) on the first device: its
-// per-pass figures, activations included, hold for every part (each records the same forward
-// over fewer layers), and the draft's weights and KV cache go with the last device. `shares`
+// per-pass figures, activations included, hold for the last part (the same forward's tail over
+// fewer layers, the draft beside it), whose weights and KV cache go with the last device too;
+// each earlier part is charged its own (earlier_part_per_pass: no logits, no draft). `shares`
 // empty: in proportion to each device's memory budget. `devices` are the contexts in layer
 // order, `names` their names. `experts`: where each device's routed experts go, by the rule of
 // one device (plan_memory) applied to its share: forced, forbidden, or host memory only for a
@@ -56,6 +59,15 @@ SplitMemoryPlan plan_split_memory(ops::Gpu& first, const MemoryPlan& whole, cons
 // The context every device holds, as choose_context decides it for one device; a refusal names
 // every device's numbers. Routed experts in host memory beyond the host's budget are refused first.
 uint32_t choose_split_context(const SplitMemoryPlan& plan, uint32_t requested, std::string* note);
+
+// The per-pass bytes of the part of a split target that holds `layers` when it is not the last:
+// its arena (a dry load of those layers and dry recordings of their forward, without the final
+// norm, lm_head and logits), its flash-decoding scratch, the host-visible staging its hidden
+// state and tap rows leave (and, after the first device, arrive) through, the engine's inputs
+// and tap rows for its passes, and the fixed part. No draft and no logits read-back: those are
+// the last device's.
+uint64_t earlier_part_per_pass(ops::Gpu& gpu, const loader::ModelFiles& target, models::LayerRange layers,
+                               uint32_t max_rows);
 
 // One line per device: "device 1 (llvmpipe): layers 2..3, 1.2 MiB of weights + ...", and where
 // a device's routed experts live in host memory, how much.
