@@ -729,5 +729,96 @@ TEST(LayerSplitScout, ScoutShapeSplitWithExpertsInHostGivesTheSingleDeviceBitsAn
   EXPECT_EQ(got.hops.bytes, (prompt.size() + got.stats.num_drafts * 4ull) * 4 * H * 4);
 }
 
+// Replayed split rounds: the last device resubmits each part of a chain or tree round (the draft
+// steps up to the read-back, the verify pass after the earlier parts') from the round cache,
+// keyed by the round's shape and the part. A resubmitted part reads the round's tokens,
+// positions, tree and hopped rows from buffers its commands copy in, so it gives the tokens,
+// acceptance, log-probabilities and tap rows of one device recording every round; the split
+// decoder resubmits exactly twice as often as the one-device decoder (two parts for each of its
+// whole rounds, recorded at the same shapes and bounds).
+struct ReplayedRun {
+  ChainRun run;
+  std::vector<float> taps;  // the tap sink's rows, every verified position
+  uint64_t replayed = 0;
+};
+
+ReplayedRun replayed_run(const api::Model& m, const std::vector<int32_t>& prompt, uint32_t k,
+                         const engine::TreeParams& tree, const engine::GenerationOptions& o, bool replay,
+                         uint32_t span) {
+  engine::DecoderConfig c;
+  c.context = kContext;
+  c.k = k;
+  c.tree = tree;
+  engine::Decoder dec(*m.device->gpu, *m.target, m.draft.get(), c);
+  dec.replay = replay;
+  dec.replay_span = span;
+  dec.set_draft_sampling(!tree.enabled() && !o.sampling.greedy());
+  ReplayedRun r;
+  dec.set_tap_sink([&](const engine::TapRows& t) { r.taps.insert(r.taps.end(), t.hidden.begin(), t.hidden.end()); });
+  const engine::GenerationResult g = dec.generate(prompt, o, r.run.stats);
+  r.run.tokens = g.tokens;
+  r.run.logprobs = g.logprobs;
+  r.run.hops = dec.split_hops();
+  r.replayed = dec.replayed_rounds();
+  return r;
+}
+
+TEST_P(LayerSplitChain, ReplayedChainAndTreeRoundsGiveTheSingleDeviceRecordedBits) {
+  api::LoadOptions lo;
+  lo.context = kContext;
+  lo.draft = GetParam().draft;
+  const api::Runtime one = api::open_runtime("0"), two = open_devices(2);
+  const auto whole = api::load_model(one, api::plan_load(one, GetParam().target, lo));
+  const uint32_t L = uint32_t(whole->target->config().num_hidden_layers);
+  lo.split = {double(L / 2), double(L - L / 2)};
+  const auto split = api::load_model(two, api::plan_load(two, GetParam().target, lo));
+  ASSERT_EQ(split->target->earlier.size(), 1u);
+  const std::vector<int32_t> prompt = random_prompt(19, 12, whole->tokenizer.bos_id(), 4000);
+  engine::TreeParams tree;
+  tree.steps = 3;
+  tree.topk = 2;
+  tree.draft_tokens = 6;
+  struct Case {
+    const char* what;
+    bool tree;
+    float temperature;
+    uint32_t span;  // 8: recordings serve a few positions, so parts are recorded again as the context grows
+  } cases[] = {{"greedy chain", false, 0, 512},
+               {"sampled chain, drafts drawn", false, 0.9f, 8},
+               {"greedy tree", true, 0, 512},
+               {"sampled tree", true, 0.9f, 8}};
+  for (const Case& c : cases) {
+    engine::GenerationOptions o;
+    o.n_predict = 40;
+    o.ignore_eos = true;
+    o.logprobs = 3;
+    o.sampling.temperature = c.temperature;
+    o.sampling.top_k = 40;
+    o.sampling.seed = 5;
+    const uint32_t k = c.tree ? 0 : 3;
+    const engine::TreeParams t = c.tree ? tree : engine::TreeParams{};
+    const std::string what = std::string(c.what) + ", split at layer " + std::to_string(L / 2);
+    const ReplayedRun ref = replayed_run(*whole, prompt, k, t, o, /*replay=*/false, c.span);
+    const ReplayedRun whole_replayed = replayed_run(*whole, prompt, k, t, o, /*replay=*/true, c.span);
+    const ReplayedRun got = replayed_run(*split, prompt, k, t, o, /*replay=*/true, c.span);
+    const ReplayedRun recorded = replayed_run(*split, prompt, k, t, o, /*replay=*/false, c.span);
+    ASSERT_EQ(ref.run.tokens.size(), o.n_predict) << what;
+    ASSERT_GT(ref.run.stats.num_drafts, 4u) << what;
+    EXPECT_EQ(ref.replayed, 0u) << what;
+    EXPECT_EQ(recorded.replayed, 0u) << what;
+    // The replayed split run and the recorded one against one device recording every round.
+    for (const ReplayedRun* r : {&got, &recorded, &whole_replayed}) {
+      const std::string run = what + (r == &got ? ", replayed" : r == &recorded ? ", recorded" : ", one device replayed");
+      expect_same_chain(ref.run, r->run, run);
+      ASSERT_EQ(r->taps.size(), ref.taps.size()) << run;
+      EXPECT_EQ(std::memcmp(r->taps.data(), ref.taps.data(), ref.taps.size() * 4), 0) << run;
+    }
+    // Both parts of a round resubmit where the one-device round does.
+    EXPECT_GT(whole_replayed.replayed, 0u) << what;
+    EXPECT_EQ(got.replayed, 2 * whole_replayed.replayed) << what;
+    EXPECT_EQ(got.run.hops.passes, 1 + got.run.stats.num_drafts) << what;
+  }
+}
+
 }  // namespace
 }  // namespace eaglevk::testing

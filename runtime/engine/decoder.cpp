@@ -288,9 +288,13 @@ void Decoder::run_split_front(models::ForwardPass pass, const int32_t* ids) {
 }
 
 void Decoder::submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record) {
-  last_round_ = nullptr;
   // The earlier parts' submissions come first; a resubmitted last part reads what they left.
   if (front_) run_split_front({shape.plain.rows, exact_bound, shape.plain.logits_from, shape.plain.batch_invariant});
+  replay_or_record(shape, exact_bound, record);
+}
+
+void Decoder::replay_or_record(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record) {
+  last_round_ = nullptr;
   if (!replay) {
     record(rec_, exact_bound, /*exact=*/true);
     rec_.submit_and_wait();

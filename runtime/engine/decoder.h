@@ -181,9 +181,6 @@ class Decoder {
   void abandon(Sequence& s);  // after an error: the slot is free, its caches not reusable
   void batch_round(const std::vector<uint32_t>& active);
   void tree_round(uint32_t slot);
-  // A round's commands: all of them, or (a split target) those up to the draft tokens' read-back,
-  // or those from the verify pass on.
-  enum class RoundPart { Whole, Drafts, Verify };
   // A plain prefill chunk or a plain round of one row per sequence; a chain round.
   void record_plain_pass(vk::Recorder& rec, const PlainPassShape& shape, uint32_t kv_len);
   void record_batch_round(vk::Recorder& rec, const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv,
@@ -193,9 +190,12 @@ class Decoder {
   // A tree round of a split target: the draft's tree (one submission here), its nodes and
   // ancestor table read back, the earlier parts' verify pass, the rest of the round.
   void split_tree_round(const TreeRoundShape& shape, uint32_t P);
-  // Runs a round and waits for it: resubmits the recording of its shape when one serves
-  // exact_bound, else records it (into the cache when it may be replayed) and submits.
+  // Runs a round and waits for it: a split target's earlier parts first, then replay_or_record.
   void submit_round(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record);
+  // Runs commands of `shape` on this device and waits for them: resubmits the recording of the
+  // shape when one serves exact_bound, else records them (into the cache when they may be
+  // replayed, with attention bounded by replay_kv_bound) and submits.
+  void replay_or_record(const RoundShape& shape, uint32_t exact_bound, const RoundRecorder& record);
   // A split target: runs a pass's rows (positions and cache rows as the upload buffer holds
   // them; the tokens from `ids`, else from the upload buffer too) through the parts before the
   // last, whose result the last part's recorded pass then reads from tstate_.hidden_in.

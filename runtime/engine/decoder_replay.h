@@ -45,10 +45,16 @@ struct TreeRoundShape {
   bool operator==(const TreeRoundShape&) const = default;
 };
 
+// A round's commands: all of them, or (a split target) those up to the draft tokens' read-back,
+// or those from the verify pass on. A split round's two parts are two submissions, each
+// recorded and resubmitted on its own.
+enum class RoundPart { Whole, Drafts, Verify };
+
 struct RoundShape {
   PlainPassShape plain;
   BatchRoundShape batch;
   TreeRoundShape tree;
+  RoundPart part = RoundPart::Whole;
   bool operator==(const RoundShape&) const = default;
 };
 
@@ -75,9 +81,10 @@ class RoundCache {
   Entry& entry_for(const vk::Context& ctx, const RoundShape& shape);
 
  private:
-  // A chain of k has k + 1 shapes at batch 1 and a tree S + 1: they all fit. Batches have
-  // many more (each sequence's catch-up rows), and rarely repeat one.
-  static constexpr size_t kMaxEntries = 24;
+  // A chain of k has k + 1 shapes at batch 1 and a tree S + 1, twice that on a split target
+  // (two parts a round): they all fit. Batches have many more (each sequence's catch-up rows),
+  // and rarely repeat one.
+  static constexpr size_t kMaxEntries = 48;
   std::vector<Entry> entries_;
   size_t next_ = 0;  // the oldest entry, replaced next
 };

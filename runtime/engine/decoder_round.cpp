@@ -152,11 +152,19 @@ void Decoder::record_plain_pass(vk::Recorder& rec, const PlainPassShape& p, uint
 }
 
 void Decoder::split_chain_round(const BatchRoundShape& b, uint32_t draft_kv, uint32_t verify_kv) {
-  // Recorded each round (no replay): the verify pass's first device needs the draft tokens, which
-  // the host learns between the two submissions on this one.
-  last_round_ = nullptr;
-  record_batch_round(rec_, b, draft_kv, verify_kv, RoundPart::Drafts);
-  rec_.submit_and_wait();
+  // Two submissions on this device, each replayed as a whole round is: the verify pass's first
+  // device needs the draft tokens, which the host learns between them. The verify part reads
+  // the drafts part's inputs and tokens on the device, and the earlier parts' rows from
+  // tstate_.hidden_in, so a recording of it serves any round of its shape.
+  auto part = [&](RoundPart p) {
+    return [&, p](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
+      record_batch_round(rec, b, exact ? draft_kv : kv_bound, exact ? verify_kv : kv_bound, p);
+    };
+  };
+  RoundShape shape;
+  shape.batch = b;
+  shape.part = RoundPart::Drafts;
+  replay_or_record(shape, verify_kv, part(RoundPart::Drafts));
   const auto* up = static_cast<const int32_t*>(upload_.mapped);
   const auto* words = static_cast<const int32_t*>(readback_.mapped);
   uint32_t VR = 0;
@@ -164,8 +172,8 @@ void Decoder::split_chain_round(const BatchRoundShape& b, uint32_t draft_kv, uin
   // Verify row r's token is RoundIds word verify_ids[r] (a pending token or a draft).
   for (uint32_t r = 0; r < VR; ++r) split_ids_[r] = words[out_.drafts + up[in_.verify_ids + r]];
   run_split_front({VR, verify_kv, 0, /*batch_invariant=*/true, &round_taps_, /*argmax=*/false}, split_ids_.data());
-  record_batch_round(rec_, b, draft_kv, verify_kv, RoundPart::Verify);
-  rec_.submit_and_wait();
+  shape.part = RoundPart::Verify;
+  replay_or_record(shape, verify_kv, part(RoundPart::Verify));
 }
 
 void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, uint32_t draft_kv, uint32_t verify_kv,

@@ -127,12 +127,21 @@ void Decoder::tree_round(uint32_t slot) {
 }
 
 void Decoder::split_tree_round(const TreeRoundShape& shape, uint32_t P) {
-  // Recorded each round (no replay): the earlier parts need the tree's nodes, which the host
-  // learns between the two submissions on this device.
-  last_round_ = nullptr;
+  // Two submissions on this device, each replayed as a whole round is: the earlier parts need
+  // the tree's nodes, which the host learns between them. The verify part reads the tree
+  // (tokens, positions, ancestor table, root) where the drafts part left it on the device, and
+  // the earlier parts' rows from tstate_.hidden_in, so a recording of it serves any round of
+  // its shape.
   const uint32_t M = shape.nodes, S = shape.steps;
-  record_tree_round(rec_, shape, P, P + M, /*exact=*/true, RoundPart::Drafts);
-  rec_.submit_and_wait();
+  auto part = [&](RoundPart p) {
+    return [&, p](vk::Recorder& rec, uint32_t kv_bound, bool exact) {
+      record_tree_round(rec, shape, P, kv_bound, exact, p);
+    };
+  };
+  RoundShape round;
+  round.tree = shape;
+  round.part = RoundPart::Drafts;
+  replay_or_record(round, P + M, part(RoundPart::Drafts));
   const auto* up = static_cast<const int32_t*>(upload_.mapped);
   const auto* nodes = static_cast<const int32_t*>(tree_readback_.mapped);
   const ops::TreeLayout layout{shape.k, S, M};
@@ -149,8 +158,8 @@ void Decoder::split_tree_round(const TreeRoundShape& shape, uint32_t P) {
   } else {
     front_->run(verify, up + in_.target_ids, up + in_.target_positions, nullptr, tstate_, tree);
   }
-  record_tree_round(rec_, shape, P, P + M, /*exact=*/true, RoundPart::Verify);
-  rec_.submit_and_wait();
+  round.part = RoundPart::Verify;
+  replay_or_record(round, P + M, part(RoundPart::Verify));
 }
 
 void Decoder::record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, uint32_t P, uint32_t kv_bound,
