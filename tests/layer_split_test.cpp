@@ -648,87 +648,6 @@ TEST(LayerSplit, ExpertsInHostRefuseADenseTargetAndAHostTooSmallForEveryDevicesE
 namespace eaglevk::testing {
 namespace {
 
-// Llama-4 Scout's per-tensor shapes split across two devices: hidden 5120, 16 experts whose
-// [16, 5120, 16384] gate_up tensor (2.7 GB) is more than one allocation, a 202,048-token
-// vocabulary and an EAGLE-3 head with all of it, three layers (dense, experts, dense, as Maverick
-// alternates), each tapped by the draft. Split after layer 2, the first device holds the
-// embeddings and two layers, the experts of the second in host memory, and hops its hidden state
-// and tap columns to the last device (the last layer, lm_head and the draft): the tokens,
-// logits, log-probabilities and acceptance are one device's (experts on it) to the bit. About
-// 14 GB of host memory a model: the single device's run ends before the split one loads, and
-// one split is all the suite's time allows (the tiny pairs take every boundary).
-struct ScoutPair {
-  std::filesystem::path root, target, draft;
-  ScoutPair() {
-    root = std::filesystem::temp_directory_path() / ("eaglevk-split-scout-" + std::to_string(::getpid()));
-    target = root / "llama4-scout";
-    draft = root / "llama4-scout-eagle3";
-    SynthOptions o;
-    o.layers = 3;
-    o.moe_step = 2;  // layer 1 holds the experts
-    o.tokenizer_dir = kAssets + "/tiny-llama3";  // the loader wants a tokenizer; the ids are random
-    write_synthetic_checkpoint(SynthKind::Llama4_Scout, target, o);
-    o.tokenizer_dir.clear();
-    o.aux_layers = {0, 1, 2};
-    write_synthetic_checkpoint(SynthKind::Eagle3_Scout, draft, o);
-  }
-  ~ScoutPair() { std::filesystem::remove_all(root); }
-};
-
-TEST(LayerSplitScout, ScoutShapeSplitWithExpertsInHostGivesTheSingleDeviceBitsAndAcceptance) {
-  const ScoutPair files;
-  constexpr uint32_t kScoutContext = 64, kPlainTokens = 4, kChainTokens = 8;
-  api::LoadOptions o;
-  o.context = kScoutContext;
-  o.draft = files.draft;
-  std::vector<int32_t> prompt;
-  SplitRun plain_ref;
-  ChainRun chain_ref;
-  uint64_t routed = 0;
-  {
-    const api::Runtime one = api::open_runtime("0");
-    const api::LoadPlan plan = api::plan_load(one, files.target, o);
-    routed = plan.memory.routed_experts;
-    const auto whole = api::load_model(one, plan);
-    ASSERT_EQ(whole->target->config().hidden_size, 5120);
-    ASSERT_EQ(whole->vocab_size(), 202048);
-    ASSERT_EQ(whole->draft->config.draft_vocab_size, 202048);
-    prompt = random_prompt(10, 7, 1, 200000);
-    plain_ref = generate(*whole, prompt, vk::replay_from_env(), kPlainTokens, kScoutContext);
-    chain_ref = chain(*whole, {prompt}, 3, {}, kChainTokens, kScoutContext);
-  }
-  ASSERT_EQ(plain_ref.tokens.size(), kPlainTokens);
-  ASSERT_GT(chain_ref.stats.num_drafts, 0u);
-  // 16 experts, each a [5120, 16384] gate_up and a [8192, 5120] down in bf16
-  EXPECT_EQ(routed, 16ull * (5120 * 16384 + 8192 * 5120) * 2);
-  const uint64_t H = 5120;
-  const api::Runtime two = open_devices(2);
-  o.split = {2, 1};
-  o.experts_in_host = true;
-  const api::LoadPlan plan = api::plan_load(two, files.target, o);
-  ASSERT_TRUE(plan.split);
-  const std::vector<engine::DeviceShare>& d = plan.split->devices;
-  ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].layers.end, 2u);
-  EXPECT_EQ(d[0].routed_experts, routed);  // layer 1's, in host memory for device 0
-  EXPECT_EQ(d[1].routed_experts, 0u);
-  EXPECT_EQ(plan.split->host_weights(), routed);
-  const auto split = api::load_model(two, plan);
-  const models::TargetModel& first = *split->target->earlier.at(0).model;
-  EXPECT_EQ(first.weight_bytes(), d[0].weights);
-  EXPECT_EQ(models::expert_traffic(first).host_bytes, routed);
-  const SplitRun plain = generate(*split, prompt, vk::replay_from_env(), kPlainTokens, kScoutContext);
-  expect_same_bits(plain_ref, plain, "plain");
-  EXPECT_EQ(plain.hops.hops, plain.hops.passes);
-  EXPECT_EQ(plain.hops.passes, kPlainTokens);  // the prefill, then every token but the first
-  EXPECT_EQ(plain.hops.bytes, (prompt.size() + kPlainTokens - 1) * H * 4);
-  const ChainRun got = chain(*split, {prompt}, 3, {}, kChainTokens, kScoutContext);
-  expect_same_chain(chain_ref, got, "chain");
-  // Each hop carries the rows' hidden state and their three tap columns.
-  EXPECT_EQ(got.hops.passes, 1 + got.stats.num_drafts);
-  EXPECT_EQ(got.hops.bytes, (prompt.size() + got.stats.num_drafts * 4ull) * 4 * H * 4);
-}
-
 // Replayed split rounds: the last device resubmits each part of a chain or tree round (the draft
 // steps up to the read-back, the verify pass after the earlier parts') from the round cache,
 // keyed by the round's shape and the part. A resubmitted part reads the round's tokens,
@@ -818,6 +737,98 @@ TEST_P(LayerSplitChain, ReplayedChainAndTreeRoundsGiveTheSingleDeviceRecordedBit
     EXPECT_EQ(got.replayed, 2 * whole_replayed.replayed) << what;
     EXPECT_EQ(got.run.hops.passes, 1 + got.run.stats.num_drafts) << what;
   }
+}
+
+// Llama-4 Scout's per-tensor shapes split across two devices: hidden 5120, 16 experts whose
+// [16, 5120, 16384] gate_up tensor (2.7 GB) is more than one allocation, a 202,048-token
+// vocabulary and an EAGLE-3 head with all of it, three layers (dense, experts, dense, as Maverick
+// alternates), each tapped by the draft. Split after layer 2, the first device holds the
+// embeddings and two layers, the experts of the second in host memory, and hops its hidden state
+// and tap columns to the last device (the last layer, lm_head and the draft): the tokens,
+// logits, log-probabilities and acceptance are one device's (experts on it) to the bit. About
+// 14 GB of host memory a model: the single device's run ends before the split one loads, and
+// one split is all the suite's time allows (the tiny pairs take every boundary).
+struct ScoutPair {
+  std::filesystem::path root, target, draft;
+  ScoutPair() {
+    root = std::filesystem::temp_directory_path() / ("eaglevk-split-scout-" + std::to_string(::getpid()));
+    target = root / "llama4-scout";
+    draft = root / "llama4-scout-eagle3";
+    SynthOptions o;
+    o.layers = 3;
+    o.moe_step = 2;  // layer 1 holds the experts
+    o.tokenizer_dir = kAssets + "/tiny-llama3";  // the loader wants a tokenizer; the ids are random
+    write_synthetic_checkpoint(SynthKind::Llama4_Scout, target, o);
+    o.tokenizer_dir.clear();
+    o.aux_layers = {0, 1, 2};
+    write_synthetic_checkpoint(SynthKind::Eagle3_Scout, draft, o);
+  }
+  ~ScoutPair() { std::filesystem::remove_all(root); }
+};
+
+
+TEST(LayerSplitScout, ScoutShapeSplitWithExpertsInHostGivesTheSingleDeviceBitsAndAcceptance) {
+  const ScoutPair files;
+  constexpr uint32_t kScoutContext = 64, kTokens = 4;
+  api::LoadOptions o;
+  o.context = kScoutContext;
+  o.draft = files.draft;
+  engine::GenerationOptions go;
+  go.n_predict = kTokens;
+  go.ignore_eos = true;
+  go.logprobs = 3;
+  std::vector<int32_t> prompt;
+  SplitRun plain_ref;
+  ReplayedRun chain_ref;
+  uint64_t routed = 0;
+  {
+    const api::Runtime one = api::open_runtime("0");
+    const api::LoadPlan plan = api::plan_load(one, files.target, o);
+    routed = plan.memory.routed_experts;
+    const auto whole = api::load_model(one, plan);
+    ASSERT_EQ(whole->target->config().hidden_size, 5120);
+    ASSERT_EQ(whole->vocab_size(), 202048);
+    ASSERT_EQ(whole->draft->config.draft_vocab_size, 202048);
+    prompt = random_prompt(10, 7, 1, 200000);
+    plain_ref = generate(*whole, prompt, vk::replay_from_env(), kTokens, kScoutContext);
+    chain_ref = replayed_run(*whole, prompt, 3, {}, go, vk::replay_from_env(), 512);
+  }
+  ASSERT_EQ(plain_ref.tokens.size(), kTokens);
+  ASSERT_GT(chain_ref.run.stats.num_drafts, 0u);
+  ASSERT_FALSE(chain_ref.taps.empty());
+  // 16 experts, each a [5120, 16384] gate_up and a [8192, 5120] down in bf16
+  EXPECT_EQ(routed, 16ull * (5120 * 16384 + 8192 * 5120) * 2);
+  const uint64_t H = 5120;
+  const api::Runtime two = open_devices(2);
+  o.split = {2, 1};
+  o.experts_in_host = true;
+  const api::LoadPlan plan = api::plan_load(two, files.target, o);
+  ASSERT_TRUE(plan.split);
+  const std::vector<engine::DeviceShare>& d = plan.split->devices;
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].layers.end, 2u);
+  EXPECT_EQ(d[0].routed_experts, routed);  // layer 1's, in host memory for device 0
+  EXPECT_EQ(d[1].routed_experts, 0u);
+  EXPECT_EQ(plan.split->host_weights(), routed);
+  const auto split = api::load_model(two, plan);
+  const models::TargetModel& first = *split->target->earlier.at(0).model;
+  EXPECT_EQ(first.weight_bytes(), d[0].weights);
+  EXPECT_EQ(models::expert_traffic(first).host_bytes, routed);
+  const SplitRun plain = generate(*split, prompt, vk::replay_from_env(), kTokens, kScoutContext);
+  expect_same_bits(plain_ref, plain, "plain");
+  EXPECT_EQ(plain.hops.hops, plain.hops.passes);
+  EXPECT_EQ(plain.hops.passes, kTokens);  // the prefill, then every token but the first
+  EXPECT_EQ(plain.hops.bytes, (prompt.size() + kTokens - 1) * H * 4);
+  // The chain: with random weights the draft is rarely accepted, so the tap rows its verify
+  // passes hand the draft (two of the three columns hopped from the first device) are compared
+  // too, bit for bit.
+  const ReplayedRun got = replayed_run(*split, prompt, 3, {}, go, vk::replay_from_env(), 512);
+  expect_same_chain(chain_ref.run, got.run, "chain");
+  ASSERT_EQ(got.taps.size(), chain_ref.taps.size());
+  EXPECT_EQ(std::memcmp(got.taps.data(), chain_ref.taps.data(), got.taps.size() * 4), 0);
+  // Each hop carries the rows' hidden state and their three tap columns.
+  EXPECT_EQ(got.run.hops.passes, 1 + got.run.stats.num_drafts);
+  EXPECT_EQ(got.run.hops.bytes, (prompt.size() + got.run.stats.num_drafts * 4ull) * 4 * H * 4);
 }
 
 }  // namespace
