@@ -4,8 +4,8 @@
 # fresh folder and runs its gpu_check.sh there with --lavapipe, then checks what came out: the pack
 # fits what may travel, every step ran and succeeded, at most 8 files come back, and the summary
 # holds the figures a GPU run must give (the ceiling, the kernel table, eaglevk's bench on the
-# synthetic GGUF, the profiled rounds, the tiny pair's speed-up, the GPU tests). So the GPU check
-# cannot rot between loans.
+# synthetic GGUF, the profiled rounds, the tiny pair's speed-up, the layer split's hop, the GPU
+# tests). So the GPU check cannot rot between loans.
 #   gpu_pack_dry_run.sh BUILD_DIR
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
@@ -35,7 +35,7 @@ for step in s["steps"]:
         errors.append(f"step {step['step']} exited {step['exit']}")
 names = {step["step"] for step in s["steps"]}
 for want in ("devices", "kernel_table", "files", "eaglevk_q4_k_m", "eaglevk_f16", "eaglevk_f16_depth",
-             "profile_chain", "profile_tree", "tiny_pair_a"):
+             "profile_chain", "profile_tree", "split_plain_two", "split_chain_two", "tiny_pair_a"):
     # No Q4_K_M file without llama-quantize: its bench is the one step a dry run cannot take.
     if want not in names and want != "eaglevk_q4_k_m":
         errors.append(f"step {want} did not run")
@@ -65,6 +65,14 @@ for want in ("chain", "chain_rows_outs8", "tg_f16", "tg_f16_fold_norms"):
         errors.append(f"variant {want} has no ratio to its default: {v}")
 if not (variants.get("chain") or {}).get("profile_chain"):
     errors.append("the profiled chain variant gave no round cost")
+# The layer split's hop (one device against --devices 0,0): the small F16 file's prefill and
+# decode, the tiny pair's chain, each with both figures, their ratio, the hop's ms and bytes.
+split = {(t["part"], t["test"].split(" ")[0]): t for t in s.get("split", [])}
+for want in (("plain", "pp64"), ("plain", "tg64"), ("chain", "spec-tg32")):
+    t = split.get(want) or {}
+    if not all(isinstance(t.get(k), (int, float)) for k in ("one_device_tokens_per_s", "two_devices_tokens_per_s",
+                                                             "two_over_one", "hop_ms_per_pass", "hop_bytes_per_token")):
+        errors.append(f"split {want} gave no figures: {t}")
 if not os.path.exists(os.path.join(out, "raw.tar.gz")):
     errors.append("raw.tar.gz did not come back")
 if not s["targets"]:

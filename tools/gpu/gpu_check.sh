@@ -7,14 +7,15 @@
 #   2. the ceiling (a copy, a read-only reduction) and the kernel table from GPU timestamps;
 #   3. eaglevk bench next to llama-bench on the same files (-p 512 -n 128), and at depth 2048;
 #   4. profiles: a decode step, a k=3 chain round, a 16-node tree verify; Scout-shaped MoE;
-#   5. EAGLE-3 end to end on the tiny pair A;
-#   6. variants: eaglevk bench under the switches tools/gpu/variants.txt lists (A/B of kernel
+#   5. the layer split's hop: one device against the same device opened twice (--devices 0,0);
+#   6. EAGLE-3 end to end on the tiny pair A;
+#   7. variants: eaglevk bench under the switches tools/gpu/variants.txt lists (A/B of kernel
 #      choices in one run, each beside the default on the same file);
-#   7. the GPU tests.
-# --steps LIST runs only the named groups (comma-separated: table, bench, depth, profiles, scout,
-# variants, tiny, tests; the device and, where a step needs them, the files always come first):
-# a second call in one loan measures what the first left open without repeating the rest. The
-# default, main, is every group but the variants; all is every one (the dry run).
+#   8. the GPU tests.
+# --steps LIST runs only the named groups (comma-separated: table, bench, depth, profiles, split,
+# scout, variants, tiny, tests; the device and, where a step needs them, the files always come
+# first): a second call in one loan measures what the first left open without repeating the rest.
+# The default, main, is every group but the variants; all is every one (the dry run).
 # Every step runs under a deadline inside the budget (default 480 s). Everything goes to $OUT
 # (default ./gpu-out): summary.json (tools/gpu/summarize.py) and gpu_check.log, plus the raw
 # kernel table and raw.tar.gz (every step's own output: the tests' full logs, the profiles).
@@ -225,6 +226,30 @@ else PT=$P/assets/tiny-llama3; PD=$P/assets/tiny-llama3-eagle3; fi
 if wanted profiles; then
   step profile_chain 90 "$B/eaglevk" bench -m "$PT" -d "$PD" -k 3 -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_chain.json"
   step profile_tree 90 "$B/eaglevk" bench -m "$PT" -d "$PD" "${TREE[@]}" -p 0 -n 32 -r 1 --profile -o json > "$RAW/profile_tree.json"
+fi
+
+# --- Layer split (issue 47): what a hop between devices costs. One device against the same
+# device opened twice (--devices 0,0 --split 1,1: two logical devices, the layers half and half,
+# one hop per pass through host staging), in the same run: a prefill and a plain decode on the
+# Q4_K_M file (the small F16 one on lavapipe, which has no Q4_K_M), a k=3 chain on the pair. On
+# the 8B pair the target is the Q4_K_M file: one load a side gives all three tests. inspect's
+# hidden size gives summarize.py the bytes a hop carries. About 30 s on a GPU (the deadlines are
+# for a slow first load).
+# split_part NAME MODEL BENCH-ARGS...: inspect MODEL, then bench it on one device and on two.
+split_part() {
+  local name=$1 model=$2; shift 2
+  step "split_${name}_model" 20 "$B/eaglevk" inspect "$model" --json > "$RAW/split_${name}_model.json" < /dev/null
+  step "split_${name}_one" 60 "$B/eaglevk" bench -m "$model" "$@" --device 0 -r 2 -o json > "$RAW/split_${name}_one.json" < /dev/null
+  step "split_${name}_two" 60 "$B/eaglevk" bench -m "$model" "$@" --devices 0,0 --split 1,1 -r 2 -o json > "$RAW/split_${name}_two.json" < /dev/null
+}
+if wanted split; then
+  SM=$Q4; [ -f "$SM" ] || SM=$F16
+  if [ "$PT" = "$SM" ]; then
+    split_part pair "$PT" -d "$PD" -k 3 -p $BENCH_P -n 64
+  else
+    if [ -f "$SM" ]; then split_part plain "$SM" -p $BENCH_P -n 64; else echo "=== split: no file $SM"; fi
+    split_part chain "$PT" -d "$PD" -k 3 -p 0 -n 32
+  fi
 fi
 
 # --- Variants (tools/gpu/variants.txt): NAME | ENV | MODEL | ARGS, each an `eaglevk bench` under

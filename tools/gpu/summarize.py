@@ -2,9 +2,10 @@
 """Folds the GPU check's step outputs (tools/gpu/gpu_check.sh's raw folder) into one summary.json:
 the device, each step's exit status and time, the ceiling, eaglevk next to llama.cpp per file
 and test, the decode step as a fraction of the measured read bandwidth, the profiled round
-costs, the tiny pair's speed-up, the kernel table's extremes, the GPU tests, and each of issue
-46's targets with whether it was met. Missing inputs (a step cut short) leave their entries out
-and their targets "not measured"; nothing here invents a figure.
+costs, the tiny pair's speed-up, the layer split's cost of a hop, the kernel table's extremes,
+the GPU tests, and each of issue 46's targets with whether it was met. Missing inputs (a step
+cut short) leave their entries out and their targets "not measured"; nothing here invents a
+figure.
 
 Usage: summarize.py RAW_DIR SUMMARY.json BUDGET_SECONDS
 """
@@ -126,6 +127,65 @@ def variants(raw):
     return out
 
 
+def split_test_shape(test, one):
+    """(rows, tokens, taps) of one pass of an `eaglevk bench` test: its rows, the tokens it
+    yields, and whether it carries the draft's taps: "ppN" prefills in passes of min(N, 512) rows (bench's max_rows), "tgN" decodes
+    one row a pass, "spec-tgN ... k=K" verifies K + 1 rows a round and keeps its acceptance length
+    (1 + accepted / drafts) of them. None for other tests (trees: not in the split step)."""
+    m = re.match(r"pp(\d+)$", test)
+    if m:
+        rows = min(int(m.group(1)), 512)
+        return rows, rows, False
+    if re.match(r"tg\d+", test):
+        return 1, 1, False
+    m = re.match(r"spec-tg\d+.* k=(\d+)$", test)
+    if m and one.get("mean_acceptance_length"):
+        return int(m.group(1)) + 1, one["mean_acceptance_length"], True
+    return None
+
+
+def split(raw):
+    """gpu_check.sh's split step: per part (split_NAME_one.json on one device, split_NAME_two.json
+    on the same device opened twice, split_NAME_model.json its model's `inspect --json`), each
+    test's tokens/s both ways, their ratio (two / one), and what one hop costs: (1/two - 1/one)
+    seconds a token per device boundary, and that times the tokens a pass yields (a prefill's
+    rows, a chain round's acceptance length) per pass. The bytes a hop carries come from the
+    model's hidden size, not from the engine: rows x hidden x 4, rows x 4 hidden x 4 with the
+    draft's three tap columns (engine::SplitFront). Only tests measured both ways are listed."""
+    out = []
+    names = sorted(f[len("split_"):-len("_one.json")] for f in os.listdir(raw)
+                   if f.startswith("split_") and f.endswith("_one.json"))
+    for name in names:
+        one = eaglevk_tests(load_json(os.path.join(raw, f"split_{name}_one.json")))
+        two = eaglevk_tests(load_json(os.path.join(raw, f"split_{name}_two.json")))
+        model = load_json(os.path.join(raw, f"split_{name}_model.json")) or {}
+        hidden = (model.get("config") or {}).get("hidden_size")
+        boundaries = 1  # --devices 0,0
+        for test, e in one.items():
+            if not test or test.startswith("profile") or test == "load":
+                continue
+            a, b = e.get("tokens_per_s"), (two.get(test) or {}).get("tokens_per_s")
+            if not a or not b:
+                continue
+            per_token_ms = (1 / b - 1 / a) * 1000 / boundaries
+            # The spread of each side's repetitions: a hop on a GPU costs about 1% of an 8B decode step.
+            t = {"part": name, "test": test, "one_device_tokens_per_s": a, "two_devices_tokens_per_s": b,
+                 "one_device_stddev": e.get("stddev"), "two_devices_stddev": two[test].get("stddev"),
+                 "two_over_one": b / a, "hop_ms_per_token": per_token_ms}
+            shape = split_test_shape(test, e)
+            if shape:
+                rows, tokens, taps = shape
+                t["rows_per_pass"] = rows
+                t["tokens_per_pass"] = tokens
+                t["hop_ms_per_pass"] = per_token_ms * tokens
+                if hidden:
+                    columns = 4 if taps else 1  # the hidden state, and the three tap layers' beside it
+                    t["hop_bytes_per_pass"] = rows * columns * hidden * 4
+                    t["hop_bytes_per_token"] = t["hop_bytes_per_pass"] / tokens
+            out.append(t)
+    return out
+
+
 def main():
     raw, out_path, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
     s = {"budget_s": budget, "steps": [], "targets": []}
@@ -224,6 +284,7 @@ def main():
             s[f"profile_{name}"] = costs
 
     s["variants"] = variants(raw)
+    s["split"] = split(raw)
 
     tiny = eaglevk_tests(load_json(os.path.join(raw, "tiny_pair_a.json")))
     tg = next((e for n, e in tiny.items() if n and n.startswith("tg")), None)
