@@ -654,12 +654,33 @@ namespace {
 // positions, tree and hopped rows from buffers its commands copy in, so it gives the tokens,
 // acceptance, log-probabilities and tap rows of one device recording every round; the split
 // decoder resubmits exactly twice as often as the one-device decoder (two parts for each of its
-// whole rounds, recorded at the same shapes and bounds).
+// whole rounds, recorded at the same shapes and bounds). The earlier device resubmits its part of
+// a verify pass, tree or chain, where the last pass had its shape and the recording's attention
+// bound reaches; a tree pass's words (compact path, ancestor table, root position) reach it
+// through staging written before every submission.
 struct ReplayedRun {
   ChainRun run;
   std::vector<float> taps;  // the tap sink's rows, every verified position
   uint64_t replayed = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> tree_rounds;  // each tree round's root position and nodes
 };
+
+// The earlier part's resubmissions over tree rounds of one shape, by their definition: the first
+// tree pass is recorded (the prompt's pass before it has another shape), each later one
+// resubmits while its attention bound (root position + nodes) is within the last recording's,
+// which reaches `span` positions past its own pass, within the context.
+uint64_t expected_tree_resubmissions(const std::vector<std::pair<uint32_t, uint32_t>>& rounds, uint32_t span) {
+  uint64_t resubmitted = 0;
+  uint32_t bound = 0;
+  for (const auto& [base, nodes] : rounds) {
+    const uint32_t kv = base + nodes;
+    if (bound > 0 && kv <= bound)
+      ++resubmitted;
+    else
+      bound = std::min(kContext, kv + span);
+  }
+  return resubmitted;
+}
 
 ReplayedRun replayed_run(const api::Model& m, const std::vector<int32_t>& prompt, uint32_t k,
                          const engine::TreeParams& tree, const engine::GenerationOptions& o, bool replay,
@@ -674,6 +695,8 @@ ReplayedRun replayed_run(const api::Model& m, const std::vector<int32_t>& prompt
   dec.set_draft_sampling(!tree.enabled() && !o.sampling.greedy());
   ReplayedRun r;
   dec.set_tap_sink([&](const engine::TapRows& t) { r.taps.insert(r.taps.end(), t.hidden.begin(), t.hidden.end()); });
+  dec.set_tree_observer(
+      [&](const engine::TreeRound& t) { r.tree_rounds.emplace_back(t.base, uint32_t(t.tokens.size())); });
   const engine::GenerationResult g = dec.generate(prompt, o, r.run.stats);
   r.run.tokens = g.tokens;
   r.run.logprobs = g.logprobs;
@@ -736,6 +759,20 @@ TEST_P(LayerSplitChain, ReplayedChainAndTreeRoundsGiveTheSingleDeviceRecordedBit
     EXPECT_GT(whole_replayed.replayed, 0u) << what;
     EXPECT_EQ(got.replayed, 2 * whole_replayed.replayed) << what;
     EXPECT_EQ(got.run.hops.passes, 1 + got.run.stats.num_drafts) << what;
+    // The earlier device resubmits its part of the verify passes, never when not replaying.
+    EXPECT_EQ(recorded.run.hops.resubmitted, 0u) << what;
+    EXPECT_GT(got.run.hops.resubmitted, 0u) << what;
+    if (c.tree) {
+      ASSERT_EQ(got.tree_rounds.size(), got.run.stats.num_drafts) << what;
+      for (const auto& round : got.tree_rounds) ASSERT_EQ(round.second, tree.draft_tokens) << what;
+      const uint64_t want = expected_tree_resubmissions(got.tree_rounds, c.span);
+      EXPECT_EQ(got.run.hops.resubmitted, want) << what;
+      // A short span records the part again as the context grows; a long one serves every round.
+      if (c.span == 8)
+        EXPECT_LT(want, got.tree_rounds.size() - 1) << what;
+      else
+        EXPECT_EQ(want, got.tree_rounds.size() - 1) << what;
+    }
   }
 }
 

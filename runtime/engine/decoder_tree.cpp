@@ -150,6 +150,8 @@ void Decoder::split_tree_round(const TreeRoundShape& shape, uint32_t P) {
   tree.compact = up + in_.compact_path;
   tree.compact_max = tree_.draft_tokens;
   const ops::TreePath path{{}, 0, S + 1, P};
+  front_->replay = replay;  // the earlier parts resubmit as the decoder's own rounds do
+  front_->replay_span = replay_span;
   if (M > 1) {
     verify.tree = &path;
     tree.table = nodes + layout.i_path();

@@ -56,25 +56,52 @@ SplitFront::SplitFront(const models::TargetModel& target, uint32_t capacity, uin
 
 SplitFront::~SplitFront() = default;
 
-// The tree words of a pass on one device: the accepted path to compact, then the table.
-void SplitFront::stage_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
-                ops::TreePath& path) {
-  const vk::Context& ctx = st.gpu->ctx;
-  const uint64_t compact_words = tree.compact ? 2 + tree.compact_max : 0;
-  const uint64_t table_words = tree.table ? uint64_t(pass.rows) * tree.stride : 0;
-  const uint64_t bytes = (compact_words + table_words) * 4;
-  if (bytes == 0) return;
-  if (st.tree_words.bytes < bytes) {
-    st.tree_upload = vk::Buffer(ctx, bytes, vk::MemoryKind::Upload, "split tree words");
-    st.tree_words = vk::Buffer(ctx, bytes, vk::MemoryKind::Device, "split tree words");
+namespace {
+
+// Where a tree pass's staged words lie: the compact path, the ancestor table, the root position.
+struct TreeWords {
+  uint64_t compact = 0, table = 0;
+  bool root_word = false;
+  uint64_t root() const { return compact + table; }
+  uint64_t bytes() const { return (root() + (root_word ? 1 : 0)) * 4; }
+};
+
+TreeWords tree_words_of(const models::ForwardPass& pass, const SplitTree& tree) {
+  return {tree.compact ? 2 + tree.compact_max : 0, pass.tree ? uint64_t(pass.rows) * tree.stride : 0,
+          pass.tree != nullptr};
+}
+
+}  // namespace
+
+// The words of a tree pass on one device, staged before every submission, replayed or not:
+// [len, base, path...] of the accepted path to compact, the ancestor table, the root position.
+// True when the buffers grew, which the last recording no longer reads.
+bool SplitFront::upload_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree) {
+  const TreeWords w = tree_words_of(pass, tree);
+  if (w.bytes() == 0) return false;
+  const bool grown = st.tree_words.bytes < w.bytes();
+  if (grown) {
+    const vk::Context& ctx = st.gpu->ctx;
+    st.tree_upload = vk::Buffer(ctx, w.bytes(), vk::MemoryKind::Upload, "split tree words");
+    st.tree_words = vk::Buffer(ctx, w.bytes(), vk::MemoryKind::Device, "split tree words");
   }
   auto* up = static_cast<int32_t*>(st.tree_upload.mapped);
-  if (compact_words) std::memcpy(up, tree.compact, compact_words * 4);
-  if (table_words) std::memcpy(up + compact_words, tree.table, table_words * 4);
-  oc.rec.copy(vk::BufferRange(st.tree_upload, 0, bytes), vk::BufferRange(st.tree_words, 0, bytes), "tree words");
-  if (compact_words) {
+  if (w.compact) std::memcpy(up, tree.compact, w.compact * 4);
+  if (w.table) std::memcpy(up + w.compact, tree.table, w.table * 4);
+  if (pass.tree) up[w.root()] = int32_t(pass.tree->base);
+  return grown;
+}
+
+// The recorded part of a tree pass: the staged words to the device, the compaction, the path.
+void SplitFront::record_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
+                             ops::TreePath& path) {
+  const TreeWords w = tree_words_of(pass, tree);
+  if (w.bytes() == 0) return;
+  oc.rec.copy(vk::BufferRange(st.tree_upload, 0, w.bytes()), vk::BufferRange(st.tree_words, 0, w.bytes()),
+              "tree words");
+  if (w.compact) {
     // The last tree's accepted path to consecutive rows of this device's layers, as the last
-    // device does for its own.
+    // device does for its own; row_compact reads the length and base from the words.
     const ops::IntVec compact{st.tree_words, 0};
     for (uint32_t layer = 0; layer < uint32_t(st.state.k_cache.size()); ++layer) {
       if (!st.state.k_cache[layer]) continue;
@@ -82,13 +109,26 @@ void SplitFront::stage_tree(Stage& st, const models::ForwardPass& pass, const Sp
       ops::row_compact(oc, compact, tree.compact_max, kv.k, &kv.v, st.state.kv_dim / 2, "tree_compact_kv");
     }
   }
-  if (table_words)
-    path = ops::TreePath{vk::BufferRange(st.tree_words), uint32_t(compact_words), tree.stride, pass.tree->base};
+  // The root position is read on the device (base_slot), so the recording serves any round.
+  if (pass.tree)
+    path = ops::TreePath{vk::BufferRange(st.tree_words), uint32_t(w.compact), tree.stride, pass.tree->base,
+                         int32_t(w.root())};
+}
+
+// Whether `last` was recorded for a pass of this one's shape (its attention bound aside).
+bool SplitFront::same_shape(const Stage::Recorded& last, const models::ForwardPass& pass, const SplitTree& tree,
+                            bool slots) {
+  const uint32_t tap_stride = pass.taps ? pass.taps->out.stride : 0;
+  return last.rows == pass.rows && last.batch_invariant == pass.batch_invariant && last.slots == slots &&
+         last.tap_stride == tap_stride && (!pass.taps || last.tap_layers == pass.taps->layers) &&
+         last.tree_stride == (pass.tree ? tree.stride : 0) && last.compact == (tree.compact != nullptr) &&
+         last.compact_max == (tree.compact ? tree.compact_max : 0);
 }
 
 void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions,
                      const int32_t* slots, models::TargetState& last_part, const SplitTree& tree) {
   if (pass.tree && !tree.table) fail("a split tree pass needs its ancestor table on the host");
+  if (pass.tree && tree.stride == 0) fail("a split tree pass needs its ancestor table's stride");
   if (pass.rows > max_rows_) fail("a split pass of {} rows exceeds the {} its states hold", pass.rows, max_rows_);
   const uint64_t words = pass.rows;
   const uint64_t hop_bytes = uint64_t(pass.rows) * (hidden_ + (pass.taps ? pass.taps->out.stride : 0)) * 4;
@@ -98,17 +138,15 @@ void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const 
     std::memcpy(in, ids, words * 4);
     std::memcpy(in + max_rows_, positions, words * 4);
     if (slots) std::memcpy(in + 2 * max_rows_, slots, words * 4);
+    Stage::Recorded& last = st.last;
+    if (upload_tree(st, pass, tree)) last.recording = 0;
     vk::Recorder& rec = *st.rec;
     // Its last recording serves this pass when nothing else was recorded since, the shape is the
-    // same and the attention bound reaches (a row never reads past its own position).
-    Stage::Recorded& last = st.last;
-    // Image rows (the first part's features) are this pass's alone: never replayed.
-    const bool replayable = replay && !pass.tree && !tree.compact && !pass.embeddings;
-    const uint32_t tap_stride = pass.taps ? pass.taps->out.stride : 0;
-    if (replayable && last.recording && last.recording == rec.recordings() && last.rows == pass.rows &&
-        last.batch_invariant == pass.batch_invariant && last.slots == (slots != nullptr) &&
-        last.tap_stride == tap_stride && pass.kv_len <= last.kv_bound &&
-        (!pass.taps || last.tap_layers == pass.taps->layers)) {
+    // same and the attention bound reaches (a row never reads past its own position). Image rows
+    // (the first part's features) are this pass's alone: never replayed.
+    const bool replayable = replay && !pass.embeddings;
+    if (replayable && last.recording && last.recording == rec.recordings() && pass.kv_len <= last.kv_bound &&
+        same_shape(last, pass, tree, slots != nullptr)) {
       rec.resubmit();
       rec.wait();
       ++stats_.resubmitted;
@@ -125,7 +163,7 @@ void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const 
     models::ForwardPass p = pass;
     if (replayable) p.kv_len = replay_kv_bound(pass.kv_len, replay_span, context_, max_keys_);
     ops::TreePath tree_path;
-    stage_tree(st, pass, tree, oc, tree_path);
+    record_tree(st, pass, tree, oc, tree_path);
     if (pass.tree) p.tree = &tree_path;
     if (pass.taps) {
       // The same layers into this device's own rows, laid out as the caller's.
@@ -144,7 +182,10 @@ void SplitFront::run(const models::ForwardPass& pass, const int32_t* ids, const 
     if (replayable) {
       last.rows = pass.rows;
       last.kv_bound = p.kv_len;
-      last.tap_stride = tap_stride;
+      last.tap_stride = pass.taps ? pass.taps->out.stride : 0;
+      last.tree_stride = pass.tree ? tree.stride : 0;
+      last.compact = tree.compact != nullptr;
+      last.compact_max = tree.compact ? tree.compact_max : 0;
       last.batch_invariant = pass.batch_invariant;
       last.slots = slots != nullptr;
       if (pass.taps) last.tap_layers.assign(pass.taps->layers.begin(), pass.taps->layers.end());

@@ -49,14 +49,17 @@ class SplitFront {
   // Runs `pass` through the earlier parts: ids, positions and, with pass.slots, the cache rows
   // of its rows (host arrays of pass.rows each), and leaves the residual stream entering the
   // last part's first layer in last.hidden_in, with pass.taps the tap rows of the earlier
-  // parts' layers beside it. With pass.tree, `tree` gives its table (pass.tree's base is kept).
+  // parts' layers beside it. With pass.tree, `tree` gives its table (pass.tree's base is
+  // staged with it, so a resubmitted recording reads each pass's own).
   // Image rows (pass.embeddings, features on the first device) enter at the first part.
   void run(const models::ForwardPass& pass, const int32_t* ids, const int32_t* positions, const int32_t* slots,
            models::TargetState& last, const SplitTree& tree = {});
 
   const HopStats& stats() const { return stats_; }
-  // Resubmit a part's last recording when the next pass has its shape (no tree) and fits its
-  // attention bound, as the decoder replays its own rounds (vk::replay_from_env).
+  // Resubmit a part's last recording when the next pass has its shape (tree passes included:
+  // their words, root position too, reach the device through staging written before every
+  // submission) and fits its attention bound, as the decoder replays its own rounds
+  // (vk::replay_from_env).
   bool replay = vk::replay_from_env();
   uint32_t replay_span = 512;  // positions a recording serves past its own pass
   size_t parts() const { return stages_.size() + 1; }
@@ -70,13 +73,16 @@ class SplitFront {
     vk::Buffer slots;   // Device, int32 [max_rows]: the cache rows, as the forward reads them
     vk::Buffer taps;    // Device, f32 [max_rows, kMaxHopTaps H]: this part's tap rows of a pass
     models::TapRequest tap_request;  // the pass's tap layers into `taps`
-    // A tree round's words (SplitTree: the compact path, then the ancestor table), staged and
-    // on the device; grown on first need.
+    // A tree round's words (SplitTree: the compact path, then the ancestor table, then the
+    // tree's root position), staged and on the device; grown on first need.
     vk::Buffer tree_upload, tree_words;
     // What the recorder last recorded, when a later pass may resubmit it: its shape and the
     // recorder's count then (vk::Recorder::recordings).
     struct Recorded {
       uint32_t rows = 0, kv_bound = 0, tap_stride = 0;
+      uint32_t tree_stride = 0;  // 0: no tree
+      uint32_t compact_max = 0;
+      bool compact = false;  // a compact path was moved first
       bool batch_invariant = false, slots = false;
       std::vector<uint32_t> tap_layers;
       uint64_t recording = 0;
@@ -84,8 +90,11 @@ class SplitFront {
     std::unique_ptr<vk::Recorder> rec;
   };
   void hop(size_t i, const models::ForwardPass& pass, models::TargetState& last_part, uint64_t bytes);
-  static void stage_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
-                         ops::TreePath& path);
+  static bool upload_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree);
+  static void record_tree(Stage& st, const models::ForwardPass& pass, const SplitTree& tree, ops::OpContext& oc,
+                          ops::TreePath& path);
+  static bool same_shape(const Stage::Recorded& last, const models::ForwardPass& pass, const SplitTree& tree,
+                         bool slots);
   std::vector<Stage> stages_;
   uint32_t max_rows_ = 0, hidden_ = 0, context_ = 0, max_keys_ = 0;
   HopStats stats_;
