@@ -210,9 +210,96 @@ void main() {
   }
 }
 #else
+// A k tile (TILE_K: one quantized group) is staged in quads of x (4 elements of a row, 16-byte
+// loads where x_vec4) and octets of W (8 elements of a row: 8-element loads of float W where
+// w_vec8, a quantized group's QGroup decoded 8 elements an invocation), invocation tid taking
+// quads and octets tid, tid + workgroup, ... x_vec4 and w_vec8 are uniform: every row start is
+// then a multiple of 4 (x) or 8 (W) elements, and a load that starts before K ends within it.
+const uint X_QUADS = BLOCK_M * (TILE_K / 4u), W_OCTETS = BLOCK_N * (TILE_K / 8u);
+#if !defined(W_QUANT)
+bool w_vec8 = false;
+#endif
+vec4 load_x_quad(uint e, uint m0, uint k0) {
+  uint row = e / (TILE_K / 4u), kk = 4u * (e % (TILE_K / 4u)), m = m0 + row, k = k0 + kk;
+  vec4 v = vec4(0.0);
+  if (m < row_count) {
+    uint i0 = p.x_offset + x_row(m) * p.x_stride + k;
+    if (x_vec4) {
+      if (k < p.K) v = x4[i0 >> 2];
+    } else {
+      [[unroll]] for (uint i = 0; i < 4u; ++i) v[i] = k + i < p.K ? x[i0 + i] : 0.0;
+    }
+  }
+  return v;
+}
+void stage_x_quad(uint e, vec4 v) {
+  uint row = e / (TILE_K / 4u), kk = 4u * (e % (TILE_K / 4u));
+  [[unroll]] for (uint i = 0; i < 4u; ++i) stage_x(row * STRIDE + kk + i, v[i]);
+}
+#if defined(W_QUANT)
+#define WOctet QGroup
+// Every invocation loads the group its octet lies in and decodes eight of its elements (K is a
+// whole number of groups).
+QGroup load_w_octet(uint e, uint n0, uint k0) {
+  uint n = n0 + e / (QGROUP / 8u);
+  return q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+}
+void stage_w_octet(uint e, uint n0, QGroup q) {
+  uint row = e / (QGROUP / 8u), c = e % (QGROUP / 8u), n = n0 + row;
+  float w[8];
+  q_decode8(q, c, w);
+  [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + 8u * c + i, n < p.N ? w[i] : 0.0);
+}
+#else
+struct WOctet { float w[8]; };
+WOctet load_w_octet(uint e, uint n0, uint k0) {
+  uint row = e / (TILE_K / 8u), kk = 8u * (e % (TILE_K / 8u)), n = n0 + row, k = k0 + kk;
+  WOctet o;
+  if (w_vec8 && n < p.N && k < p.K) {
+    wload8_at(n, k, o.w);
+  } else {
+    [[unroll]] for (uint i = 0; i < 8; ++i) o.w[i] = (n < p.N && k + i < p.K) ? wload(w_index(n, k + i)) : 0.0;
+  }
+  return o;
+}
+void stage_w_octet(uint e, uint n0, WOctet o) {
+  uint kk = 8u * (e % (TILE_K / 8u)), row = e / (TILE_K / 8u);
+  [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + kk + i, o.w[i]);
+}
+#endif
+// The plain loop stages the tile at k0 straight from memory.
+void stage_tile(uint m0, uint n0, uint k0) {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  for (uint e = tid; e < X_QUADS; e += wg) stage_x_quad(e, load_x_quad(e, m0, k0));
+  for (uint e = tid; e < W_OCTETS; e += wg) stage_w_octet(e, n0, load_w_octet(e, n0, k0));
+}
+// PREFETCH (EAGLEVK_GEMM_PREFETCH=1, ops::Gpu::gemm_prefetch): the k loop software-pipelined.
+// Each invocation loads its shares of the next tile (x's quads, float W's octets, a quantized
+// group's raw bytes and scales, decoded later) into registers before the current tile's products
+// and stages them after the products, so the global loads are in flight during the math. One
+// staging buffer (a second does not fit NVIDIA's 48 KiB), the same two barriers a tile. The
+// staged values, the products and their k order are the plain loop's: the same bits.
+layout(constant_id = 5) const bool PREFETCH = false;
+const uint X_LOADS = (X_QUADS + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+const uint W_LOADS = (W_OCTETS + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+vec4 x_next[X_LOADS];
+WOctet w_next[W_LOADS];
+void load_next(uint m0, uint n0, uint k0) {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  [[unroll]] for (uint i = 0; i < X_LOADS; ++i)
+    if (tid + i * wg < X_QUADS) x_next[i] = load_x_quad(tid + i * wg, m0, k0);
+  [[unroll]] for (uint i = 0; i < W_LOADS; ++i)
+    if (tid + i * wg < W_OCTETS) w_next[i] = load_w_octet(tid + i * wg, n0, k0);
+}
+void stage_next(uint n0) {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  [[unroll]] for (uint i = 0; i < X_LOADS; ++i)
+    if (tid + i * wg < X_QUADS) stage_x_quad(tid + i * wg, x_next[i]);
+  [[unroll]] for (uint i = 0; i < W_LOADS; ++i)
+    if (tid + i * wg < W_OCTETS) stage_w_octet(tid + i * wg, n0, w_next[i]);
+}
+
 void main() {
-  const uint wg = gl_WorkGroupSize.x;
-  const uint tid = gl_LocalInvocationID.x;
   const uint m0 = gl_WorkGroupID.y * BLOCK_M, n0 = gl_WorkGroupID.x * BLOCK_N;
   if (!block_rows_begin(m0)) return;
   // The subgroup's 4 x 2 matrices: subgroups 0-3 the upper half of the rows, 4-7 the lower.
@@ -222,48 +309,18 @@ void main() {
     acc[i][j] = C_MAT(0.0);
     lo[i][j] = C_MAT(0.0);
   }
-  // Uniform: every row start is then a multiple of 4 (x) or 8 (W) elements, and a load that
-  // starts before K ends within it.
   x_vec4 = ((p.x_offset | p.x_stride | p.K) & 3u) == 0u;
 #if !defined(W_QUANT)
-  const bool w_vec8 = (p.K & 7u) == 0u && !w_k_major() && (w_byte_base & 15u) == 0u;
+  w_vec8 = (p.K & 7u) == 0u && !w_k_major() && (w_byte_base & 15u) == 0u;
 #endif
+  if (PREFETCH) {
+    load_next(m0, n0, 0u);
+    stage_next(n0);
+  }
   for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
-    for (uint e = tid; e < BLOCK_M * (TILE_K / 4u); e += wg) {
-      uint row = e / (TILE_K / 4u), kk = 4u * (e % (TILE_K / 4u)), m = m0 + row, k = k0 + kk;
-      vec4 v = vec4(0.0);
-      if (m < row_count) {
-        uint i0 = p.x_offset + x_row(m) * p.x_stride + k;
-        if (x_vec4) {
-          if (k < p.K) v = x4[i0 >> 2];
-        } else {
-          [[unroll]] for (uint i = 0; i < 4u; ++i) v[i] = k + i < p.K ? x[i0 + i] : 0.0;
-        }
-      }
-      [[unroll]] for (uint i = 0; i < 4u; ++i) stage_x(row * STRIDE + kk + i, v[i]);
-    }
-#if defined(W_QUANT)
-    // Eight elements of one 32-element group of a W row per invocation (K is a whole number of
-    // groups; TILE_K is one group).
-    for (uint e = tid; e < BLOCK_N * (QGROUP / 8u); e += wg) {
-      uint row = e / (QGROUP / 8u), c = e % (QGROUP / 8u), n = n0 + row;
-      QGroup q = q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
-      float w[8];
-      q_decode8(q, c, w);
-      [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + 8u * c + i, n < p.N ? w[i] : 0.0);
-    }
-#else
-    for (uint e = tid; e < BLOCK_N * (TILE_K / 8u); e += wg) {
-      uint row = e / (TILE_K / 8u), kk = 8u * (e % (TILE_K / 8u)), n = n0 + row, k = k0 + kk;
-      float w[8];
-      if (w_vec8 && n < p.N && k < p.K) {
-        wload8_at(n, k, w);
-      } else {
-        [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = (n < p.N && k + i < p.K) ? wload(w_index(n, k + i)) : 0.0;
-      }
-      [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + kk + i, w[i]);
-    }
-#endif
+    const bool next = PREFETCH && k0 + TILE_K < p.K;  // uniform
+    if (!PREFETCH) stage_tile(m0, n0, k0);
+    if (next) load_next(m0, n0, k0 + TILE_K);  // in flight over the barrier and the products
     barrier();
     for (uint kk = 0; kk < TILE_K; kk += MK) {
       A_MAT a_hi[4], a_lo[4];
@@ -293,6 +350,7 @@ void main() {
       }
     }
     barrier();
+    if (next) stage_next(n0);  // the tile the next step multiplies
   }
   const uint stage = gl_SubgroupID * MM * MN;
   [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {

@@ -157,6 +157,19 @@ TEST_F(OpsTest, CoopmatGemm) {
     const double f16_error = worst_error();
     EXPECT_LT(f16_error, 0.05);
     EXPECT_GT(f16_error, 10 * split_error) << "f16 inputs " << f16_error << ", halves " << split_error;
+    // EAGLEVK_GEMM_PREFETCH=1: the 128 block's pipelined k loop gives the plain loop's bits, with
+    // the halves and with f16 inputs (K 1000: the last tile partial, wide loads; 998: element
+    // loads); the 64 block keeps its one kernel.
+    if (block == 128) {
+      expect_prefetch_gives_the_same_bits(oc, xbuf, weights, ybuf, rows, n, k);
+      gpu().gemm_f16_inputs = true;
+      expect_prefetch_gives_the_same_bits(oc, xbuf, weights, ybuf, rows, n, k);
+      gpu().gemm_f16_inputs = f16_before;
+    } else {
+      GemmPrefetchScope prefetch(true);
+      const ops::CoopmatKernel cm = ops::coopmat_kernel(gpu().ctx, 64);
+      EXPECT_EQ(ops::coopmat_gemm_spec(gpu(), cm, 64), cm.spec);
+    }
   }
   if (coopmat_gemm_blocks().size() < 2)
     GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
@@ -226,6 +239,39 @@ TEST(GemmPrecisionSwitch, AcceptsSplitAndF16) {
     ::setenv("EAGLEVK_GEMM_PRECISION", saved->c_str(), 1);
   else
     ::unsetenv("EAGLEVK_GEMM_PRECISION");
+}
+
+// EAGLEVK_GEMM_PREFETCH: 1 pipelines the 128 block's k loop, 0 (or unset, or empty) keeps the
+// plain loop; anything else is an error naming both.
+TEST(GemmPrefetchSwitch, AcceptsOneAndZero) {
+  const char* before = std::getenv("EAGLEVK_GEMM_PREFETCH");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto prefetch_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_GEMM_PREFETCH", value, 1);
+    else
+      ::unsetenv("EAGLEVK_GEMM_PREFETCH");
+    return ops::gemm_prefetch_from_env();
+  };
+  EXPECT_FALSE(prefetch_with(nullptr));
+  EXPECT_FALSE(prefetch_with(""));
+  EXPECT_FALSE(prefetch_with("0"));
+  EXPECT_TRUE(prefetch_with("1"));
+  for (const char* bad : {"2", "on", "true", "1 "}) {
+    try {
+      prefetch_with(bad);
+      ADD_FAILURE() << "no error for EAGLEVK_GEMM_PREFETCH=" << bad;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_PREFETCH=") + bad + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected 1"), std::string::npos) << what;
+      EXPECT_NE(what.find("or 0"), std::string::npos) << what;
+    }
+  }
+  if (saved)
+    ::setenv("EAGLEVK_GEMM_PREFETCH", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_GEMM_PREFETCH");
 }
 
 // The device's choice: the 128 block on NVIDIA where it runs (measured faster there), 64 on

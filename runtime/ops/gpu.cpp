@@ -56,6 +56,16 @@ Gpu::Gpu(const vk::ContextOptions& options)
   }
   if (gemm_block == 0) gemm_block = gemm_block_for(ctx.info.vendor_id, coopmat_unavailable(ctx, 128).empty());
   gemm_f16_inputs = gemm_f16_inputs_from_env();
+  gemm_prefetch = gemm_prefetch_from_env();
+}
+
+bool gemm_prefetch_from_env() {
+  const char* env = std::getenv("EAGLEVK_GEMM_PREFETCH");
+  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+  if (std::strcmp(env, "1") == 0) return true;
+  fail("EAGLEVK_GEMM_PREFETCH={}: expected 1 (the coopmat GEMM's 128 block loads the next k tile into registers "
+       "during the current tile's products) or 0 (the plain loop, the default)",
+       env);
 }
 
 bool gemm_f16_inputs_from_env() {
@@ -122,6 +132,15 @@ CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block) {
   const uint32_t s = GEMM_COOPMAT128_SUBGROUPS;
   return {{s * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, s * f.coopmat_m, s * f.coopmat_n,
           "_coopmat128"};
+}
+
+std::vector<uint32_t> coopmat_gemm_spec(const Gpu& gpu, const CoopmatKernel& kernel, uint32_t block) {
+  std::vector<uint32_t> spec = kernel.spec;
+  const bool prefetch = gpu.gemm_prefetch && block == 128;
+  // Constants are given by position: LO_TERMS (4) goes in where it is off or PREFETCH follows.
+  if (gpu.gemm_f16_inputs || prefetch) spec.push_back(/*LO_TERMS=*/gpu.gemm_f16_inputs ? 0u : 1u);
+  if (prefetch) spec.push_back(/*PREFETCH=*/1u);
+  return spec;
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -111,6 +111,12 @@ struct Gpu {
   // as their nearest f16 alone (llama.cpp's precision, a third of the products): EAGLEVK_GEMM_PRECISION
   // (gemm_f16_inputs_from_env); tests set it. Expert products keep the halves.
   bool gemm_f16_inputs = false;
+  // The 128 block's k loop software-pipelined (gemm_coopmat128.glsl's PREFETCH): each invocation
+  // loads the next k tile into registers before the current tile's matrix products and stages it
+  // after them, so that the global loads overlap the math. The same products in the same order,
+  // so the same bits. EAGLEVK_GEMM_PREFETCH (gemm_prefetch_from_env); off until a GPU measures
+  // it; tests set it. The 64 block and expert products keep the plain loop.
+  bool gemm_prefetch = false;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
@@ -123,6 +129,9 @@ uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs);
 // EAGLEVK_GEMM_PRECISION: "split" (also when unset or empty: f16 hi and lo halves) gives false,
 // "f16" (the inputs' nearest f16 alone) true; an error naming both otherwise.
 bool gemm_f16_inputs_from_env();
+// EAGLEVK_GEMM_PREFETCH: "1" gives true, "0" (also when unset or empty) false; an error naming
+// both otherwise.
+bool gemm_prefetch_from_env();
 
 // Why this build and device cannot run the GEMM's coopmat kernel in the given block
 // configuration (64 or 128); empty where they can.
@@ -133,7 +142,7 @@ std::string coopmat_unavailable(const vk::Context& ctx, uint32_t block = 64);
 uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn);
 
 // The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four or
-// eight subgroups, the matrix shape), the block of rows x outputs a workgroup computes, and the
+// eight subgroups, the matrix shape; coopmat_gemm_spec adds the switches), the block of rows x outputs a workgroup computes, and the
 // suffix of its shader's name after gemm_<type>. A block of 128 the device cannot run is an
 // error naming its limits.
 struct CoopmatKernel {
@@ -142,6 +151,10 @@ struct CoopmatKernel {
   std::string suffix = "_coopmat";
 };
 CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block = 64);
+// The plain (not expert) product's specialization constants: the kernel's, then LO_TERMS (4)
+// where the f16-inputs switch or a later constant needs it, then PREFETCH (5) for the 128 block
+// with gemm_prefetch.
+std::vector<uint32_t> coopmat_gemm_spec(const Gpu& gpu, const CoopmatKernel& kernel, uint32_t block);
 
 struct OpContext {
   Gpu& gpu;

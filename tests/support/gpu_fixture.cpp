@@ -95,6 +95,7 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
     for (uint32_t block : coopmat_gemm_blocks()) {
       GemmBlockScope scope(block);
       check(fmt::format("coopmat block {}", block));
+      if (block == 128) expect_prefetch_gives_the_same_bits(oc, x, weights, y, rows, n, k);
     }
   }
 }
@@ -104,6 +105,33 @@ CoopmatScope::~CoopmatScope() { gpu().coopmat_gemm = saved; }
 
 GemmBlockScope::GemmBlockScope(uint32_t block) : saved(gpu().gemm_block) { gpu().gemm_block = block; }
 GemmBlockScope::~GemmBlockScope() { gpu().gemm_block = saved; }
+
+GemmPrefetchScope::GemmPrefetchScope(bool on) : saved(gpu().gemm_prefetch) { gpu().gemm_prefetch = on; }
+GemmPrefetchScope::~GemmPrefetchScope() { gpu().gemm_prefetch = saved; }
+
+void expect_prefetch_gives_the_same_bits(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                         vk::Buffer& y, uint32_t rows, uint32_t n, uint32_t k) {
+  auto product = [&](bool prefetch) {
+    GemmPrefetchScope scope(prefetch);
+    oc.rec.begin();
+    ops::matmul(oc, ops::Act(x, k), weights, ops::Act(y, n), rows, false, ops::MatmulPath::Tiled);
+    oc.rec.submit_and_wait();
+    return read_back<float>(y, size_t(rows) * n);
+  };
+  const std::vector<float> plain = product(false);
+  const std::vector<float> prefetched = product(true);
+  EXPECT_TRUE(bitwise_equal(prefetched, plain))
+      << ops::weight_type_name(weights.type) << ": the prefetching k loop changed bits (rows " << rows << ", n " << n
+      << ", k " << k << ", f16 inputs " << gpu().gemm_f16_inputs << ")";
+  // The kernel's constants, then LO_TERMS (4) and PREFETCH (5) on: the product made this pipeline.
+  const ops::CoopmatKernel cm = ops::coopmat_kernel(gpu().ctx, 128);
+  std::vector<uint32_t> spec = cm.spec;
+  spec.push_back(gpu().gemm_f16_inputs ? 0u : 1u);
+  spec.push_back(1u);
+  const size_t pipelines = gpu().pipelines.size();
+  gpu().pipelines.get(fmt::format("gemm_{}{}", ops::weight_type_name(weights.type), cm.suffix), spec);
+  EXPECT_EQ(gpu().pipelines.size(), pipelines) << "EAGLEVK_GEMM_PREFETCH did not reach the kernel's constants";
+}
 
 std::vector<uint32_t> coopmat_gemm_blocks() {
   std::vector<uint32_t> blocks{64};

@@ -63,6 +63,17 @@ struct GemmBlockScope {
 };
 // The coopmat kernel's block configurations this device runs (64, then 128 where it can).
 std::vector<uint32_t> coopmat_gemm_blocks();
+// Runs the 128 block's k loop software-pipelined, or not, until destroyed (gpu().gemm_prefetch).
+struct GemmPrefetchScope {
+  explicit GemmPrefetchScope(bool on);
+  ~GemmPrefetchScope();
+  bool saved;
+};
+// ops::matmul of x [rows, k] by `weights` into y on the coopmat kernel's 128 block (the caller
+// sets it) with the prefetching k loop gives the bits of the plain loop, and ran the prefetching
+// kernel (its pipeline, LO_TERMS and PREFETCH given, was made by the product, not afterwards).
+void expect_prefetch_gives_the_same_bits(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                         vk::Buffer& y, uint32_t rows, uint32_t n, uint32_t k);
 
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector
