@@ -41,8 +41,17 @@ layout(constant_id = 1) const uint MM = 16;  // the device's matrices: A is MM x
 layout(constant_id = 2) const uint MN = 16;
 layout(constant_id = 3) const uint MK = 16;
 
+#if defined(BLOCK128)
+// TILE_K (EAGLEVK_GEMM_TILE_K, ops::Gpu::gemm_tile_k): k staged 32 (one quantized group) or 64
+// at a time, 64 with half the barriers. The products run over k in the same MK steps in the same
+// order either way: the same bits, but for a K padded further with zeros (products of zeros,
+// which can turn a sum of -0 into +0).
+layout(constant_id = 6) const uint TILE_K = GEMM_COOPMAT_TILE_K;
+const uint STRIDE = TILE_K + (GEMM_COOPMAT_STRIDE - GEMM_COOPMAT_TILE_K);
+#else
 #define TILE_K GEMM_COOPMAT_TILE_K
 #define STRIDE GEMM_COOPMAT_STRIDE  // f16 elements a staged row; the padding spreads rows over banks
+#endif
 #define LO_SCALE 1024.0  // (v - hi) < 2^-10 |v|: lo stays within |v|
 
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -79,12 +88,13 @@ layout(push_constant) uniform Push {
 #include "gemm_rows.glsl"
 
 #if defined(BLOCK128)
-// Sized from the device's matrices (ops::coopmat128_shared_bytes counts these bytes, ws_lo included).
+// Sized from the device's matrices and the k tile, the lo halves one row without LO_TERMS
+// (ops::coopmat128_shared_bytes counts these bytes, ws_lo included).
 const uint BLOCK_M = GEMM_COOPMAT128_SUBGROUPS * MM, BLOCK_N = GEMM_COOPMAT128_SUBGROUPS * MN;
-shared float16_t xs_hi[BLOCK_M * STRIDE], xs_lo[BLOCK_M * STRIDE];
+shared float16_t xs_hi[BLOCK_M * STRIDE], xs_lo[(LO_TERMS ? BLOCK_M : 1u) * STRIDE];
 shared float16_t ws_hi[BLOCK_N * STRIDE];
 #if !defined(W_F16)
-shared float16_t ws_lo[BLOCK_N * STRIDE];
+shared float16_t ws_lo[(LO_TERMS ? BLOCK_N : 1u) * STRIDE];
 #endif
 shared float out_stage[GEMM_COOPMAT128_SUBGROUPS * MM * MN];
 #else
@@ -210,9 +220,9 @@ void main() {
   }
 }
 #else
-// A k tile (TILE_K: one quantized group) is staged in quads of x (4 elements of a row, 16-byte
-// loads where x_vec4) and octets of W (8 elements of a row: 8-element loads of float W where
-// w_vec8, a quantized group's QGroup decoded 8 elements an invocation), invocation tid taking
+// A k tile is staged in quads of x (4 elements of a row, 16-byte loads where x_vec4) and octets
+// of W (8 elements of a row: 8-element loads of float W where w_vec8, the QGroup of the quantized
+// group the octet lies in, decoded 8 elements an invocation), invocation tid taking
 // quads and octets tid, tid + workgroup, ... x_vec4 and w_vec8 are uniform: every row start is
 // then a multiple of 4 (x) or 8 (W) elements, and a load that starts before K ends within it.
 const uint X_QUADS = BLOCK_M * (TILE_K / 4u), W_OCTETS = BLOCK_N * (TILE_K / 8u);
@@ -238,17 +248,17 @@ void stage_x_quad(uint e, vec4 v) {
 }
 #if defined(W_QUANT)
 #define WOctet QGroup
-// Every invocation loads the group its octet lies in and decodes eight of its elements (K is a
-// whole number of groups).
+// K is a whole number of groups; a 64-wide tile's second group past K loads the row's last group
+// and stages zeros.
 QGroup load_w_octet(uint e, uint n0, uint k0) {
-  uint n = n0 + e / (QGROUP / 8u);
-  return q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
+  uint n = n0 + e / (TILE_K / 8u), g = (k0 + 8u * (e % (TILE_K / 8u))) / QGROUP;
+  return q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), min(g, p.K / QGROUP - 1u));
 }
-void stage_w_octet(uint e, uint n0, QGroup q) {
-  uint row = e / (QGROUP / 8u), c = e % (QGROUP / 8u), n = n0 + row;
+void stage_w_octet(uint e, uint n0, uint k0, QGroup q) {
+  uint row = e / (TILE_K / 8u), kk = 8u * (e % (TILE_K / 8u)), n = n0 + row;
   float w[8];
-  q_decode8(q, c, w);
-  [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + 8u * c + i, n < p.N ? w[i] : 0.0);
+  q_decode8(q, (kk % QGROUP) / 8u, w);
+  [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + kk + i, n < p.N && k0 + kk < p.K ? w[i] : 0.0);
 }
 #else
 struct WOctet { float w[8]; };
@@ -262,7 +272,7 @@ WOctet load_w_octet(uint e, uint n0, uint k0) {
   }
   return o;
 }
-void stage_w_octet(uint e, uint n0, WOctet o) {
+void stage_w_octet(uint e, uint n0, uint k0, WOctet o) {
   uint kk = 8u * (e % (TILE_K / 8u)), row = e / (TILE_K / 8u);
   [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + kk + i, o.w[i]);
 }
@@ -271,7 +281,7 @@ void stage_w_octet(uint e, uint n0, WOctet o) {
 void stage_tile(uint m0, uint n0, uint k0) {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   for (uint e = tid; e < X_QUADS; e += wg) stage_x_quad(e, load_x_quad(e, m0, k0));
-  for (uint e = tid; e < W_OCTETS; e += wg) stage_w_octet(e, n0, load_w_octet(e, n0, k0));
+  for (uint e = tid; e < W_OCTETS; e += wg) stage_w_octet(e, n0, k0, load_w_octet(e, n0, k0));
 }
 // PREFETCH (EAGLEVK_GEMM_PREFETCH=1, ops::Gpu::gemm_prefetch): the k loop software-pipelined.
 // Each invocation loads its shares of the next tile (x's quads, float W's octets, a quantized
@@ -291,12 +301,12 @@ void load_next(uint m0, uint n0, uint k0) {
   [[unroll]] for (uint i = 0; i < W_LOADS; ++i)
     if (tid + i * wg < W_OCTETS) w_next[i] = load_w_octet(tid + i * wg, n0, k0);
 }
-void stage_next(uint n0) {
+void stage_next(uint n0, uint k0) {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   [[unroll]] for (uint i = 0; i < X_LOADS; ++i)
     if (tid + i * wg < X_QUADS) stage_x_quad(tid + i * wg, x_next[i]);
   [[unroll]] for (uint i = 0; i < W_LOADS; ++i)
-    if (tid + i * wg < W_OCTETS) stage_w_octet(tid + i * wg, n0, w_next[i]);
+    if (tid + i * wg < W_OCTETS) stage_w_octet(tid + i * wg, n0, k0, w_next[i]);
 }
 
 void main() {
@@ -315,7 +325,7 @@ void main() {
 #endif
   if (PREFETCH) {
     load_next(m0, n0, 0u);
-    stage_next(n0);
+    stage_next(n0, 0u);
   }
   for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
     const bool next = PREFETCH && k0 + TILE_K < p.K;  // uniform
@@ -350,7 +360,7 @@ void main() {
       }
     }
     barrier();
-    if (next) stage_next(n0);  // the tile the next step multiplies
+    if (next) stage_next(n0, k0 + TILE_K);  // the tile the next step multiplies
   }
   const uint stage = gl_SubgroupID * MM * MN;
   [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
