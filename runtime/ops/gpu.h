@@ -111,7 +111,7 @@ struct Gpu {
   // as their nearest f16 alone (llama.cpp's precision, a third of the products): EAGLEVK_GEMM_PRECISION
   // (gemm_f16_inputs_from_env); tests set it. Expert products keep the halves.
   bool gemm_f16_inputs = false;
-  // The 128 block's k loop software-pipelined (gemm_coopmat.comp's PREFETCH): each invocation
+  // The 128 block's k loop software-pipelined (gemm_coopmat128.glsl's PREFETCH): each invocation
   // loads the next k tile into registers before the current tile's matrix products and stages it
   // after them, so that the global loads overlap the math. The same products in the same order,
   // so the same bits. EAGLEVK_GEMM_PREFETCH (gemm_prefetch_from_env); off until a GPU measures
@@ -153,9 +153,9 @@ uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn, uint32_t tile_k = 32,
                                  bool lo_terms = true);
 
 // The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four or
-// eight subgroups, the matrix shape; coopmat_gemm_spec adds the switches), the block of rows x outputs a workgroup computes, and the
-// suffix of its shader's name after gemm_<type>. A block of 128 the device cannot run is an
-// error naming its limits.
+// eight subgroups, the matrix shape; coopmat_gemm_spec adds the switches), the block of rows x
+// outputs a workgroup computes, and the suffix of its shader's name after gemm_<type>. A block
+// of 128 the device cannot run is an error naming its limits.
 struct CoopmatKernel {
   std::vector<uint32_t> spec;
   uint32_t block_rows = 0, block_outs = 0;
