@@ -17,7 +17,7 @@
 // Sums run in the hardware's order, so the bits differ from gemm.comp's; a row's bits do not
 // depend on the other rows. ROW_IDS: the rows and weights of one expert (gemm_rows.glsl).
 // K_MAJOR: the expert's weights are stored [K, N] (float types).
-// BLOCK128 (ops::Gpu::gemm_block, EAGLEVK_GEMM_BLOCK=128): eight subgroups in 2 x 4, each 4 x 2
+// BLOCK128 (gemm_coopmat128.glsl; EAGLEVK_GEMM_BLOCK=128): eight subgroups in 2 x 4, each 4 x 2
 // matrices, a block of 8 MM x 8 MN (128 x 128 on NVIDIA, 256 invocations, 48 KiB of shared
 // memory), staged with 16-byte loads of x and 8-element loads of float W where the offsets
 // allow, and quantized groups decoded 8 elements an invocation by every invocation. The same
@@ -41,8 +41,17 @@ layout(constant_id = 1) const uint MM = 16;  // the device's matrices: A is MM x
 layout(constant_id = 2) const uint MN = 16;
 layout(constant_id = 3) const uint MK = 16;
 
+#if defined(BLOCK128)
+// TILE_K (EAGLEVK_GEMM_TILE_K, ops::Gpu::gemm_tile_k): k staged 32 (one quantized group) or 64
+// at a time, 64 with half the barriers. The products run over k in the same MK steps in the same
+// order either way: the same bits, but for a K padded further with zeros (products of zeros,
+// which can turn a sum of -0 into +0).
+layout(constant_id = 6) const uint TILE_K = GEMM_COOPMAT_TILE_K;
+const uint STRIDE = TILE_K + (GEMM_COOPMAT_STRIDE - GEMM_COOPMAT_TILE_K);
+#else
 #define TILE_K GEMM_COOPMAT_TILE_K
 #define STRIDE GEMM_COOPMAT_STRIDE  // f16 elements a staged row; the padding spreads rows over banks
+#endif
 #define LO_SCALE 1024.0  // (v - hi) < 2^-10 |v|: lo stays within |v|
 
 layout(binding = 2, std430) buffer Y { float y[]; };
@@ -79,12 +88,13 @@ layout(push_constant) uniform Push {
 #include "gemm_rows.glsl"
 
 #if defined(BLOCK128)
-// Sized from the device's matrices (ops::coopmat128_shared_bytes counts these bytes, ws_lo included).
+// Sized from the device's matrices and the k tile, the lo halves one row without LO_TERMS
+// (ops::coopmat128_shared_bytes counts these bytes, ws_lo included).
 const uint BLOCK_M = GEMM_COOPMAT128_SUBGROUPS * MM, BLOCK_N = GEMM_COOPMAT128_SUBGROUPS * MN;
-shared float16_t xs_hi[BLOCK_M * STRIDE], xs_lo[BLOCK_M * STRIDE];
+shared float16_t xs_hi[BLOCK_M * STRIDE], xs_lo[(LO_TERMS ? BLOCK_M : 1u) * STRIDE];
 shared float16_t ws_hi[BLOCK_N * STRIDE];
 #if !defined(W_F16)
-shared float16_t ws_lo[BLOCK_N * STRIDE];
+shared float16_t ws_lo[(LO_TERMS ? BLOCK_N : 1u) * STRIDE];
 #endif
 shared float out_stage[GEMM_COOPMAT128_SUBGROUPS * MM * MN];
 #else
@@ -210,106 +220,5 @@ void main() {
   }
 }
 #else
-void main() {
-  const uint wg = gl_WorkGroupSize.x;
-  const uint tid = gl_LocalInvocationID.x;
-  const uint m0 = gl_WorkGroupID.y * BLOCK_M, n0 = gl_WorkGroupID.x * BLOCK_N;
-  if (!block_rows_begin(m0)) return;
-  // The subgroup's 4 x 2 matrices: subgroups 0-3 the upper half of the rows, 4-7 the lower.
-  const uint qm = (gl_SubgroupID >> 2) * 4u * MM, qn = (gl_SubgroupID & 3u) * 2u * MN;
-  C_MAT acc[4][2], lo[4][2];
-  [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
-    acc[i][j] = C_MAT(0.0);
-    lo[i][j] = C_MAT(0.0);
-  }
-  // Uniform: every row start is then a multiple of 4 (x) or 8 (W) elements, and a load that
-  // starts before K ends within it.
-  x_vec4 = ((p.x_offset | p.x_stride | p.K) & 3u) == 0u;
-#if !defined(W_QUANT)
-  const bool w_vec8 = (p.K & 7u) == 0u && !w_k_major() && (w_byte_base & 15u) == 0u;
-#endif
-  for (uint k0 = 0; k0 < p.K; k0 += TILE_K) {
-    for (uint e = tid; e < BLOCK_M * (TILE_K / 4u); e += wg) {
-      uint row = e / (TILE_K / 4u), kk = 4u * (e % (TILE_K / 4u)), m = m0 + row, k = k0 + kk;
-      vec4 v = vec4(0.0);
-      if (m < row_count) {
-        uint i0 = p.x_offset + x_row(m) * p.x_stride + k;
-        if (x_vec4) {
-          if (k < p.K) v = x4[i0 >> 2];
-        } else {
-          [[unroll]] for (uint i = 0; i < 4u; ++i) v[i] = k + i < p.K ? x[i0 + i] : 0.0;
-        }
-      }
-      [[unroll]] for (uint i = 0; i < 4u; ++i) stage_x(row * STRIDE + kk + i, v[i]);
-    }
-#if defined(W_QUANT)
-    // Eight elements of one 32-element group of a W row per invocation (K is a whole number of
-    // groups; TILE_K is one group).
-    for (uint e = tid; e < BLOCK_N * (QGROUP / 8u); e += wg) {
-      uint row = e / (QGROUP / 8u), c = e % (QGROUP / 8u), n = n0 + row;
-      QGroup q = q_load(w_byte_base + min(n, p.N - 1u) * q_row_bytes(p.K), k0 / QGROUP);
-      float w[8];
-      q_decode8(q, c, w);
-      [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + 8u * c + i, n < p.N ? w[i] : 0.0);
-    }
-#else
-    for (uint e = tid; e < BLOCK_N * (TILE_K / 8u); e += wg) {
-      uint row = e / (TILE_K / 8u), kk = 8u * (e % (TILE_K / 8u)), n = n0 + row, k = k0 + kk;
-      float w[8];
-      if (w_vec8 && n < p.N && k < p.K) {
-        wload8_at(n, k, w);
-      } else {
-        [[unroll]] for (uint i = 0; i < 8; ++i) w[i] = (n < p.N && k + i < p.K) ? wload(w_index(n, k + i)) : 0.0;
-      }
-      [[unroll]] for (uint i = 0; i < 8; ++i) stage_w(row * STRIDE + kk + i, w[i]);
-    }
-#endif
-    barrier();
-    for (uint kk = 0; kk < TILE_K; kk += MK) {
-      A_MAT a_hi[4], a_lo[4];
-      B_MAT b_hi[2];
-      [[unroll]] for (uint i = 0; i < 4; ++i) {
-        coopMatLoad(a_hi[i], xs_hi, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-        if (LO_TERMS)
-          coopMatLoad(a_lo[i], xs_lo, (qm + MM * i) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutRowMajor);
-      }
-      [[unroll]] for (uint j = 0; j < 2; ++j)
-        coopMatLoad(b_hi[j], ws_hi, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
-#if !defined(W_F16)
-      B_MAT b_lo[2];
-      if (LO_TERMS)
-        [[unroll]] for (uint j = 0; j < 2; ++j)
-          coopMatLoad(b_lo[j], ws_lo, (qn + MN * j) * STRIDE + kk, STRIDE, gl_CooperativeMatrixLayoutColumnMajor);
-#endif
-      // Per output the 64 block's order: hi x hi, then lo x hi and hi x lo into the lo sums.
-      [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
-        acc[i][j] = coopMatMulAdd(a_hi[i], b_hi[j], acc[i][j]);
-        if (LO_TERMS) {
-          lo[i][j] = coopMatMulAdd(a_lo[i], b_hi[j], lo[i][j]);
-#if !defined(W_F16)
-          lo[i][j] = coopMatMulAdd(a_hi[i], b_lo[j], lo[i][j]);
-#endif
-        }
-      }
-    }
-    barrier();
-  }
-  const uint stage = gl_SubgroupID * MM * MN;
-  [[unroll]] for (uint i = 0; i < 4; ++i) [[unroll]] for (uint j = 0; j < 2; ++j) {
-    C_MAT r = acc[i][j];
-    if (LO_TERMS) r = acc[i][j] + lo[i][j] * float(1.0 / LO_SCALE);
-    coopMatStore(r, out_stage, stage, MN, gl_CooperativeMatrixLayoutRowMajor);
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    for (uint e = gl_SubgroupInvocationID; e < MM * MN; e += gl_SubgroupSize) {
-      uint m = m0 + qm + MM * i + e / MN, n = n0 + qn + MN * j + e % MN;
-      if (!row_stored(m) || n >= p.N) continue;
-      uint yi = p.y_offset + y_row(m) * p.y_stride + n;
-      float v = out_stage[stage + e];
-      y[yi] = p.accumulate != 0u ? y[yi] + v : v;
-    }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-  }
-}
+#include "gemm_coopmat128.glsl"
 #endif

@@ -157,6 +157,16 @@ TEST_F(OpsTest, CoopmatGemm) {
     const double f16_error = worst_error();
     EXPECT_LT(f16_error, 0.05);
     EXPECT_GT(f16_error, 10 * split_error) << "f16 inputs " << f16_error << ", halves " << split_error;
+    // EAGLEVK_GEMM_PREFETCH=1 and EAGLEVK_GEMM_TILE_K=64: the 128 block's pipelined k loop and
+    // its 64-wide k tiles give the plain loop's bits, with the halves and with f16 inputs (K 1000:
+    // the last tile partial, wide loads; 998: element loads); the 64 block keeps its one kernel.
+    if (block == 128) {
+      expect_k_loop_variants_give_the_same_bits(oc, xbuf, weights, ybuf, rows, n, k);
+    } else {
+      GemmKLoopScope k_loop(true, 64);
+      const ops::CoopmatKernel cm = ops::coopmat_kernel(gpu().ctx, 64);
+      EXPECT_EQ(ops::coopmat_gemm_spec(gpu(), cm, 64), cm.spec);
+    }
   }
   if (coopmat_gemm_blocks().size() < 2)
     GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
@@ -226,6 +236,81 @@ TEST(GemmPrecisionSwitch, AcceptsSplitAndF16) {
     ::setenv("EAGLEVK_GEMM_PRECISION", saved->c_str(), 1);
   else
     ::unsetenv("EAGLEVK_GEMM_PRECISION");
+}
+
+// EAGLEVK_GEMM_PREFETCH: 1 pipelines the 128 block's k loop, 0 (or unset, or empty) keeps the
+// plain loop; anything else is an error naming both.
+TEST(GemmPrefetchSwitch, AcceptsOneAndZero) {
+  const char* before = std::getenv("EAGLEVK_GEMM_PREFETCH");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto prefetch_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_GEMM_PREFETCH", value, 1);
+    else
+      ::unsetenv("EAGLEVK_GEMM_PREFETCH");
+    return ops::gemm_prefetch_from_env();
+  };
+  EXPECT_FALSE(prefetch_with(nullptr));
+  EXPECT_FALSE(prefetch_with(""));
+  EXPECT_FALSE(prefetch_with("0"));
+  EXPECT_TRUE(prefetch_with("1"));
+  for (const char* bad : {"2", "on", "true", "1 "}) {
+    try {
+      prefetch_with(bad);
+      ADD_FAILURE() << "no error for EAGLEVK_GEMM_PREFETCH=" << bad;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_PREFETCH=") + bad + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected 1"), std::string::npos) << what;
+      EXPECT_NE(what.find("or 0"), std::string::npos) << what;
+    }
+  }
+  if (saved)
+    ::setenv("EAGLEVK_GEMM_PREFETCH", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_GEMM_PREFETCH");
+}
+
+// EAGLEVK_GEMM_TILE_K: 32 (or unset, or empty) or 64; anything else is an error naming both.
+TEST(GemmTileKSwitch, AcceptsThirtyTwoAndSixtyFour) {
+  const char* before = std::getenv("EAGLEVK_GEMM_TILE_K");
+  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
+  auto tile_with = [](const char* value) {
+    if (value)
+      ::setenv("EAGLEVK_GEMM_TILE_K", value, 1);
+    else
+      ::unsetenv("EAGLEVK_GEMM_TILE_K");
+    return ops::gemm_tile_k_from_env();
+  };
+  EXPECT_EQ(tile_with(nullptr), 32u);
+  EXPECT_EQ(tile_with(""), 32u);
+  EXPECT_EQ(tile_with("32"), 32u);
+  EXPECT_EQ(tile_with("64"), 64u);
+  for (const char* bad : {"16", "128", "0", "64 "}) {
+    try {
+      tile_with(bad);
+      ADD_FAILURE() << "no error for EAGLEVK_GEMM_TILE_K=" << bad;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_TILE_K=") + bad + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find("expected 32"), std::string::npos) << what;
+      EXPECT_NE(what.find("or 64"), std::string::npos) << what;
+    }
+  }
+  if (saved)
+    ::setenv("EAGLEVK_GEMM_TILE_K", saved->c_str(), 1);
+  else
+    ::unsetenv("EAGLEVK_GEMM_TILE_K");
+}
+
+// The 128 block's shared memory, counted as gemm_coopmat.comp declares it: NVIDIA's 48 KiB
+// exactly by default on 16 x 16 matrices; k tiles of 64 fit there only with f16 inputs.
+TEST(GemmTileKSwitch, SharedMemoryOfTheTiles) {
+  EXPECT_EQ(ops::coopmat128_shared_bytes(16, 16), 49152u);
+  EXPECT_EQ(ops::coopmat128_shared_bytes(16, 16, 32, false), (256u + 2u) * 40u * 2u + 8192u);
+  EXPECT_EQ(ops::coopmat128_shared_bytes(16, 16, 64, true), 512u * 72u * 2u + 8192u);
+  EXPECT_LE(ops::coopmat128_shared_bytes(16, 16, 64, false), 49152u);
+  EXPECT_GT(ops::coopmat128_shared_bytes(16, 16, 64, true), 49152u);
 }
 
 // The device's choice: the 128 block on NVIDIA where it runs (measured faster there), 64 on

@@ -56,6 +56,29 @@ Gpu::Gpu(const vk::ContextOptions& options)
   }
   if (gemm_block == 0) gemm_block = gemm_block_for(ctx.info.vendor_id, coopmat_unavailable(ctx, 128).empty());
   gemm_f16_inputs = gemm_f16_inputs_from_env();
+  gemm_prefetch = gemm_prefetch_from_env();
+  gemm_tile_k = gemm_tile_k_from_env();
+  // A k tile the device cannot hold fails here, before any work, rather than at the first prefill.
+  if (coopmat_gemm && gemm_block == 128 && gemm_tile_k != GEMM_COOPMAT_TILE_K)
+    coopmat_gemm_spec(*this, coopmat_kernel(ctx, 128), 128);
+}
+
+uint32_t gemm_tile_k_from_env() {
+  const char* env = std::getenv("EAGLEVK_GEMM_TILE_K");
+  if (!env || !*env || std::strcmp(env, "32") == 0) return 32;
+  if (std::strcmp(env, "64") == 0) return 64;
+  fail("EAGLEVK_GEMM_TILE_K={}: expected 32 (the coopmat GEMM's 128 block stages k 32 at a time, the default) or 64 "
+       "(64 at a time, half the barriers)",
+       env);
+}
+
+bool gemm_prefetch_from_env() {
+  const char* env = std::getenv("EAGLEVK_GEMM_PREFETCH");
+  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
+  if (std::strcmp(env, "1") == 0) return true;
+  fail("EAGLEVK_GEMM_PREFETCH={}: expected 1 (the coopmat GEMM's 128 block loads the next k tile into registers "
+       "during the current tile's products) or 0 (the plain loop, the default)",
+       env);
 }
 
 bool gemm_f16_inputs_from_env() {
@@ -83,9 +106,11 @@ uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs) {
   return vendor_id == 0x10de && block128_runs ? 128 : 64;
 }
 
-uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn) {
+uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn, uint32_t tile_k, bool lo_terms) {
   const uint32_t s = GEMM_COOPMAT128_SUBGROUPS;
-  return 2 * (s * mm + s * mn) * GEMM_COOPMAT_STRIDE * 2 + s * mm * mn * 4;
+  const uint32_t lo_rows = lo_terms ? s * mm + s * mn : 2;
+  const uint32_t stride = tile_k + (GEMM_COOPMAT_STRIDE - GEMM_COOPMAT_TILE_K);
+  return (s * mm + s * mn + lo_rows) * stride * 2 + s * mm * mn * 4;
 }
 
 std::string coopmat_unavailable(const vk::Context& ctx, uint32_t block) {
@@ -122,6 +147,27 @@ CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block) {
   const uint32_t s = GEMM_COOPMAT128_SUBGROUPS;
   return {{s * f.subgroup_size, f.coopmat_m, f.coopmat_n, f.coopmat_k}, s * f.coopmat_m, s * f.coopmat_n,
           "_coopmat128"};
+}
+
+std::vector<uint32_t> coopmat_gemm_spec(const Gpu& gpu, const CoopmatKernel& kernel, uint32_t block) {
+  std::vector<uint32_t> spec = kernel.spec;
+  const bool prefetch = gpu.gemm_prefetch && block == 128;
+  const uint32_t tile_k = block == 128 ? gpu.gemm_tile_k : GEMM_COOPMAT_TILE_K;
+  if (tile_k != GEMM_COOPMAT_TILE_K) {
+    const auto& f = gpu.ctx.info.features;
+    const uint32_t bytes = coopmat128_shared_bytes(f.coopmat_m, f.coopmat_n, tile_k, !gpu.gemm_f16_inputs);
+    if (bytes > f.max_compute_shared_memory)
+      fail("EAGLEVK_GEMM_TILE_K={}: the 128 block would need {} bytes of shared memory with {} inputs, and device '{}' "
+           "allows {}{}",
+           tile_k, bytes, gpu.gemm_f16_inputs ? "f16" : "split", gpu.ctx.info.name, f.max_compute_shared_memory,
+           gpu.gemm_f16_inputs ? "" : " (EAGLEVK_GEMM_PRECISION=f16 stages half as much)");
+  }
+  // Constants are given by position: LO_TERMS (4) goes in where it is off or a later one follows.
+  const bool later = prefetch || tile_k != GEMM_COOPMAT_TILE_K;
+  if (gpu.gemm_f16_inputs || later) spec.push_back(/*LO_TERMS=*/gpu.gemm_f16_inputs ? 0u : 1u);
+  if (later) spec.push_back(/*PREFETCH=*/prefetch ? 1u : 0u);
+  if (tile_k != GEMM_COOPMAT_TILE_K) spec.push_back(/*TILE_K=*/tile_k);
+  return spec;
 }
 
 uint32_t norm_workgroup_for(bool cpu_device, uint32_t max_invocations, uint32_t min_subgroup_size) {

@@ -111,6 +111,19 @@ struct Gpu {
   // as their nearest f16 alone (llama.cpp's precision, a third of the products): EAGLEVK_GEMM_PRECISION
   // (gemm_f16_inputs_from_env); tests set it. Expert products keep the halves.
   bool gemm_f16_inputs = false;
+  // The 128 block's k loop software-pipelined (gemm_coopmat128.glsl's PREFETCH): each invocation
+  // loads the next k tile into registers before the current tile's matrix products and stages it
+  // after them, so that the global loads overlap the math. The same products in the same order,
+  // so the same bits. EAGLEVK_GEMM_PREFETCH (gemm_prefetch_from_env); off until a GPU measures
+  // it; tests set it. The 64 block and expert products keep the plain loop.
+  bool gemm_prefetch = false;
+  // k staged 32 (one quantized group) or 64 at a time by the 128 block (gemm_coopmat.comp's
+  // TILE_K): 64 halves the barriers per k. The products run in the same k order, so the bits are
+  // the same (a K padded further adds products of zeros). With f16 hi and lo halves 64 needs
+  // 81,920 bytes of shared memory on 16 x 16 matrices, past NVIDIA's 48 KiB: there it needs
+  // gemm_f16_inputs (45,344 bytes). EAGLEVK_GEMM_TILE_K (gemm_tile_k_from_env); unmeasured, 32
+  // until a GPU times it; tests set it. The 64 block and expert products keep 32.
+  uint32_t gemm_tile_k = 32;
 
   explicit Gpu(const vk::ContextOptions& options = vk::ContextOptions::from_env());
 };
@@ -123,25 +136,37 @@ uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs);
 // EAGLEVK_GEMM_PRECISION: "split" (also when unset or empty: f16 hi and lo halves) gives false,
 // "f16" (the inputs' nearest f16 alone) true; an error naming both otherwise.
 bool gemm_f16_inputs_from_env();
+// EAGLEVK_GEMM_PREFETCH: "1" gives true, "0" (also when unset or empty) false; an error naming
+// both otherwise.
+bool gemm_prefetch_from_env();
+// EAGLEVK_GEMM_TILE_K: 32 (also when unset or empty) or 64; an error naming both otherwise.
+uint32_t gemm_tile_k_from_env();
 
 // Why this build and device cannot run the GEMM's coopmat kernel in the given block
 // configuration (64 or 128); empty where they can.
 std::string coopmat_unavailable(const vk::Context& ctx, uint32_t block = 64);
 // Shared memory of the 128 block on this device's matrices: hi and lo halves of 8 MM rows of x
-// and 8 MN rows of W at GEMM_COOPMAT_STRIDE f16s, and one MM x MN f32 matrix per subgroup
-// (49,152 bytes with 16 x 16 matrices: NVIDIA's limit exactly).
-uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn);
+// and 8 MN rows of W at tile_k + 8 f16s (without lo_terms one row of each lo array), and one
+// MM x MN f32 matrix per subgroup (49,152 bytes with 16 x 16 matrices and the defaults:
+// NVIDIA's limit exactly).
+uint32_t coopmat128_shared_bytes(uint32_t mm, uint32_t mn, uint32_t tile_k = 32,
+                                 bool lo_terms = true);
 
 // The coopmat kernel on this device (gemm_coopmat.comp): its specialization constants (four or
-// eight subgroups, the matrix shape), the block of rows x outputs a workgroup computes, and the
-// suffix of its shader's name after gemm_<type>. A block of 128 the device cannot run is an
-// error naming its limits.
+// eight subgroups, the matrix shape; coopmat_gemm_spec adds the switches), the block of rows x
+// outputs a workgroup computes, and the suffix of its shader's name after gemm_<type>. A block
+// of 128 the device cannot run is an error naming its limits.
 struct CoopmatKernel {
   std::vector<uint32_t> spec;
   uint32_t block_rows = 0, block_outs = 0;
   std::string suffix = "_coopmat";
 };
 CoopmatKernel coopmat_kernel(const vk::Context& ctx, uint32_t block = 64);
+// The plain (not expert) product's specialization constants: the kernel's, then LO_TERMS (4)
+// where the f16-inputs switch or a later constant needs it, then for the 128 block PREFETCH (5)
+// and TILE_K (6) where they are not the defaults. A k tile of 64 that the device's shared memory
+// cannot hold with these inputs is an error naming both sizes.
+std::vector<uint32_t> coopmat_gemm_spec(const Gpu& gpu, const CoopmatKernel& kernel, uint32_t block);
 
 struct OpContext {
   Gpu& gpu;

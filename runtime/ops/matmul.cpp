@@ -249,10 +249,8 @@ void matmul(OpContext& oc, Act x, const WeightMatrix& w, Act y, uint32_t rows, b
                         MatvecPush{push, 0, norm ? norm->eps : 0.0f}, g, name);
       } else if (oc.gpu.coopmat_gemm) {
         const CoopmatKernel cm = coopmat_kernel(ctx, oc.gpu.gemm_block);
-        // LO_TERMS (constant 4) given only where off: the f16-inputs variant.
-        std::vector<uint32_t> spec = cm.spec;
-        if (oc.gpu.gemm_f16_inputs) spec.push_back(0u);
-        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + cm.suffix, spec);
+        const vk::Kernel& kernel = oc.gpu.pipelines.get(shader_name("gemm", w.type) + cm.suffix,
+                                                        coopmat_gemm_spec(oc.gpu, cm, oc.gpu.gemm_block));
         const std::vector<vk::Arg> args =
             with_lattice_grid(oc.gpu, w.type, {xr.reads(r, w.cols), vk::reads(wchunk), out});
         oc.rec.dispatch(kernel, std::span<const vk::Arg>(args), &push, uint32_t(sizeof(push)),

@@ -8,11 +8,14 @@
 //
 //   eaglevk_kernel_table [--l2-mib N] [--scale S] [--types f16,q4_k,...] [--rows 1,2,4,8]
 //                        [--gemm-rows N] [--reps N] [--read-mib N] [--shapes WG,OUTS;...]
-//                        [--rows-outs N,...] [--deadline-s S] [-o FILE]
+//                        [--rows-outs N,...] [--gemm-variants] [--deadline-s S] [-o FILE]
 // --scale divides every shape's dimensions (a dry run on a CPU device); --shapes adds
 // matrix-vector workgroup shapes to time beside the device's own choice at one row (tuning);
 // --rows-outs adds outputs per workgroup to time at every row count above one (MatvecShape's
-// rows_outs, EAGLEVK_MATVEC_ROWS_OUTS), with the device's workgroup and split.
+// rows_outs, EAGLEVK_MATVEC_ROWS_OUTS), with the device's workgroup and split. --gemm-variants
+// times the coopmat GEMM's switches (block 64 or 128; for the 128 block the prefetch, a k tile of
+// 64 and f16 inputs, alone and together) beside the device's choice, for q4_k and f16, with the
+// compiler's statistics of each pipeline (registers, spills) where the driver gives them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +47,7 @@ struct Options {
   uint64_t read_bytes = 4ull << 30;
   std::vector<std::pair<uint32_t, uint32_t>> shapes;  // extra (workgroup, outputs)
   std::vector<uint32_t> rows_outs;                     // extra outputs at several rows
+  bool gemm_variants = false;
   double deadline_s = 1e9;
   std::string output;
 };
@@ -81,6 +85,10 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--gemm-variants") {
+      o.gemm_variants = true;
+      continue;
+    }
     if (i + 1 >= argc) fail("{} needs a value", a);
     const std::string v = argv[++i];
     if (a == "--l2-mib") o.l2_bytes = uint64_t(to_u32(a, v)) << 20;
@@ -199,6 +207,58 @@ Ceiling measure_ceiling(ops::Gpu& gpu, const Options& o) {
   return c;
 }
 
+// One configuration of the coopmat GEMM's switches (ops::Gpu's gemm_* fields).
+struct GemmConfig {
+  uint32_t block = 64;
+  bool prefetch = false, f16_inputs = false;
+  uint32_t tile_k = 32;
+  bool operator==(const GemmConfig&) const = default;
+};
+
+GemmConfig gemm_config(const ops::Gpu& gpu) {
+  return {gpu.gemm_block, gpu.gemm_prefetch, gpu.gemm_f16_inputs, gpu.gemm_tile_k};
+}
+
+void set_gemm_config(ops::Gpu& gpu, const GemmConfig& c) {
+  gpu.gemm_block = c.block;
+  gpu.gemm_prefetch = c.prefetch;
+  gpu.gemm_f16_inputs = c.f16_inputs;
+  gpu.gemm_tile_k = c.tile_k;
+}
+
+// The device's choice first, then the alternatives it can run: the 64 block, and the 128
+// block's prefetch, f16 inputs and k tile of 64 (which needs f16 inputs' shared memory), alone
+// and together.
+std::vector<GemmConfig> gemm_configs(const ops::Gpu& gpu, bool variants) {
+  const GemmConfig own = gemm_config(gpu);
+  std::vector<GemmConfig> out = {own};
+  if (!variants || !gpu.coopmat_gemm) return out;
+  std::vector<GemmConfig> all = {{64, false, false, 32}, {64, false, true, 32}};
+  if (ops::coopmat_unavailable(gpu.ctx, 128).empty()) {
+    const auto& f = gpu.ctx.info.features;
+    for (bool f16 : {false, true})
+      for (bool prefetch : {false, true})
+        for (uint32_t tile_k : {32u, 64u})
+          if (ops::coopmat128_shared_bytes(f.coopmat_m, f.coopmat_n, tile_k, !f16) <= f.max_compute_shared_memory)
+            all.push_back({128, prefetch, f16, tile_k});
+  }
+  for (const GemmConfig& c : all)
+    if (!(c == own)) out.push_back(c);
+  return out;
+}
+
+// The compiler's statistics of the pipeline a product of `type` runs under the GEMM's current
+// switches (the name and constants ops::matmul builds).
+nlohmann::json gemm_pipeline_statistics(ops::Gpu& gpu, const std::string& type_name) {
+  nlohmann::json stats = nlohmann::json::object();
+  if (!gpu.coopmat_gemm) return stats;
+  const ops::CoopmatKernel cm = ops::coopmat_kernel(gpu.ctx, gpu.gemm_block);
+  const vk::Kernel& kernel = gpu.pipelines.get(fmt::format("gemm_{}{}", type_name, cm.suffix),
+                                               ops::coopmat_gemm_spec(gpu, cm, gpu.gemm_block));
+  for (const vk::PipelineStatistic& st : vk::pipeline_statistics(gpu.ctx, kernel.pipeline)) stats[st.name] = st.value;
+  return stats;
+}
+
 struct Timed {
   double median_us = 0, mean_us = 0;
   uint32_t dispatches = 0, buffers = 0;
@@ -239,6 +299,41 @@ Timed time_product(ops::Gpu& gpu, const Options& o, const RotatingWeights& w, op
   t.dispatches = uint32_t(ms.size());
   t.buffers = uint32_t(copies);
   return t;
+}
+
+// The GEMM of `rows` rows under the device's switches and, with --gemm-variants, for q4_k and
+// f16, under each alternative the device can run; the switches are restored after.
+void time_gemm_configs(ops::Gpu& gpu, const Options& o, const RotatingWeights& weights, ops::WeightType type,
+                       const std::string& type_name, const char* matrix, uint32_t n, uint32_t k, uint32_t rows,
+                       nlohmann::json& kernels) {
+  const GemmConfig own = gemm_config(gpu);
+  const bool variants = o.gemm_variants && (type_name == "q4_k" || type_name == "f16");
+  for (const GemmConfig& c : gemm_configs(gpu, variants)) {
+    set_gemm_config(gpu, c);
+    const Timed t = time_product(gpu, o, weights, type, n, k, rows);
+    nlohmann::json row = {{"type", type_name}, {"matrix", matrix}, {"n", n}, {"k", k}, {"rows", rows},
+                          {"median_us", t.median_us}, {"mean_us", t.mean_us}, {"dispatches", t.dispatches},
+                          {"weight_buffers", t.buffers},
+                          {"weight_bytes", double(n) * double(ops::weight_row_bytes(type, k))},
+                          {"kernel", gpu.coopmat_gemm ? "gemm_coopmat" : "gemm"},
+                          {"tflop_per_s", 2.0 * n * k * rows / (t.median_us * 1e6)}};
+    if (gpu.coopmat_gemm) {
+      row["gemm_block"] = c.block;
+      row["gemm_prefetch"] = c.prefetch;
+      row["gemm_f16_inputs"] = c.f16_inputs;
+      row["gemm_tile_k"] = c.tile_k;
+      row["gemm_default"] = c == own;
+      row["pipeline_statistics"] = gemm_pipeline_statistics(gpu, type_name);
+    }
+    fmt::print(stderr, "kernel_table: {} {} {}x{} rows {} GEMM{}: {:.1f} us, {:.2f} TFLOP/s\n", type_name, matrix, n, k,
+               rows,
+               gpu.coopmat_gemm ? fmt::format(" (block {}, prefetch {}, {} inputs, k tile {})", c.block, c.prefetch,
+                                              c.f16_inputs ? "f16" : "split", c.tile_k)
+                                : "",
+               t.median_us, row["tflop_per_s"].get<double>());
+    kernels.push_back(std::move(row));
+  }
+  set_gemm_config(gpu, own);
 }
 
 int run(const Options& o) {
@@ -301,7 +396,11 @@ int run(const Options& o) {
         const auto& alternatives = rows == 1 ? shapes : rows_shapes;
         const bool quantized = ops::weight_type_quantized(type);
         const uint32_t default_outs = ops::matvec_shape(gpu, ops::WeightMatrix{{}, type, n, k}).outs_for(quantized, rows);
-        for (size_t si = 0; si < (gemm ? 1 : alternatives.size()); ++si) {
+        if (gemm) {
+          time_gemm_configs(gpu, o, weights, type, type_name, shape.name, n, k, rows, kernels);
+          continue;
+        }
+        for (size_t si = 0; si < alternatives.size(); ++si) {
           if (elapsed() > o.deadline_s) {
             truncated = true;
             break;
@@ -316,10 +415,7 @@ int run(const Options& o) {
           nlohmann::json row = {{"type", type_name}, {"matrix", shape.name}, {"n", n}, {"k", k}, {"rows", rows},
                                 {"median_us", t.median_us}, {"mean_us", t.mean_us}, {"dispatches", t.dispatches},
                                 {"weight_buffers", t.buffers}, {"weight_bytes", bytes}};
-          if (gemm) {
-            row["kernel"] = gpu.coopmat_gemm ? "gemm_coopmat" : "gemm";
-            row["tflop_per_s"] = 2.0 * n * k * rows / (t.median_us * 1e6);
-          } else {
+          {
             row["kernel"] = "matvec";
             row["workgroup"] = used.workgroup;
             row["outputs"] = used.outs_for(quantized, rows);
@@ -340,7 +436,7 @@ int run(const Options& o) {
           fmt::print(stderr, "kernel_table: {} {} {}x{} rows {}{}: {:.1f} us{}\n", type_name, shape.name, n, k, rows,
                      si > 0 ? fmt::format(" (workgroup {}, outputs {})", used.workgroup, used.outs_for(quantized, rows))
                             : "",
-                     t.median_us, gemm ? "" : fmt::format(", {:.1f} GB/s", gbps));
+                     t.median_us, fmt::format(", {:.1f} GB/s", gbps));
           kernels.push_back(std::move(row));
         }
         gpu.matvec_shape_override = shapes[0];  // rows_shapes[0] too

@@ -95,6 +95,7 @@ void expect_matmul_in_every_configuration(ops::OpContext& oc, vk::Buffer& x, con
     for (uint32_t block : coopmat_gemm_blocks()) {
       GemmBlockScope scope(block);
       check(fmt::format("coopmat block {}", block));
+      if (block == 128) expect_k_loop_variants_give_the_same_bits(oc, x, weights, y, rows, n, k);
     }
   }
 }
@@ -104,6 +105,66 @@ CoopmatScope::~CoopmatScope() { gpu().coopmat_gemm = saved; }
 
 GemmBlockScope::GemmBlockScope(uint32_t block) : saved(gpu().gemm_block) { gpu().gemm_block = block; }
 GemmBlockScope::~GemmBlockScope() { gpu().gemm_block = saved; }
+
+GemmKLoopScope::GemmKLoopScope(bool prefetch, uint32_t tile_k)
+    : saved_prefetch(gpu().gemm_prefetch), saved_tile_k(gpu().gemm_tile_k) {
+  gpu().gemm_prefetch = prefetch;
+  gpu().gemm_tile_k = tile_k;
+}
+GemmKLoopScope::~GemmKLoopScope() {
+  gpu().gemm_prefetch = saved_prefetch;
+  gpu().gemm_tile_k = saved_tile_k;
+}
+
+void expect_k_loop_variants_give_the_same_bits(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                               vk::Buffer& y, uint32_t rows, uint32_t n, uint32_t k) {
+  auto product = [&]() {
+    oc.rec.begin();
+    ops::matmul(oc, ops::Act(x, k), weights, ops::Act(y, n), rows, false, ops::MatmulPath::Tiled);
+    oc.rec.submit_and_wait();
+    return read_back<float>(y, size_t(rows) * n);
+  };
+  const auto& f = gpu().ctx.info.features;
+  const ops::CoopmatKernel cm = ops::coopmat_kernel(gpu().ctx, 128);
+  const std::string shader = fmt::format("gemm_{}{}", ops::weight_type_name(weights.type), cm.suffix);
+  const bool f16_inputs_before = gpu().gemm_f16_inputs;
+  // Both precisions: k tiles of 64 fit lavapipe's 32 KiB (and NVIDIA's 48) with f16 inputs only.
+  for (bool f16_inputs : {false, true}) {
+    gpu().gemm_f16_inputs = f16_inputs;
+    std::vector<float> plain;
+    {
+      GemmKLoopScope scope(false, 32);
+      plain = product();
+    }
+    for (uint32_t tile_k : {32u, 64u})
+    for (bool prefetch : {false, true}) {
+      if (tile_k == 32 && !prefetch) continue;  // the plain loop
+      const std::string what = fmt::format("{}: prefetch {}, k tile {}, f16 inputs {} (rows {}, n {}, k {})",
+                                           ops::weight_type_name(weights.type), prefetch, tile_k, f16_inputs, rows, n, k);
+      GemmKLoopScope scope(prefetch, tile_k);
+      if (ops::coopmat128_shared_bytes(f.coopmat_m, f.coopmat_n, tile_k, !f16_inputs) > f.max_compute_shared_memory) {
+        try {
+          product();
+          ADD_FAILURE() << what << ": no error for a k tile the device cannot hold";
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("EAGLEVK_GEMM_TILE_K=64:"), std::string::npos) << e.what();
+        }
+        continue;
+      }
+      EXPECT_TRUE(bitwise_equal(product(), plain)) << what << ": not the plain loop's bits";
+      // The kernel's constants, then LO_TERMS (4), PREFETCH (5) and TILE_K (6) where it is 64:
+      // the product made this pipeline.
+      std::vector<uint32_t> spec = cm.spec;
+      spec.push_back(f16_inputs ? 0u : 1u);
+      spec.push_back(prefetch ? 1u : 0u);
+      if (tile_k != 32) spec.push_back(tile_k);
+      const size_t pipelines = gpu().pipelines.size();
+      gpu().pipelines.get(shader, spec);
+      EXPECT_EQ(gpu().pipelines.size(), pipelines) << what << ": the switches did not reach the kernel's constants";
+    }
+  }
+  gpu().gemm_f16_inputs = f16_inputs_before;
+}
 
 std::vector<uint32_t> coopmat_gemm_blocks() {
   std::vector<uint32_t> blocks{64};

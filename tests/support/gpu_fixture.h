@@ -63,6 +63,21 @@ struct GemmBlockScope {
 };
 // The coopmat kernel's block configurations this device runs (64, then 128 where it can).
 std::vector<uint32_t> coopmat_gemm_blocks();
+// Runs the 128 block's k loop software-pipelined or not, and with k tiles of 32 or 64, until
+// destroyed (gpu().gemm_prefetch, gpu().gemm_tile_k).
+struct GemmKLoopScope {
+  GemmKLoopScope(bool prefetch, uint32_t tile_k);
+  ~GemmKLoopScope();
+  bool saved_prefetch;
+  uint32_t saved_tile_k;
+};
+// ops::matmul of x [rows, k] by `weights` into y on the coopmat kernel's 128 block (the caller
+// sets it), with split and with f16 inputs, gives the plain loop's bits with the prefetching
+// loop, with k tiles of 64 and with both, and ran each of those kernels (its pipeline, the
+// constants after the matrix shape given, was made by the product, not afterwards). Tiles of 64
+// that the device's shared memory cannot hold must be refused instead, naming EAGLEVK_GEMM_TILE_K.
+void expect_k_loop_variants_give_the_same_bits(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
+                                               vk::Buffer& y, uint32_t rows, uint32_t n, uint32_t k);
 
 // ops::matmul of x [rows, k] by `weights` [n, k] into y, plain and then accumulated onto
 // `bias`, in every vendor's matrix-vector configuration when `path` takes the matrix-vector

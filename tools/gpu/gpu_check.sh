@@ -126,7 +126,7 @@ if [ $LAVAPIPE = 1 ]; then
 else
   WORK=/dev/shm
   GGUF_KIND=llama3-8b-gguf; LAYERS=32
-  TABLE_ARGS=(--l2-mib 60 --read-mib 4096 --reps 24 --shapes "128,2;128,4;256,2")
+  TABLE_ARGS=(--l2-mib 60 --read-mib 4096 --reps 24 --shapes "128,2;128,4;256,2" --gemm-variants)
   BENCH_P=512; BENCH_N=128; DEPTH=2048; VARIANT_DEPTH=1024; TINY_N=128; TREE=(--spec-steps 4 --spec-topk 4 --spec-draft-tokens 16)
 fi
 F16=$WORK/8b-f16.gguf; Q4=$WORK/8b-q4_k_m.gguf; DRAFT=$WORK/8b-eagle3

@@ -94,6 +94,35 @@ def round_costs(entries, spec_prefix):
     }
 
 
+def best_gemm_configs(gemm_rows):
+    """The prefill GEMM's question (kernel_table --gemm-variants): per type, matrix and row count,
+    the fastest configuration of the coopmat GEMM's switches next to the device's choice, with
+    each one's registers per lane (the compiler's statistics) where the driver gave them."""
+    def config(k):
+        return {"block": k["gemm_block"], "prefetch": k["gemm_prefetch"], "f16_inputs": k["gemm_f16_inputs"],
+                "tile_k": k["gemm_tile_k"]}
+
+    def registers(k):
+        return (k.get("pipeline_statistics") or {}).get("Register Count")
+
+    groups = {}
+    for k in gemm_rows:
+        if "gemm_block" in k:
+            groups.setdefault(f"{k['type']} {k['matrix']} rows {k['rows']}", []).append(k)
+    out = {}
+    for key, ks in groups.items():
+        default = next((k for k in ks if k.get("gemm_default")), None)
+        if default is None or len(ks) < 2:
+            continue  # no alternative timed (the run had no --gemm-variants)
+        fastest = min(ks, key=lambda k: k["median_us"])
+        out[key] = {"fastest": config(fastest), "fastest_us": round(fastest["median_us"], 2),
+                    "fastest_tflop_per_s": round(fastest["tflop_per_s"], 2), "fastest_registers": registers(fastest),
+                    "default": config(default), "default_us": round(default["median_us"], 2),
+                    "default_registers": registers(default),
+                    "speedup": round(default["median_us"] / fastest["median_us"], 3)}
+    return out
+
+
 def variants(raw):
     """The variant runs (gpu_check.sh's variants.tsv: NAME|ENV|MODEL|ARGS): each one's tokens/s per
     test, and its ratio to the default line (no ENV) with the same model and arguments; profiled
@@ -253,6 +282,9 @@ def main():
         if best_rows:
             s["best_rows_outs"] = best_rows
         s["gemm"] = [k for k in table.get("kernels", []) if k.get("kernel", "").startswith("gemm")]
+        best_gemm = best_gemm_configs(s["gemm"])
+        if best_gemm:
+            s["best_gemm"] = best_gemm
         s["kernel_table_truncated"] = table.get("truncated")
 
     s["bench"] = {}
