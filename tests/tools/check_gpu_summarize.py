@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/gpu/summarize.py's split section on a synthetic raw folder: gpu_check.sh's split step
+"""tools/gpu/summarize.py's split and best_gemm sections on a synthetic raw folder: gpu_check.sh's split step
 writes split_NAME_one.json (one device), split_NAME_two.json (--devices 0,0) and
 split_NAME_model.json (`inspect --json`); the figures below were worked out by hand from the
 formulas docs/gpu-check.md states, not by running the code under test.
@@ -41,9 +41,24 @@ def main():
         write("split_plain_two.json", bench(("pp1024", 500.0, 0.0)))
         # A part with no two-device run (its step cut short): nothing listed.
         write("split_chain_one.json", bench(("tg32", 50.0, 0.0)))
+        # The kernel table's GEMM rows under --gemm-variants: three configurations of one product,
+        # and one product timed only under the device's choice (no best_gemm entry for it).
+        def gemm(matrix, us, block, prefetch, f16, tile_k, default, registers=None):
+            row = {"kernel": "gemm_coopmat", "type": "q4_k", "matrix": matrix, "n": 28672, "k": 4096, "rows": 512,
+                   "median_us": us, "tflop_per_s": 2.0 * 28672 * 4096 * 512 / (us * 1e6), "gemm_block": block,
+                   "gemm_prefetch": prefetch, "gemm_f16_inputs": f16, "gemm_tile_k": tile_k, "gemm_default": default}
+            row["pipeline_statistics"] = {"Register Count": registers} if registers else {}
+            return row
+        write("kernel_table.json", {"device": "d", "ceiling": {"read_gb_per_s": 1000.0}, "kernels": [
+            gemm("gate_up", 1000.0, 128, False, False, 32, True, 168),
+            gemm("gate_up", 1200.0, 64, False, False, 32, False, 96),
+            gemm("gate_up", 800.0, 128, True, True, 64, False, 128),
+            gemm("o_proj", 300.0, 128, False, False, 32, True)]})
         out = os.path.join(tmp, "summary.json")
         subprocess.run([sys.executable, summarize, raw, out, "100"], check=True, stdout=subprocess.DEVNULL)
-        got = {(t["part"], t["test"]): t for t in json.load(open(out))["split"]}
+        summary = json.load(open(out))
+        got = {(t["part"], t["test"]): t for t in summary["split"]}
+        best_gemm = summary.get("best_gemm")
 
     want = {
         # (1/800 - 1/1000) s = 0.25 ms a token; 512 rows a pass: 128 ms; 512 x 4096 x 4 bytes.
@@ -71,10 +86,22 @@ def main():
                 errors.append(f"{key} {field}: {t.get(field)}, want {value}")
     if "hop_bytes_per_pass" in got.get(("plain", "pp1024"), {}):
         errors.append("bytes given without the model's hidden size")
+    # best_gemm: 1000 / 800 us = 1.25, the fastest's configuration and registers beside the default's.
+    want_gemm = {"q4_k gate_up rows 512": {
+        "fastest": {"block": 128, "prefetch": True, "f16_inputs": True, "tile_k": 64}, "fastest_us": 800.0,
+        "fastest_registers": 128, "default": {"block": 128, "prefetch": False, "f16_inputs": False, "tile_k": 32},
+        "default_us": 1000.0, "default_registers": 168, "speedup": 1.25}}
+    for key, fields in want_gemm.items():
+        entry = (best_gemm or {}).get(key, {})
+        for field, value in fields.items():
+            if entry.get(field) != value:
+                errors.append(f"best_gemm {key} {field}: {entry.get(field)}, want {value}")
+    if set(best_gemm or {}) != set(want_gemm):
+        errors.append(f"best_gemm lists {sorted(best_gemm or {})}, want {sorted(want_gemm)}")
     if errors:
         print("\n".join(errors))
         sys.exit(1)
-    print(f"split section: {len(got)} tests as computed by hand")
+    print(f"split section: {len(got)} tests as computed by hand; best_gemm as computed by hand")
 
 
 if __name__ == "__main__":
