@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <limits>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -172,135 +175,67 @@ TEST_F(OpsTest, CoopmatGemm) {
     GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
 }
 
-// EAGLEVK_GEMM_BLOCK: 64 or 128, unset or empty 64; any other value is an error that names the
-// accepted ones.
-TEST(GemmBlockSwitch, AcceptsSixtyFourAndOneTwentyEight) {
-  const char* before = std::getenv("EAGLEVK_GEMM_BLOCK");
+// One GEMM switch read from the environment: each (value, what it gives) pair, unset and empty
+// included, is accepted, and each bad value is an error naming the variable, the value and the
+// two accepted ones (`first`, `second`). The variable is restored after.
+template <typename T>
+void expect_env_switch(const char* name, T (*read)(), std::initializer_list<std::pair<const char*, T>> accepted,
+                       std::initializer_list<const char*> bad, const char* first, const char* second) {
+  const char* before = std::getenv(name);
   const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto block_with = [](const char* value) {
+  auto read_with = [&](const char* value) {
     if (value)
-      ::setenv("EAGLEVK_GEMM_BLOCK", value, 1);
+      ::setenv(name, value, 1);
     else
-      ::unsetenv("EAGLEVK_GEMM_BLOCK");
-    return ops::gemm_block_from_env();
+      ::unsetenv(name);
+    return read();
   };
-  EXPECT_EQ(block_with(nullptr), 0u);  // the device's choice
-  EXPECT_EQ(block_with(""), 0u);
-  EXPECT_EQ(block_with("64"), 64u);
-  EXPECT_EQ(block_with("128"), 128u);
-  for (const char* bad : {"96", "256", "128x", "0"}) {
+  for (const auto& [value, want] : accepted) EXPECT_EQ(read_with(value), want) << name << "=" << (value ? value : "(unset)");
+  for (const char* value : bad) {
     try {
-      block_with(bad);
-      ADD_FAILURE() << "no error for EAGLEVK_GEMM_BLOCK=" << bad;
+      read_with(value);
+      ADD_FAILURE() << "no error for " << name << "=" << value;
     } catch (const std::exception& e) {
       const std::string what = e.what();
-      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_BLOCK=") + bad + ":"), std::string::npos) << what;
-      EXPECT_NE(what.find("expected 64"), std::string::npos) << what;
-      EXPECT_NE(what.find("or 128"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string(name) + "=" + value + ":"), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("expected ") + first), std::string::npos) << what;
+      EXPECT_NE(what.find(std::string("or ") + second), std::string::npos) << what;
     }
   }
   if (saved)
-    ::setenv("EAGLEVK_GEMM_BLOCK", saved->c_str(), 1);
+    ::setenv(name, saved->c_str(), 1);
   else
-    ::unsetenv("EAGLEVK_GEMM_BLOCK");
+    ::unsetenv(name);
+}
+
+// EAGLEVK_GEMM_BLOCK: 64 or 128, unset or empty 0 (the device's choice).
+TEST(GemmBlockSwitch, AcceptsSixtyFourAndOneTwentyEight) {
+  expect_env_switch<uint32_t>("EAGLEVK_GEMM_BLOCK", ops::gemm_block_from_env,
+                              {{nullptr, 0u}, {"", 0u}, {"64", 64u}, {"128", 128u}}, {"96", "256", "128x", "0"}, "64",
+                              "128");
 }
 
 // EAGLEVK_GEMM_PRECISION: split (or unset, or empty) keeps the f16 halves, f16 takes the nearest
-// f16 alone; anything else is an error naming both.
+// f16 alone.
 TEST(GemmPrecisionSwitch, AcceptsSplitAndF16) {
-  const char* before = std::getenv("EAGLEVK_GEMM_PRECISION");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto f16_with = [](const char* value) {
-    if (value)
-      ::setenv("EAGLEVK_GEMM_PRECISION", value, 1);
-    else
-      ::unsetenv("EAGLEVK_GEMM_PRECISION");
-    return ops::gemm_f16_inputs_from_env();
-  };
-  EXPECT_FALSE(f16_with(nullptr));
-  EXPECT_FALSE(f16_with(""));
-  EXPECT_FALSE(f16_with("split"));
-  EXPECT_TRUE(f16_with("f16"));
-  for (const char* bad : {"F16", "fp16", "half", "split "}) {
-    try {
-      f16_with(bad);
-      ADD_FAILURE() << "no error for EAGLEVK_GEMM_PRECISION=" << bad;
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_PRECISION=") + bad + ":"), std::string::npos) << what;
-      EXPECT_NE(what.find("expected split"), std::string::npos) << what;
-      EXPECT_NE(what.find("or f16"), std::string::npos) << what;
-    }
-  }
-  if (saved)
-    ::setenv("EAGLEVK_GEMM_PRECISION", saved->c_str(), 1);
-  else
-    ::unsetenv("EAGLEVK_GEMM_PRECISION");
+  expect_env_switch<bool>("EAGLEVK_GEMM_PRECISION", ops::gemm_f16_inputs_from_env,
+                          {{nullptr, false}, {"", false}, {"split", false}, {"f16", true}},
+                          {"F16", "fp16", "half", "split "}, "split", "f16");
 }
 
 // EAGLEVK_GEMM_PREFETCH: 1 pipelines the 128 block's k loop, 0 (or unset, or empty) keeps the
-// plain loop; anything else is an error naming both.
+// plain loop.
 TEST(GemmPrefetchSwitch, AcceptsOneAndZero) {
-  const char* before = std::getenv("EAGLEVK_GEMM_PREFETCH");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto prefetch_with = [](const char* value) {
-    if (value)
-      ::setenv("EAGLEVK_GEMM_PREFETCH", value, 1);
-    else
-      ::unsetenv("EAGLEVK_GEMM_PREFETCH");
-    return ops::gemm_prefetch_from_env();
-  };
-  EXPECT_FALSE(prefetch_with(nullptr));
-  EXPECT_FALSE(prefetch_with(""));
-  EXPECT_FALSE(prefetch_with("0"));
-  EXPECT_TRUE(prefetch_with("1"));
-  for (const char* bad : {"2", "on", "true", "1 "}) {
-    try {
-      prefetch_with(bad);
-      ADD_FAILURE() << "no error for EAGLEVK_GEMM_PREFETCH=" << bad;
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_PREFETCH=") + bad + ":"), std::string::npos) << what;
-      EXPECT_NE(what.find("expected 1"), std::string::npos) << what;
-      EXPECT_NE(what.find("or 0"), std::string::npos) << what;
-    }
-  }
-  if (saved)
-    ::setenv("EAGLEVK_GEMM_PREFETCH", saved->c_str(), 1);
-  else
-    ::unsetenv("EAGLEVK_GEMM_PREFETCH");
+  expect_env_switch<bool>("EAGLEVK_GEMM_PREFETCH", ops::gemm_prefetch_from_env,
+                          {{nullptr, false}, {"", false}, {"0", false}, {"1", true}}, {"2", "on", "true", "1 "}, "1",
+                          "0");
 }
 
-// EAGLEVK_GEMM_TILE_K: 32 (or unset, or empty) or 64; anything else is an error naming both.
+// EAGLEVK_GEMM_TILE_K: 32 (or unset, or empty) or 64.
 TEST(GemmTileKSwitch, AcceptsThirtyTwoAndSixtyFour) {
-  const char* before = std::getenv("EAGLEVK_GEMM_TILE_K");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto tile_with = [](const char* value) {
-    if (value)
-      ::setenv("EAGLEVK_GEMM_TILE_K", value, 1);
-    else
-      ::unsetenv("EAGLEVK_GEMM_TILE_K");
-    return ops::gemm_tile_k_from_env();
-  };
-  EXPECT_EQ(tile_with(nullptr), 32u);
-  EXPECT_EQ(tile_with(""), 32u);
-  EXPECT_EQ(tile_with("32"), 32u);
-  EXPECT_EQ(tile_with("64"), 64u);
-  for (const char* bad : {"16", "128", "0", "64 "}) {
-    try {
-      tile_with(bad);
-      ADD_FAILURE() << "no error for EAGLEVK_GEMM_TILE_K=" << bad;
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(std::string("EAGLEVK_GEMM_TILE_K=") + bad + ":"), std::string::npos) << what;
-      EXPECT_NE(what.find("expected 32"), std::string::npos) << what;
-      EXPECT_NE(what.find("or 64"), std::string::npos) << what;
-    }
-  }
-  if (saved)
-    ::setenv("EAGLEVK_GEMM_TILE_K", saved->c_str(), 1);
-  else
-    ::unsetenv("EAGLEVK_GEMM_TILE_K");
+  expect_env_switch<uint32_t>("EAGLEVK_GEMM_TILE_K", ops::gemm_tile_k_from_env,
+                              {{nullptr, 32u}, {"", 32u}, {"32", 32u}, {"64", 64u}}, {"16", "128", "0", "64 "}, "32",
+                              "64");
 }
 
 // The 128 block's shared memory, counted as gemm_coopmat.comp declares it: NVIDIA's 48 KiB

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -63,41 +65,54 @@ Gpu::Gpu(const vk::ContextOptions& options)
     coopmat_gemm_spec(*this, coopmat_kernel(ctx, 128), 128);
 }
 
+namespace {
+
+// A value of an environment switch, and what it means (for the message refusing any other).
+struct EnvChoice {
+  const char* text;
+  uint32_t value;
+  const char* meaning;
+};
+
+// The switch `name`: unset or empty gives `unset`, one of `choices` its value, anything else an
+// error naming every choice and what it means.
+uint32_t env_choice(const char* name, uint32_t unset, std::initializer_list<EnvChoice> choices) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return unset;
+  std::string expected;
+  for (const EnvChoice& c : choices) {
+    if (std::strcmp(env, c.text) == 0) return c.value;
+    expected += fmt::format("{}{} ({})", expected.empty() ? "" : " or ", c.text, c.meaning);
+  }
+  fail("{}={}: expected {}", name, env, expected);
+}
+
+}  // namespace
+
 uint32_t gemm_tile_k_from_env() {
-  const char* env = std::getenv("EAGLEVK_GEMM_TILE_K");
-  if (!env || !*env || std::strcmp(env, "32") == 0) return 32;
-  if (std::strcmp(env, "64") == 0) return 64;
-  fail("EAGLEVK_GEMM_TILE_K={}: expected 32 (the coopmat GEMM's 128 block stages k 32 at a time, the default) or 64 "
-       "(64 at a time, half the barriers)",
-       env);
+  return env_choice("EAGLEVK_GEMM_TILE_K", 32,
+                    {{"32", 32, "the coopmat GEMM's 128 block stages k 32 at a time, the default"},
+                     {"64", 64, "64 at a time, half the barriers"}});
 }
 
 bool gemm_prefetch_from_env() {
-  const char* env = std::getenv("EAGLEVK_GEMM_PREFETCH");
-  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-  if (std::strcmp(env, "1") == 0) return true;
-  fail("EAGLEVK_GEMM_PREFETCH={}: expected 1 (the coopmat GEMM's 128 block loads the next k tile into registers "
-       "during the current tile's products) or 0 (the plain loop, the default)",
-       env);
+  return env_choice("EAGLEVK_GEMM_PREFETCH", 0,
+                    {{"1", 1,
+                      "the coopmat GEMM's 128 block loads the next k tile into registers during the current tile's "
+                      "products"},
+                     {"0", 0, "the plain loop, the default"}}) != 0;
 }
 
 bool gemm_f16_inputs_from_env() {
-  const char* env = std::getenv("EAGLEVK_GEMM_PRECISION");
-  if (!env || !*env || std::strcmp(env, "split") == 0) return false;
-  if (std::strcmp(env, "f16") == 0) return true;
-  fail("EAGLEVK_GEMM_PRECISION={}: expected split (the coopmat GEMM's inputs as f16 hi and lo halves, the default) or "
-       "f16 (their nearest f16 alone, as llama.cpp)",
-       env);
+  return env_choice("EAGLEVK_GEMM_PRECISION", 0,
+                    {{"split", 0, "the coopmat GEMM's inputs as f16 hi and lo halves, the default"},
+                     {"f16", 1, "their nearest f16 alone, as llama.cpp"}}) != 0;
 }
 
 uint32_t gemm_block_from_env() {
-  const char* env = std::getenv("EAGLEVK_GEMM_BLOCK");
-  if (!env || !*env) return 0;
-  if (std::strcmp(env, "64") == 0) return 64;
-  if (std::strcmp(env, "128") == 0) return 128;
-  fail("EAGLEVK_GEMM_BLOCK={}: expected 64 (the coopmat GEMM's 64 x 64 block) or 128 (its 128 x 128 block of eight "
-       "subgroups)",
-       env);
+  return env_choice("EAGLEVK_GEMM_BLOCK", 0,
+                    {{"64", 64, "the coopmat GEMM's 64 x 64 block"},
+                     {"128", 128, "its 128 x 128 block of eight subgroups"}});
 }
 
 uint32_t gemm_block_for(uint32_t vendor_id, bool block128_runs) {
