@@ -536,7 +536,9 @@ void expect_parts_experts(const api::Model& m, const std::vector<bool>& host) {
     EXPECT_EQ(t.host_bytes, host[d] ? t.bytes : 0u) << "device " << d;
     EXPECT_EQ(m.split->devices[d].host_weights, host[d] ? t.bytes : 0u) << "device " << d;
     // The last device's figure holds the draft's weights too.
-    if (d + 1 < parts.size()) EXPECT_EQ(parts[d]->weight_bytes(), m.split->devices[d].weights) << "device " << d;
+    if (d + 1 < parts.size()) {
+      EXPECT_EQ(parts[d]->weight_bytes(), m.split->devices[d].weights) << "device " << d;
+    }
   }
 }
 

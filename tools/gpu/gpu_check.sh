@@ -121,7 +121,7 @@ if [ $LAVAPIPE = 1 ]; then
   WORK=${WORK:-$(mktemp -d)}
   export GGML_VK_VISIBLE_DEVICES=0  # llama.cpp hides CPU devices (lavapipe) unless named
   GGUF_KIND=llama3-small-gguf; LAYERS=2
-  TABLE_ARGS=(--scale 16 --l2-mib 1 --read-mib 64 --reps 20 --types f16,q4_k --rows 1,8 --gemm-rows 64)
+  TABLE_ARGS=(--scale 16 --l2-mib 1 --read-mib 64 --reps 20 --types f16,q4_k --rows 1,8 --gemm-rows 64 --gemm-variants)
   BENCH_P=64; BENCH_N=16; DEPTH=128; VARIANT_DEPTH=64; TINY_N=32; TREE=(--spec-steps 3 --spec-topk 2 --spec-draft-tokens 6)
 else
   WORK=/dev/shm
