@@ -5,7 +5,10 @@
 // renormalised. Row r samples the token at absolute position pos0 + r (pos0 + positions[r]
 // when has_positions is set: the rows of a tree verify batch sit at P + depth); its random numbers
 // come from a counter-based hash of (seed, position, stream, index), so a seed reproduces a
-// run on any device.
+// run on any device. The settings (temperature, top-k, top-p, seed) are the push constants',
+// or, with has_row_params, row r's own record in RowParams (record row_index[r] with
+// has_row_index, else r): rows of one dispatch may then each sample their own way, the greedy
+// ones included, and a row's result depends only on its own record.
 //   draft[r] < 0: ids[r] = a draw from p (temperature 0: the argmax, ties to the lowest id).
 //   draft[r] = d: accept[r] = (u < p(d)) and ids[r] = a draw from p with d removed, the
 //                 replacement at a rejection (temperature 0: accept iff d is the argmax).
@@ -36,6 +39,8 @@ layout(binding = 4, std430) buffer Q { float q[]; };               // [rows, dra
 layout(binding = 5, std430) readonly buffer D2T { int d2t[]; };    // MODE 1: draft -> target offset
 layout(binding = 6, std430) readonly buffer T2D { int t2d[]; };    // MODE 2: target -> draft id or -1
 layout(binding = 7, std430) readonly buffer Positions { int positions[]; };  // when has_positions
+layout(binding = 8, std430) readonly buffer RowParams { uint row_params[]; };  // SAMPLE_ROW_WORDS a record
+layout(binding = 9, std430) readonly buffer RowIndex { int row_index[]; };    // when has_row_index
 
 layout(push_constant) uniform Push {
   uint rows;
@@ -56,7 +61,32 @@ layout(push_constant) uniform Push {
   uint has_d2t;
   uint has_positions;
   uint positions_offset;
+  uint has_row_params;
+  uint row_params_offset;  // word of record 0
+  uint has_row_index;
+  uint row_index_offset;
 } p;
+
+// The settings this workgroup's row samples with (the same in every invocation, so that the
+// branches on them below stay uniform around the barriers).
+float inv_temp;
+uint top_k;
+float top_p;
+uint seed_lo, seed_hi;
+
+void load_settings(uint row) {
+  if (p.has_row_params == 0u) {
+    inv_temp = p.inv_temp; top_k = p.top_k; top_p = p.top_p; seed_lo = p.seed_lo; seed_hi = p.seed_hi;
+    return;
+  }
+  uint record = p.has_row_index != 0u ? uint(row_index[p.row_index_offset + row]) : row;
+  uint at = p.row_params_offset + record * SAMPLE_ROW_WORDS;
+  inv_temp = uintBitsToFloat(row_params[at + SAMPLE_ROW_INV_TEMP]);
+  top_k = row_params[at + SAMPLE_ROW_TOP_K];
+  top_p = uintBitsToFloat(row_params[at + SAMPLE_ROW_TOP_P]);
+  seed_lo = row_params[at + SAMPLE_ROW_SEED_LO];
+  seed_hi = row_params[at + SAMPLE_ROW_SEED_HI];
+}
 
 shared float red_f[64];
 shared uint red_u[64];
@@ -118,6 +148,7 @@ void main() {
   uint base = p.offset + row * p.stride;
   int d = p.has_draft != 0u ? draft[p.draft_offset + row] : -1;
   uint position = p.pos0 + (p.has_positions != 0u ? uint(positions[p.positions_offset + row]) : row);
+  load_settings(row);
 
   // The argmax (ties to the lowest id) decides greedy rows and the wrong rule 1.
   float m = -1.0 / 0.0;
@@ -147,7 +178,7 @@ void main() {
   for (uint i = 1; i < gl_NumSubgroups; ++i) argmax_id = min(argmax_id, red_u[i]);
   barrier();
 
-  if (p.inv_temp == 0.0) {
+  if (inv_temp == 0.0) {
     if (MODE == 1u)
       for (uint i = tid; i < p.n; i += wg) q[row * p.q_width + i] = i == argmax_id ? 1.0 : 0.0;
     if (tid == 0u) {
@@ -164,7 +195,7 @@ void main() {
   // all, which a 202,048-token row at one element a turn comes within 15% of.
   // top-k: the largest threshold t with at least k logits >= t, built bit by bit from the top.
   uint kmin = 0u;
-  if (p.top_k > 0u && p.top_k < p.n) {
+  if (top_k > 0u && top_k < p.n) {
     for (int bit = 31; bit >= 0; --bit) {
       uint cand = kmin | (1u << uint(bit));
       uint c = 0u;
@@ -173,19 +204,19 @@ void main() {
           uint i = i0 + u * wg;
           if (i < p.n) c += key(logits[base + i]) >= cand ? 1u : 0u;
         }
-      if (count_all(c) >= p.top_k) kmin = cand;
+      if (count_all(c) >= top_k) kmin = cand;
     }
   }
   // Unnormalised probabilities e_i = exp((l_i - m) / T) of the top-k set, and their mass.
   float z = 0.0;
   for (uint i = tid; i < p.n; i += wg) {
     float l = logits[base + i];
-    if (key(l) >= kmin) z += exp((l - m) * p.inv_temp);
+    if (key(l) >= kmin) z += exp((l - m) * inv_temp);
   }
   z = sum_all(z);
   // top-p: the largest threshold t on e with mass(e >= t) >= top_p * z.
   uint emin = 0u;
-  if (p.top_p < 1.0) {
+  if (top_p < 1.0) {
     // e is in (0, 1], whose float bits order like the floats: build the threshold bit by bit.
     for (int bit = 30; bit >= 0; --bit) {
       uint cand = emin | (1u << uint(bit));
@@ -195,15 +226,15 @@ void main() {
           uint i = i0 + u * wg;
           if (i >= p.n) break;
           float l = logits[base + i];
-          float e = exp((l - m) * p.inv_temp);
+          float e = exp((l - m) * inv_temp);
           if (key(l) >= kmin && floatBitsToUint(e) >= cand) s += e;
         }
-      if (sum_all(s) >= p.top_p * z) emin = cand;
+      if (sum_all(s) >= top_p * z) emin = cand;
     }
     float s = 0.0;
     for (uint i = tid; i < p.n; i += wg) {
       float l = logits[base + i];
-      float e = exp((l - m) * p.inv_temp);
+      float e = exp((l - m) * inv_temp);
       if (key(l) >= kmin && floatBitsToUint(e) >= emin) s += e;
     }
     z = sum_all(s);
@@ -217,7 +248,7 @@ void main() {
   bool residual = MODE == 2u && d >= 0;  // a rejected sampled draft is replaced from max(0, p - q)
   for (uint i = tid; i < p.n; i += wg) {
     float l = logits[base + i];
-    float e = exp((l - m) * p.inv_temp);
+    float e = exp((l - m) * inv_temp);
     bool kept = key(l) >= kmin && floatBitsToUint(e) >= emin;
     if (MODE == 1u) q[row * p.q_width + i] = kept ? e / z : 0.0;
     float qi = 0.0;
@@ -227,7 +258,7 @@ void main() {
       if (int(i) == d) qd = qi;
     }
     if (kept && int(i) == d) pd = e / z;
-    float noise = -log(-log(uniform01(hash5(p.seed_lo, p.seed_hi, position, p.stream + 2u, i))));
+    float noise = -log(-log(uniform01(hash5(seed_lo, seed_hi, position, p.stream + 2u, i))));
     float g;
     if (residual) {
       float r = (kept ? e / z : 0.0) - qi;
@@ -235,7 +266,7 @@ void main() {
       g = log(r) + noise;
     } else {
       if (!kept || (MODE == 0u && int(i) == d && RULE != 2u)) continue;
-      g = (l - m) * p.inv_temp + noise;
+      g = (l - m) * inv_temp + noise;
     }
     if (g > best || (g == best && i < best_id)) { best = g; best_id = i; }
   }
@@ -256,7 +287,7 @@ void main() {
     int id = bid == 0xffffffffu ? max(d, 0) : int(bid);
     if (MODE == 1u && p.has_d2t != 0u) id += d2t[id];
     ids[p.out_offset + row] = id;
-    float u = uniform01(hash5(p.seed_lo, p.seed_hi, position, p.stream + 1u, 0u));
+    float u = uniform01(hash5(seed_lo, seed_hi, position, p.stream + 1u, 0u));
     bool ok;
     if (RULE == 1u) ok = d >= 0 && uint(d) == argmax_id;
     else if (residual) ok = qd > 0.0 && u < pd / qd;

@@ -25,6 +25,14 @@
 // infinity: no token, so that the host stops with an error naming the position instead of
 // emitting the id the comparisons happened to leave (all-NaN rows made token 0 forever).
 #define NON_FINITE_ROW_ID (-1)
+// A row's sampling settings as the sampling kernel reads them from a device buffer (ops::sample
+// with per-row settings): 32-bit words, floats by their bits.
+#define SAMPLE_ROW_INV_TEMP 0  // float 1 / temperature; 0: greedy
+#define SAMPLE_ROW_TOP_K 1     // 0: off
+#define SAMPLE_ROW_TOP_P 2     // float; 1: off
+#define SAMPLE_ROW_SEED_LO 3
+#define SAMPLE_ROW_SEED_HI 4
+#define SAMPLE_ROW_WORDS 5
 // Most rows of one vision tile the vision attention keeps scores for in shared memory (Scout:
 // 24 x 24 patches + the class token = 577).
 #define VISION_MAX_SEQ 2048

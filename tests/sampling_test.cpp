@@ -246,5 +246,56 @@ TEST_F(SamplingTest, SampledDraftsKeepTheTargetDistribution) {
   EXPECT_GT(total_variation(bad, dist), 2 * kTvBound);
 }
 
+// Per-row settings: one dispatch over rows that each read their own record (greedy beside
+// several temperatures, top-k, top-p and seeds, through a row index that repeats and permutes
+// records) gives every row the id and acceptance flag of that row sampled alone with the same
+// settings as push constants: plain draws, and acceptance of a draft.
+TEST_F(SamplingTest, EachRowSamplesWithItsOwnRecord) {
+  const uint32_t n = 60, rows = 7;
+  const std::vector<engine::SamplingParams> records = {
+      {}, {0.7f, 10, 1.0f, 3}, {1.3f, 0, 0.8f, 99}, {0.9f, 12, 0.9f, 3}, {1.0f, 0, 1.0f, 1ull << 40}};
+  const std::vector<int32_t> index = {3, 0, 1, 4, 2, 1, 0};  // row r reads record index[r]
+  std::vector<float> logits;
+  for (uint32_t r = 0; r < rows; ++r) {
+    std::vector<float> row = random_floats(n, 50 + r, -2, 2);
+    row[5 + r] = 2.5f;  // a favourite of its own, so that drafts are sometimes accepted
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  std::vector<int32_t> words(records.size() * SAMPLE_ROW_WORDS);
+  for (size_t i = 0; i < records.size(); ++i) engine::write_row_settings(records[i], words.data() + i * SAMPLE_ROW_WORDS);
+  // Records from word 3 and the index from word 2 of their buffers: the offsets are honoured.
+  words.insert(words.begin(), 3, -7);
+  std::vector<int32_t> index_words = index;
+  index_words.insert(index_words.begin(), 2, 4);
+  const std::vector<int32_t> draft_ids = {5, 6, 9, 8, 13, 10, 11};
+  vk::Buffer lb = device_buffer(logits, "logits"), rb = device_buffer(words, "records"),
+             ib = device_buffer(index_words, "index"), db = device_buffer(draft_ids, "drafts"),
+             ids(gpu().ctx, rows * 4, vk::MemoryKind::Device, "ids"), acc(gpu().ctx, rows * 4, vk::MemoryKind::Device, "accept");
+  const ops::IntVec record_words{rb, 3}, row_index{ib, 2}, drafts{db};
+  for (const bool with_drafts : {false, true}) {
+    const std::string what = with_drafts ? "acceptance" : "plain draws";
+    vk::Recorder rec(gpu().ctx);
+    ops::OpContext oc{gpu(), rec};
+    rec.begin();
+    ops::SampleParams per_row{.first_position = 20, .row_params = &record_words, .row_index = &row_index};
+    ops::sample(oc, ops::Act(lb, n), rows, n, with_drafts ? &drafts : nullptr, ops::IntVec{ids}, ops::IntVec{acc},
+                per_row);
+    rec.submit_and_wait();
+    const auto got_ids = read_back<int32_t>(ids, rows), got_acc = read_back<int32_t>(acc, rows);
+    for (uint32_t r = 0; r < rows; ++r) {
+      // Row r alone: its logits at offset r, its position 20 + r, its record's settings as push constants.
+      vk::Recorder one(gpu().ctx);
+      ops::OpContext oc1{gpu(), one};
+      one.begin();
+      const ops::IntVec draft_r{db, r};
+      ops::sample(oc1, ops::Act(lb, n).row(r), 1, n, with_drafts ? &draft_r : nullptr, ops::IntVec{ids},
+                  ops::IntVec{acc}, engine::device_params(records[index[r]], 20 + r));
+      one.submit_and_wait();
+      EXPECT_EQ(got_ids[r], read_back<int32_t>(ids, 1)[0]) << what << ", row " << r << " (record " << index[r] << ")";
+      EXPECT_EQ(got_acc[r], read_back<int32_t>(acc, 1)[0]) << what << ", row " << r << " (record " << index[r] << ")";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace eaglevk::testing

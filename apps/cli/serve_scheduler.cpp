@@ -125,7 +125,7 @@ void Scheduler::admit() {
       run_alone(job);
       continue;
     }
-    if (!batch_->can_start(job->params)) return;  // a slot frees, or the batch's settings drain
+    if (!batch_->can_start(job->params)) return;  // until a sequence of the batch is free
     queue_.pop(job);
     try {
       const Clock::time_point start = Clock::now();

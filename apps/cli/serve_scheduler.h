@@ -4,11 +4,8 @@
 // each request its new text, and takes the sequences that finished. HTTP handler threads only
 // parse, queue and wait (serve_job.h).
 //
-// Two rules decide when a queued request starts:
-//  - Sequences decoding together share their sampling settings (temperature, top-k, top-p,
-//    seed): the rounds sample every row with one set (BatchSession::can_start). A request whose
-//    settings differ from the running batch's waits at the head of the queue until that batch
-//    drains, and the requests behind it wait too (first come, first served).
+// A text request starts as soon as a sequence of the batch is free, whatever its sampling
+// settings (each row of a round samples with its own). Two rules remain:
 //  - A request with images decodes alone, in an api::Session run between two rounds (the
 //    batch's sequences pause meanwhile): BatchSession takes no images. One at a time.
 //  - With tree drafting (the --spec-* flags) every request decodes alone in an api::Session:

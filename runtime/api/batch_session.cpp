@@ -42,11 +42,6 @@ struct BatchSession::State {
   std::vector<std::optional<Sequence>> sequences;  // by id; empty: free
   bool broken = false;  // a round failed: the decoder's caches are in an unknown state
 
-  bool shares_sampling(const SequenceParams& p) const {
-    for (const auto& s : sequences)
-      if (s && !s->finished && !(s->params.sampling == p.sampling)) return false;
-    return true;
-  }
   void check_usable() const {
     if (broken) fail_as(ErrorKind::Device, "an earlier round of this batch session failed; make a new one");
   }
@@ -109,10 +104,10 @@ BatchSession::~BatchSession() = default;
 
 bool BatchSession::speculative() const { return state_->decoder->speculative(); }
 
-bool BatchSession::can_start(const SequenceParams& params) const {
+bool BatchSession::can_start(const SequenceParams&) const {
   const auto& seqs = state_->sequences;
   const bool free = std::any_of(seqs.begin(), seqs.end(), [](const auto& s) { return !s; });
-  return free && !state_->broken && state_->shares_sampling(params);
+  return free && !state_->broken;
 }
 
 uint32_t BatchSession::start(std::span<const int32_t> prompt, const SequenceParams& params, PieceCallback on_piece) {
@@ -145,10 +140,6 @@ uint32_t BatchSession::start_in(uint32_t id, std::span<const int32_t> prompt, co
   if (id == st.sequences.size())
     fail_as(ErrorKind::InvalidArgument, "all {} sequences of the batch are in use: take a finished one first",
             params_.sequences);
-  if (!st.shares_sampling(params))
-    fail_as(ErrorKind::InvalidArgument,
-            "sequences decoding together share their sampling settings (temperature, top-k, top-p, seed), and this "
-            "one's differ from a running sequence's: start it once those have finished");
   std::optional<State::Sequence>& slot = st.sequences[id];
   State::Sequence& seq = slot.emplace();
   seq.params = params;

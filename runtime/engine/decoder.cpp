@@ -197,9 +197,11 @@ void Decoder::start(uint32_t slot, std::vector<int32_t> prompt, const Generation
                                  "argmax and top logits need a batch of 1)");
   if (mode_ == Mode::Tree && draft_sampling_ && !o.sampling.greedy())
     fail("draft sampling is for chain drafting (-k): a tree's children are the draft's top-K tokens");
-  for (const Sequence& other : seqs_)
-    if (other.state == SeqState::Running && other.options.sampling != o.sampling)
-      fail("sequences decoded together must share their sampling parameters");
+  if (o.draft_tokens > 0 && mode_ != Mode::Chain)
+    fail_setting(Setting::ChainDraftTokens, "a sequence's own draft-token count is for chain drafting");
+  if (o.draft_tokens > k_)
+    fail_setting(Setting::ChainDraftTokens, "a sequence drafts at most the decoder's {} tokens a round, got {}", k_,
+                 o.draft_tokens);
   if (o.logprobs && !logits_readback_)
     logits_readback_ = vk::Buffer(gpu_.ctx, uint64_t(round_rows_) * target_.config().vocab_size * 4,
                                   vk::MemoryKind::Readback, "round logits");

@@ -99,8 +99,8 @@ class Decoder {
   void set_accept_rule(ops::AcceptRule rule) { rule_ = rule; }
 
   // Starts a generation in a free slot: checks the prompt and prefills it (one submission per
-  // chunk); the first token is emitted at once. Sequences that run together share their
-  // sampling parameters. With options.reuse_prefix it continues from the caches the slot's
+  // chunk); the first token is emitted at once. Sequences that run together may differ in
+  // their sampling settings and (chains) their draft tokens a round. With options.reuse_prefix it continues from the caches the slot's
   // previous generation left (a conversation's next turn). Images, the prompt argmax and top
   // logits need a batch of 1.
   void start(uint32_t slot, std::vector<int32_t> prompt, const GenerationOptions& options,
@@ -205,6 +205,7 @@ class Decoder {
   void split_chain_round(const BatchRoundShape& shape, uint32_t draft_kv, uint32_t verify_kv);
   ops::IntVec input(uint32_t at) const { return ops::IntVec{vk::BufferRange(inputs_), at}; }
   const ops::IntVec* regions(const ops::IntVec& slots) const { return batch_ > 1 ? &slots : nullptr; }
+  uint32_t chain_draft_tokens(const GenerationOptions& o) const { return o.draft_tokens ? o.draft_tokens : k_; }
   // The readback's tap rows (all max_rows of them) from word `at`.
   void read_tap_rows(uint32_t at, std::vector<float>& out) const;
 

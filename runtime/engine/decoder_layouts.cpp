@@ -23,6 +23,8 @@ InputLayout input_layout(const LayoutSizes& s) {
   l.verify_ids = take(RR);
   l.verify_drafts = take(RR);
   l.q_index = take(RR);
+  l.row_sampling = take(B * SAMPLE_ROW_WORDS);
+  l.verify_sequence = take(RR);
   l.draw_positions = take(KB);
   l.tree_positions = take(s.tree_rows);
   l.tree_slots = take(s.tree_rows);

@@ -3,6 +3,8 @@
 // (or float) word offsets, named once here so that no call site does arithmetic on them.
 #include <cstdint>
 
+#include "shaders/shared_constants.h"
+
 namespace eaglevk::engine {
 
 // The sizes the layouts are built from.
@@ -39,6 +41,10 @@ struct InputLayout {
   uint32_t verify_ids;      // [RR]: RoundIds word of each verify row's token
   uint32_t verify_drafts;   // [RR]: RoundIds word of each verify row's draft
   uint32_t q_index;         // [RR]: draft-q row of each verify row
+  // [B x SAMPLE_ROW_WORDS]: each running sequence's sampling settings, in round order (a
+  // prefill's sequence in record 0), so that sequences of one round sample each their own way.
+  uint32_t row_sampling;
+  uint32_t verify_sequence;  // [RR]: the row_sampling record of each verify row
   uint32_t draw_positions;  // [k B]: position each draft draw decides
   uint32_t tree_positions, tree_slots;  // [K (S - 1)]: the tree steps' positions and draft KV rows
   uint32_t tree_target_slots;           // [M]: the verified nodes' target KV rows

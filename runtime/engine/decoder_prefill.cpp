@@ -84,7 +84,8 @@ void Decoder::prefill(Sequence& s, uint32_t slot, uint32_t from, std::vector<flo
       // shape may replay (a 1-row last chunk is a decode step).
       RoundShape shape;
       shape.plain = PlainPassShape{chunk.rows, chunk.logits_from, false, chunk.last && (o.top_logits || o.logprobs),
-                                   false, chunk.last ? o.sampling : SamplingParams{}};
+                                   false, chunk.last && !o.sampling.greedy()};
+      write_row_settings(o.sampling, up + in_.row_sampling);  // the last row samples with record 0
       submit_round(shape, chunk.begin + chunk.rows, [&](vk::Recorder& rec, uint32_t kv_bound, bool) {
         record_plain_pass(rec, shape.plain, kv_bound);
       });

@@ -1,7 +1,8 @@
 #pragma once
 // Record once, resubmit many times: a decode step or a round differs from an earlier one of
 // the same shape only in values its commands read from device buffers (tokens, positions, the
-// draws' positions, a tree's root and the last tree's accepted path), so the commands recorded
+// draws' positions, each sequence's sampling settings, a tree's root and the last tree's
+// accepted path), so the commands recorded
 // for one serve the others up to the attention bound they were recorded with (a row never
 // reads past its own position, so a larger bound gives the same bits).
 #include <cstdint>
@@ -9,7 +10,6 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/engine/sampler.h"
 #include "runtime/ops/ops.h"
 #include "runtime/vk/recorder.h"
 
@@ -22,7 +22,7 @@ struct PlainPassShape {
   bool batch_invariant = false;
   bool last_logits = false;   // the last logits row to the readback (prompt reports)
   bool round_logits = false;  // every logits row to the logits readback (logprobs)
-  SamplingParams sampling;
+  bool sampled = false;       // some row samples at T > 0: the sampling kernel decides every row
   bool operator==(const PlainPassShape&) const = default;
 };
 
@@ -32,7 +32,6 @@ struct BatchRoundShape {
   std::vector<uint32_t> ks;          // draft tokens of each sequence
   uint32_t steps = 0;                // draft steps: the largest k
   bool logprobs = false, taps_out = false, sampled_drafts = false;
-  SamplingParams sampling;
   ops::AcceptRule rule = ops::AcceptRule::Correct;
   bool operator==(const BatchRoundShape&) const = default;
 };
@@ -41,7 +40,6 @@ struct BatchRoundShape {
 struct TreeRoundShape {
   uint32_t catch_rows = 0, k = 0, steps = 0, nodes = 0;
   bool logprobs = false, taps_out = false, sampled = false;
-  SamplingParams sampling;
   bool operator==(const TreeRoundShape&) const = default;
 };
 

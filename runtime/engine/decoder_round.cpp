@@ -16,7 +16,6 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
   const InputLayout& l = in_;
   const uint32_t A = uint32_t(active.size());
   const RoundIds ids{batch_};
-  const GenerationOptions& o0 = seqs_[active[0]].options;
   auto* up = static_cast<int32_t*>(upload_.mapped);
 
   // Rows of each sequence: its catch-up rows x_{c+1..P} at positions c..P-1 and its verify
@@ -27,14 +26,17 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
   BatchRoundShape& b = shape.batch;
   b.logprobs = std::any_of(active.begin(), active.end(), [&](uint32_t i) { return seqs_[i].options.logprobs > 0; });
   b.taps_out = bool(tap_sink_) && !plain;
-  b.sampled_drafts = !plain && draft_sampling_ && !o0.sampling.greedy();
-  b.sampling = o0.sampling;
+  // Each sequence samples with its own settings, read from the upload by the kernels, so that
+  // sequences of one round may differ in all of them; a greedy row gives its argmax either way.
+  const bool any_sampled =
+      std::any_of(active.begin(), active.end(), [&](uint32_t i) { return !seqs_[i].options.sampling.greedy(); });
+  b.sampled_drafts = !plain && draft_sampling_ && any_sampled;
   b.rule = rule_;
   std::vector<uint32_t> catch_off(A), verify_off(A);
   uint32_t CU = 0, VR = 0, K = 0, draft_kv = 0, verify_kv = 0;
   for (uint32_t a = 0; a < A; ++a) {
     const Sequence& s = seqs_[active[a]];
-    const uint32_t k = std::min(k_, context_ - 1 - s.P);
+    const uint32_t k = std::min(chain_draft_tokens(s.options), context_ - 1 - s.P);
     b.ks.push_back(k);
     b.catch_rows.push_back(plain ? 0 : s.P - s.c);
     catch_off[a] = CU;
@@ -51,6 +53,7 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
     const Sequence& s = seqs_[slot];
     const uint32_t catch_rows = b.catch_rows[a], t_base = slot * context_, d_base = slot * draft_region_;
     up[l.head + ids.pending(a)] = s.y;
+    write_row_settings(s.options.sampling, up + l.row_sampling + a * SAMPLE_ROW_WORDS);
     for (uint32_t i = 0; i < catch_rows; ++i) {
       const uint32_t r = catch_off[a] + i;
       up[l.tap_index + r] = int32_t(s.tap_row + i);
@@ -74,6 +77,7 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
       up[l.verify_ids + r] = int32_t(i == 0 ? ids.pending(a) : ids.draft(i - 1, a));
       up[l.verify_drafts + r] = int32_t(bonus ? RoundIds::none : ids.draft(i, a));
       up[l.q_index + r] = int32_t(bonus ? 0 : i * batch_ + a);
+      up[l.verify_sequence + r] = int32_t(a);
     }
     draft_kv = std::max(draft_kv, s.P + (K > 0 ? K - 1 : 0));  // the last step's position + 1
   }
@@ -81,7 +85,7 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
   if (plain) {
     // One row per sequence: matrix-vector kernels, so that a row's bits do not depend on the batch.
     RoundShape step;
-    step.plain = PlainPassShape{VR, 0, /*batch_invariant=*/VR > 1, false, b.logprobs, o0.sampling};
+    step.plain = PlainPassShape{VR, 0, /*batch_invariant=*/VR > 1, false, b.logprobs, any_sampled};
     submit_round(step, verify_kv, [&](vk::Recorder& rec, uint32_t kv_bound, bool) {
       record_plain_pass(rec, step.plain, kv_bound);
     });
@@ -121,7 +125,7 @@ void Decoder::batch_round(const std::vector<uint32_t>& active) {
 
 void Decoder::record_plain_pass(vk::Recorder& rec, const PlainPassShape& p, uint32_t kv_len) {
   const uint32_t V = target_.config().vocab_size, rows = p.rows, n_logits = rows - p.logits_from;
-  const bool sampled = !p.sampling.greedy();
+  const bool sampled = p.sampled;
   ops::OpContext oc{gpu_, rec};
   const ops::IntVec t_slots = input(in_.target_slots);
   const vk::BufferRange back(readback_);
@@ -136,12 +140,15 @@ void Decoder::record_plain_pass(vk::Recorder& rec, const PlainPassShape& p, uint
   models::record_target_forward(oc, target_, tstate_, pass);
   if (n_logits == 0) return;
   // Logits row r decides the token at position 1 + positions[logits_from + r], read from the
-  // positions the pass copied in, so that a replay draws for its own.
+  // positions the pass copied in, so that a replay draws for its own; it samples with record r
+  // of the sequences' settings (a plain round's row r is sequence r, a prefill's row its own).
   const ops::IntVec row_positions{tstate_.positions, p.logits_from};
-  if (sampled)
+  if (sampled) {
+    const ops::IntVec settings = input(in_.row_sampling);
+    ops::SampleParams per_row{.first_position = 1, .row_params = &settings};
     ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), n_logits, V, nullptr, ops::IntVec{tstate_.out_ids},
-                ops::IntVec{tstate_.accept}, device_params(p.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
-                &row_positions);
+                ops::IntVec{tstate_.accept}, per_row, ops::AcceptRule::Correct, nullptr, 0, &row_positions);
+  }
   rec.copy(vk::BufferRange(tstate_.out_ids, 0, n_logits * 4), back.sub(out_.tokens * 4ull, n_logits * 4), "tokens");
   if (p.last_logits)
     rec.copy(tstate_.arena[tstate_.logits].sub(uint64_t(n_logits - 1) * V * 4, uint64_t(V) * 4),
@@ -192,6 +199,10 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
   const ops::IntVec row_positions{tstate_.positions, 0};
   const ops::Act logits(tstate_.arena[tstate_.logits], V);
   const vk::BufferRange back(readback_);
+  // Draft draw a is sequence a's; verify row r reads the record verify_sequence[r] names.
+  const ops::IntVec settings = input(l.row_sampling), verify_sequence = input(l.verify_sequence);
+  const ops::SampleParams draw_settings{.row_params = &settings};
+  const ops::SampleParams verify_settings{.first_position = 1, .row_params = &settings, .row_index = &verify_sequence};
   rec.begin();
   // The verify part of a split round reads what the drafts part's submission left on the device.
   const bool drafts_part = part != RoundPart::Verify;
@@ -218,7 +229,7 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
     const ops::DraftDistribution dist = draft_draw(draft, draft_q_, d2t, i * B);
     const ops::IntVec positions = input(l.draw_positions + i * B);
     ops::sample(oc, draft_logits, A, Vd, nullptr, ops::IntVec{round_ids_, ids.draft(i, 0)},
-                ops::IntVec{draft_accept_, ids.draft(i, 0)}, device_params(b.sampling, 0), ops::AcceptRule::Correct,
+                ops::IntVec{draft_accept_, ids.draft(i, 0)}, draw_settings, ops::AcceptRule::Correct,
                 &dist, /*stream=*/8, &positions);
   };
   if (K > 0 && drafts_part) {
@@ -280,7 +291,7 @@ void Decoder::record_batch_round(vk::Recorder& rec, const BatchRoundShape& b, ui
   ops::IntVec drafts{verify_drafts_};
   const ops::DraftDistribution verify_q = draft_verify(draft, q_verify_, t2d_);
   ops::sample(oc, logits, VR, V, &drafts, ops::IntVec{tstate_.out_ids}, ops::IntVec{tstate_.accept},
-              device_params(b.sampling, 1), b.rule, b.sampled_drafts ? &verify_q : nullptr, 0, &row_positions);
+              verify_settings, b.rule, b.sampled_drafts ? &verify_q : nullptr, 0, &row_positions);
   rec.copy(vk::BufferRange(tstate_.out_ids, 0, VR * 4), back.sub(out_.tokens * 4ull, VR * 4), "tokens");
   rec.copy(vk::BufferRange(tstate_.accept, 0, VR * 4), back.sub(out_.accepted * 4ull, VR * 4), "accepted");
   rec.copy(vk::BufferRange(round_ids_, 0, id_words * 4ull), back.sub(out_.drafts * 4ull, id_words * 4ull), "drafts");

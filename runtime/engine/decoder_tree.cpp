@@ -66,7 +66,10 @@ void Decoder::tree_round(uint32_t slot) {
 
   const bool sampled = !o.sampling.greedy();
   RoundShape shape;
-  shape.tree = TreeRoundShape{catch_rows, K, S, M, o.logprobs > 0, bool(tap_sink_), sampled, o.sampling};
+  shape.tree = TreeRoundShape{catch_rows, K, S, M, o.logprobs > 0, bool(tap_sink_), sampled};
+  // Every node row draws with the sequence's settings, record 0.
+  write_row_settings(o.sampling, up + l.row_sampling);
+  std::fill_n(up + l.verify_sequence, M, 0);
   if (front_)
     split_tree_round(shape.tree, P);
   else
@@ -270,9 +273,10 @@ void Decoder::record_tree_round(vk::Recorder& rec, const TreeRoundShape& shape, 
   // position it decides (P + depth + 1) as plain sampling keys its draws.
   if (shape.sampled) {
     const ops::IntVec positions = M > 1 ? ops::IntVec{tb.i, layout.i_pos()} : input(l.target_positions);
+    const ops::IntVec settings = input(l.row_sampling), node_sequence = input(l.verify_sequence);
+    const ops::SampleParams node_settings{.first_position = 1, .row_params = &settings, .row_index = &node_sequence};
     ops::sample(oc, ops::Act(tstate_.arena[tstate_.logits], V), M, V, nullptr, ops::IntVec{tree_draws_, 0},
-                ops::IntVec{tstate_.accept, 0}, device_params(shape.sampling, 1), ops::AcceptRule::Correct, nullptr, 0,
-                &positions);
+                ops::IntVec{tstate_.accept, 0}, node_settings, ops::AcceptRule::Correct, nullptr, 0, &positions);
     rec.copy(vk::BufferRange(tree_draws_, 0, M * 4), word(readback_, r.draws(), M), "tree draws");
   }
   if (M > 1) {

@@ -33,6 +33,9 @@ struct GenerationOptions {
   // Report each generated token's log-probability and the `logprobs` most likely tokens at
   // its step (0: off). Reads one logits row back per step.
   uint32_t logprobs = 0;
+  // Chain drafting: this sequence's draft tokens a round, 1 up to the decoder's k (0: the
+  // decoder's k). Sequences of one batch may each draft their own number.
+  uint32_t draft_tokens = 0;
 };
 
 struct GenerationResult {

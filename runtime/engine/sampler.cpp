@@ -1,6 +1,7 @@
 #include "runtime/engine/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -34,6 +35,17 @@ void fail_non_finite_row(uint64_t position, std::string_view whose) {
 
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position) {
   return ops::SampleParams{p.greedy() ? 0.0f : p.temperature, uint32_t(std::max(p.top_k, 0)), p.top_p, p.seed, position};
+}
+
+void write_row_settings(const SamplingParams& p, int32_t* record) {
+  const ops::SampleParams d = device_params(p, 0);
+  // The kernel's push constants carry 1 / T computed on the host; the record carries the same float.
+  const float inv_temp = d.temperature > 0 ? 1.0f / d.temperature : 0.0f;
+  record[SAMPLE_ROW_INV_TEMP] = std::bit_cast<int32_t>(inv_temp);
+  record[SAMPLE_ROW_TOP_K] = int32_t(d.top_k);
+  record[SAMPLE_ROW_TOP_P] = std::bit_cast<int32_t>(d.top_p);
+  record[SAMPLE_ROW_SEED_LO] = int32_t(uint32_t(d.seed));
+  record[SAMPLE_ROW_SEED_HI] = int32_t(uint32_t(d.seed >> 32));
 }
 
 std::vector<std::pair<int32_t, double>> filtered_distribution(std::span<const float> logits, const SamplingParams& p) {

@@ -59,6 +59,9 @@ void check_row_token(int32_t id, uint64_t position, std::string_view whose = "ta
 
 // The device sampler's parameters for a logits row deciding the token at `position`.
 ops::SampleParams device_params(const SamplingParams& p, uint32_t position);
+// The same settings as a per-row record of the device sampler (SAMPLE_ROW_WORDS words), the
+// floats by their bits: a row sampled from its record gets the bits device_params' would give.
+void write_row_settings(const SamplingParams& p, int32_t* record);
 
 // The filtered, normalised distribution HF's generate uses: logits / T, then top-k, then
 // top-p (the smallest set of most likely tokens whose mass reaches p), renormalised. Tokens

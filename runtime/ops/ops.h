@@ -303,6 +303,11 @@ struct SampleParams {
   float top_p = 1;
   uint64_t seed = 0;
   uint32_t first_position = 0;  // absolute position of the token row 0 decides
+  // Each row's own settings instead of the four above: records of SAMPLE_ROW_WORDS words
+  // (shaders/shared_constants.h) from row_params' offset, row r reading record row_index[r]
+  // (record r without an index). Rows of one dispatch then sample each its own way.
+  const IntVec* row_params = nullptr;
+  const IntVec* row_index = nullptr;
 };
 enum class AcceptRule : uint32_t {
   Correct = 0,

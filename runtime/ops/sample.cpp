@@ -10,7 +10,9 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
             const SampleParams& s, AcceptRule rule, const DraftDistribution* dist, uint32_t stream,
             const IntVec* positions) {
   if (rows == 0) return;
-  if (s.temperature < 0 || s.top_p <= 0 || s.top_p > 1) fail("sampling: temperature {} / top-p {} out of range", s.temperature, s.top_p);
+  if (!s.row_params && (s.temperature < 0 || s.top_p <= 0 || s.top_p > 1))
+    fail("sampling: temperature {} / top-p {} out of range", s.temperature, s.top_p);
+  if (s.row_index && !s.row_params) fail("sampling: a row index without per-row settings");
   const uint32_t mode = dist ? uint32_t(dist->mode) : 0u;
   if (dist && dist->mode == DraftDistribution::Mode::Draw && n != dist->width)
     fail("sampling: draft draws take rows of the draft vocabulary ({} wide, not {})", dist->width, n);
@@ -23,7 +25,7 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
     uint32_t top_k;
     float top_p;
     uint32_t seed_lo, seed_hi, pos0, draft_offset, has_draft, out_offset, stream, q_width, has_d2t, has_positions,
-        positions_offset;
+        positions_offset, has_row_params, row_params_offset, has_row_index, row_index_offset;
   } push{rows,
          n,
          logits.offset,
@@ -41,7 +43,11 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
          dist ? dist->width : 0u,
          dist && dist->d2t ? 1u : 0u,
          positions ? 1u : 0u,
-         positions ? positions->offset : 0u};
+         positions ? positions->offset : 0u,
+         s.row_params ? 1u : 0u,
+         s.row_params ? s.row_params->offset : 0u,
+         s.row_index ? 1u : 0u,
+         s.row_index ? s.row_index->offset : 0u};
   vk::BufferRange draft_range = drafts ? drafts->range : vk::BufferRange(oc.gpu.dummy);
   vk::Arg out_ids = vk::writes(ids.range.sub(uint64_t(ids.offset) * 4, uint64_t(rows) * 4));
   out_ids.bind = ids.range;
@@ -61,7 +67,9 @@ void sample(OpContext& oc, Act logits, uint32_t rows, uint32_t n, const IntVec* 
   vk::BufferRange d2t = dist && dist->d2t ? *dist->d2t : dummy;
   vk::BufferRange t2d = dist && dist->mode == DraftDistribution::Mode::Verify ? dist->t2d : dummy;
   oc.rec.dispatch(kernel, {logits.reads(rows, n), vk::reads(draft_range), out_ids, out_accept, q_arg, vk::reads(d2t),
-                           vk::reads(t2d), vk::reads(positions ? positions->range : dummy)},
+                           vk::reads(t2d), vk::reads(positions ? positions->range : dummy),
+                           vk::reads(s.row_params ? s.row_params->range : dummy),
+                           vk::reads(s.row_index ? s.row_index->range : dummy)},
                   push, rows, 1, 1, "sample");
 }
 

@@ -278,8 +278,8 @@ EAGLEVK_API eaglevk_status eaglevk_session_get_logprobs(const eaglevk_session* s
  * finished sequence's tokens are taken with eaglevk_batch_take, which frees its id for the next.
  * With a draft, rounds are chain speculation of k tokens per sequence. At temperature 0 each
  * sequence's tokens equal eaglevk_generate's on it alone, whichever sequences run beside it.
- * Sequences that run together share their sampling settings (temperature, top_k, top_p, seed):
- * one whose settings differ is refused (EAGLEVK_ERROR_INVALID_ARGUMENT) until those finish.
+ * Sequences that run together may differ in every sampling setting (temperature, top_k, top_p,
+ * seed): each samples with its own, and its tokens equal its run alone.
  * A batch is used from one thread at a time; batches and sessions of one model may run on
  * different threads. */
 typedef struct eaglevk_batch eaglevk_batch;

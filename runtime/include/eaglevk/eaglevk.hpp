@@ -405,8 +405,8 @@ class BatchSession {
   BatchSession(const BatchSession&) = delete;
   BatchSession& operator=(const BatchSession&) = delete;
 
-  // Whether a sequence with these settings can start now: a slot is free and the running
-  // sequences share its sampling settings (the rounds sample every row with one set).
+  // Whether a sequence with these settings can start now: a slot is free (sequences of one
+  // batch may differ in every sampling setting: each row samples with its own).
   bool can_start(const SequenceParams& params) const;
   // Checks the prompt and settings, prefills the prompt (one submission per chunk) and emits the
   // first token; returns the sequence's id (0..sequences-1, reused once taken). on_piece is
