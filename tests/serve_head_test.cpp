@@ -59,10 +59,10 @@ TEST(ServeHead, APostWithoutALengthIs411) {
 }
 
 TEST(ServeHead, BadLengthsAre400AndLargeOnes413AtOnce) {
-  for (const char* bad : {"-1", "+5", "1e3", "abc", "", "12 3", "0x10"})
+  for (const char* bad : {"-1", "+5", "1e3", "abc", "", "12 3", "0x10", "100000000000000000000000", "18446744073709551616"})
     EXPECT_EQ(status_of(std::string("POST / HTTP/1.1\r\nContent-Length: ") + bad + "\r\n\r\n"), 400) << bad;
-  for (const char* huge : {"1001", "100000000000000000000000", "18446744073709551616"})
-    EXPECT_EQ(status_of(std::string("POST / HTTP/1.1\r\nContent-Length: ") + huge + "\r\n\r\n"), 413) << huge;
+  for (const char* large : {"1001", "9999999999999999999"})
+    EXPECT_EQ(status_of(std::string("POST / HTTP/1.1\r\nContent-Length: ") + large + "\r\n\r\n"), 413) << large;
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
   EXPECT_EQ(status_of("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
