@@ -232,6 +232,21 @@ void Front::refuse(int fd, const Exchange& x, const HttpError& e, bool drain) {
 }
 
 void Front::serve_connection(uint64_t id, int fd, const Handler& handler) {
+  // A thread of its own: what escapes it would end the process, so nothing does.
+  try {
+    exchanges(id, fd, handler);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "eaglevk: a connection failed: {}\n", e.what());
+  }
+  t_exchange = nullptr;
+  shutdown(fd, SHUT_RDWR);
+  close(fd);
+  std::lock_guard lock(mutex_);
+  connections_.erase(id);
+  if (connections_.empty()) ended_.notify_all();
+}
+
+void Front::exchanges(uint64_t id, int fd, const Handler& handler) {
   std::string buffer;  // bytes read past the previous request (a pipelined one)
   char chunk[65536];
   while (true) {
@@ -262,6 +277,7 @@ void Front::serve_connection(uint64_t id, int fd, const Handler& handler) {
       break;
     }
     set_waiting(id, false);
+    x.start = Clock::now();  // the log's time: from the whole head to the answer's end
     auto parsed = parse_head(std::string_view(buffer).substr(0, end), options_.max_body_bytes);
     if (auto* e = std::get_if<HttpError>(&parsed)) {
       refuse(fd, x, *e, true);
@@ -331,11 +347,6 @@ void Front::serve_connection(uint64_t id, int fd, const Handler& handler) {
     log_exchange(x);
     if (!again || last) break;
   }
-  shutdown(fd, SHUT_RDWR);
-  close(fd);
-  std::lock_guard lock(mutex_);
-  connections_.erase(id);
-  if (connections_.empty()) ended_.notify_all();
 }
 
 }  // namespace eaglevk::cli::serve

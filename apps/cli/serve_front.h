@@ -78,7 +78,8 @@ class Front {
     bool waiting;  // for a request head: what may be closed to make room
     Clock::time_point since;
   };
-  void serve_connection(uint64_t id, int fd, const Handler& handler);
+  void serve_connection(uint64_t id, int fd, const Handler& handler);  // then closes it
+  void exchanges(uint64_t id, int fd, const Handler& handler);         // its requests, one by one
   // Marks a connection as waiting for a request head or not; false once stopping.
   bool set_waiting(uint64_t id, bool waiting);
   // Room for one more connection: true when there was room or a waiting one was closed for it.

@@ -199,9 +199,14 @@ def second_signal(cli, assets):
     if not check(server.port is not None, "the second-signal server listens"):
         return
     answered = []
-    t = threading.Thread(target=lambda: answered.append(
-        server.request("POST", "/v1/completions", completion(1800, ignore_eos=True), timeout=300)), daemon=True)
-    t.start()
+
+    def long_request():
+        try:
+            answered.append(server.request("POST", "/v1/completions", completion(1800, ignore_eos=True), timeout=300))
+        except (OSError, http.client.HTTPException):
+            pass  # the server ended under it: what the second signal is for
+
+    threading.Thread(target=long_request, daemon=True).start()
     deadline = time.time() + 60
     while time.time() < deadline and server.metric("sequences_running") == 0:
         time.sleep(0.2)
