@@ -1,6 +1,8 @@
 // `eaglevk serve`: an OpenAI-compatible HTTP server on one model (docs/serve.md). The model
 // loads as for `run`; then a scheduler thread decodes the requests of every client together
-// (api::BatchSession) while cpp-httplib's threads take requests and stream the answers.
+// (api::BatchSession) while the front's connection threads take requests within their limits
+// and cpp-httplib's routes answer them (serve_front.h, serve_http.h).
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -22,13 +24,15 @@ namespace eaglevk::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, draft, mmproj, chat_template, host = "127.0.0.1", api_key, seed;
+  std::string model, draft, mmproj, chat_template, host = "127.0.0.1", api_key, seed, cors_origin;
   std::vector<std::string> allowed_image_dirs;
   std::optional<bool> check_tensors, experts_in_host;
   SpecFlags spec;
   DeviceFlags devices;
-  CLI::Option *parallel_option = nullptr, *seed_option = nullptr;
+  CLI::Option *parallel_option = nullptr, *seed_option = nullptr, *api_key_option = nullptr,
+              *cors_origin_option = nullptr;
   uint32_t parallel = 4, ctx = 0, max_queue = 64, timeout = 600, max_body_mib = 32, port = 8080;
+  uint32_t io_timeout = 20, max_connections = 256;
   bool greedy_drafts = false;
 };
 
@@ -55,22 +59,41 @@ int serve_command(const ServeArgs& a) {
   for (const std::string& folder : a.allowed_image_dirs)
     if (std::string p = loader::folder_problem(folder, "--allowed-image-dir"); !p.empty()) fail("{}", p);
   serve::ServerOptions options;
-  options.host = a.host;
-  options.port = uint16_t(a.port);
+  serve::FrontOptions& front = options.front;
+  front.host = a.host;
+  front.port = uint16_t(a.port);
   // The key may come from the environment, where other users cannot read it (a command line
-  // shows in `ps`).
-  options.api_key = a.api_key;
-  if (const char* key = std::getenv("EAGLEVK_API_KEY"); key && options.api_key.empty()) options.api_key = key;
-  options.max_body_bytes = uint64_t(a.max_body_mib) << 20;
+  // shows in `ps`). An empty one is a mistake (an unset variable in a script), never "no key".
+  if (a.api_key_option->count()) {
+    front.api_key = a.api_key;
+    if (front.api_key.empty()) usage_fail("--api-key is empty: give the key clients must send, or leave the flag out");
+  } else if (const char* key = std::getenv("EAGLEVK_API_KEY")) {
+    front.api_key = key;
+    if (front.api_key.empty()) fail("EAGLEVK_API_KEY is set but empty: give it the key clients must send, or unset it");
+  }
+  if (std::any_of(front.api_key.begin(), front.api_key.end(), [](char c) { return uint8_t(c) <= 0x20 || uint8_t(c) >= 0x7f; }))
+    usage_fail("the API key has spaces or characters outside printable ASCII, which an Authorization header cannot carry");
+  front.max_body_bytes = uint64_t(a.max_body_mib) << 20;
+  front.io_timeout = std::chrono::seconds(a.io_timeout);
+  front.max_connections = a.max_connections;
+  // The origin goes into a header as given: one word of printable ASCII, never a line break.
+  if (a.cors_origin_option->count() &&
+      (a.cors_origin.empty() ||
+       std::any_of(a.cors_origin.begin(), a.cors_origin.end(), [](char c) { return uint8_t(c) <= 0x20 || uint8_t(c) >= 0x7f; })))
+    usage_fail("--cors-origin '{}' is not an origin (such as https://example.com, or *)", a.cors_origin);
+  options.cors_origin = a.cors_origin;
   options.timeout = std::chrono::seconds(a.timeout);
   options.allowed_image_dirs.assign(a.allowed_image_dirs.begin(), a.allowed_image_dirs.end());
   const std::optional<uint64_t> seed = a.seed_option->count() ? parse_seed(a.seed) : std::nullopt;
   options.default_seed = seed ? *seed : announced_random_seed();
-  if (a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1" && options.api_key.empty())
+  if (a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1" && front.api_key.empty())
     fmt::print(stderr, "eaglevk: warning: --host {} lets other machines reach the server, and no --api-key is set\n",
                a.host);
 
   serve::StopSignals signals;  // first: before any thread starts
+  serve::Metrics metrics;
+  // Bound before the model loads: a port in use fails now, not after a minute of loading.
+  serve::Front listener(front, metrics);
   const std::filesystem::path dir = a.model.empty() ? bundled_model_dir() : std::filesystem::path(a.model);
   const api::Runtime runtime = open_runtime_of(a.devices);
   const std::shared_ptr<const api::Model> model = load_planned(
@@ -85,13 +108,8 @@ int serve_command(const ServeArgs& a) {
   batch.greedy_drafts = a.greedy_drafts;
   if (std::string problem = api::batch_memory_problem(model->memory, batch.sequences, batch.context); !problem.empty())
     fail("{} (lower --parallel or --ctx)", problem);
-  // Every handler thread may hold a running, a queued or a refused request; a few more answer
-  // /health and /metrics while all of those wait.
-  options.http_threads = size_t(parallel) + a.max_queue + 4;
-
-  serve::Metrics metrics;
   serve::Scheduler scheduler(model, batch, tree, a.max_queue, metrics);
-  return serve::run_server(model, scheduler, metrics, options, signals);
+  return serve::run_server(model, scheduler, metrics, options, listener, signals);
 }
 
 }  // namespace
@@ -117,7 +135,8 @@ void add_serve_command(CLI::App& app) {
       ->check(integer_in(1, 64));
   sub->add_option("--ctx", args->ctx, "tokens of context per request (default: the most that fits)")
       ->check(integer_flag<uint32_t>());
-  sub->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (or set EAGLEVK_API_KEY)");
+  args->api_key_option =
+      sub->add_option("--api-key", args->api_key, "require 'Authorization: Bearer KEY' (or set EAGLEVK_API_KEY)");
   sub->add_option("--max-queue", args->max_queue, "the most requests waiting; more get 429")
       ->capture_default_str()
       ->check(integer_in(0, 100000));
@@ -127,6 +146,14 @@ void add_serve_command(CLI::App& app) {
   sub->add_option("--max-body-mib", args->max_body_mib, "the largest request body in MiB; larger get 413")
       ->capture_default_str()
       ->check(integer_in(1, 4096));
+  sub->add_option("--io-timeout", args->io_timeout, "seconds a client may take to send a request or take an answer")
+      ->capture_default_str()
+      ->check(integer_in(1, 3600));
+  sub->add_option("--max-connections", args->max_connections, "open connections; idle ones give way to new clients")
+      ->capture_default_str()
+      ->check(integer_in(1, 512));
+  args->cors_origin_option = sub->add_option("--cors-origin", args->cors_origin, "let browser pages from this origin call the API (CORS)")
+      ->type_name("ORIGIN");
   sub->add_option("--allowed-image-dir", args->allowed_image_dirs, "a folder image paths in requests may be in")
       ->type_name("DIR");
   args->seed_option = sub->add_option("--seed", args->seed, "seed of requests at temperature > 0 that give none");

@@ -1,9 +1,11 @@
 #include "apps/cli/serve_http.h"
 
-#include <pthread.h>
-#include <signal.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
@@ -39,13 +41,6 @@ struct Server {
 void send_error(httplib::Response& res, const HttpError& e) {
   res.status = e.status;
   res.set_content(json_text(error_json(e)), "application/json");
-}
-
-// Whether every byte of `given` equals `expected`, in time that does not depend on where they differ.
-bool same_key(std::string_view given, std::string_view expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) diff |= uint8_t(given[i] ^ expected[i % std::max<size_t>(expected.size(), 1)]);
-  return diff == 0;
 }
 
 std::vector<int32_t> prompt_of(Server& s, const Request& r, uint32_t context) {
@@ -230,6 +225,7 @@ void stream_answer(Server& s, const httplib::Request& req, httplib::Response& re
           send(sse_event(error_json(*job->error)));
           s.metrics.count_request(path, job->error->status);
         } else {
+          if (Exchange* x = current_exchange()) x->tokens = job->output.tokens.size();
           send(sse_event(chunk_json(r, state->id, "", false, finish_reason(job->output))));
           if (r.include_usage) send(sse_event(usage_chunk_json(r, state->id, usage_of(s, *job))));
           send(std::string(kSseDone));
@@ -243,6 +239,17 @@ void stream_answer(Server& s, const httplib::Request& req, httplib::Response& re
       });
 }
 
+// Whether the client of a request that has not been answered yet went away (closed or reset its
+// connection): then nobody reads the answer, and the job is abandoned so that its decoding stops.
+// 499 (nginx's "client closed request") only names it in the log: nobody receives it.
+bool client_left(Job& job, httplib::Response& res) {
+  const Exchange* x = current_exchange();
+  if (!x || !x->client_gone()) return false;
+  job.abandoned = true;
+  res.status = 499;
+  return true;
+}
+
 void completions(Server& s, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   std::shared_ptr<Job> job;
   try {
@@ -254,28 +261,32 @@ void completions(Server& s, const httplib::Request& req, httplib::Response& res,
                             "rate_limit_exceeded", "", "queue_full"}};
   } catch (const RequestRefused& e) {
     send_error(res, e.error);
+    if (e.error.status == 429) res.set_header("Retry-After", "1");  // a queue slot frees within a request
     s.metrics.count_request(req.path, e.error.status);
     return;
   }
   // Wait for the first text (or the end): an error found by the scheduler (a prompt too long
   // once its images are laid out) still gets its status instead of a stream already begun.
+  // A client that leaves meanwhile abandons its job: the scheduler drops or cancels it.
   std::string text;
   std::vector<int32_t> ids;
   bool finished = false;
-  while (!(finished = job->wait(text, ids, std::chrono::milliseconds(500))) && text.empty() && ids.empty()) {
-  }
+  while (!(finished = job->wait(text, ids, std::chrono::milliseconds(250))) && text.empty() && ids.empty())
+    if (client_left(*job, res)) return;
   if (finished && job->error) {
     send_error(res, *job->error);
     s.metrics.count_request(req.path, job->error->status);
     return;
   }
   if (job->request.stream) return stream_answer(s, req, res, job, std::move(text), std::move(ids));
-  while (!finished) finished = job->wait(text, ids, std::chrono::milliseconds(500));
+  while (!finished && !(finished = job->wait(text, ids, std::chrono::milliseconds(250))))
+    if (client_left(*job, res)) return;
   if (job->error) {
     send_error(res, *job->error);
     s.metrics.count_request(req.path, job->error->status);
     return;
   }
+  if (Exchange* x = current_exchange()) x->tokens = job->output.tokens.size();
   res.set_content(json_text(answer_json(job->request, answer_id(s, endpoint), answer_of(s, *job, std::move(text)))),
                   "application/json");
   s.metrics.count_request(req.path, 200);
@@ -289,7 +300,7 @@ void describe_error(const Server& s, const httplib::Request& req, httplib::Respo
     e.message = fmt::format("unknown endpoint: {} {}", req.method, req.path.substr(0, 200));
     e.code = "unknown_url";
   } else if (res.status == 413) {
-    e.message = fmt::format("the request body is larger than --max-body-mib ({} bytes)", s.options.max_body_bytes);
+    e.message = fmt::format("the request body is larger than --max-body-mib ({} bytes)", s.options.front.max_body_bytes);
     e.code = "request_too_large";
   } else if (res.status == 400) {
     e.message = "malformed HTTP request";
@@ -298,58 +309,87 @@ void describe_error(const Server& s, const httplib::Request& req, httplib::Respo
   s.metrics.count_request(req.path, res.status);
 }
 
+json model_json(const Server& s) {
+  return {{"id", s.options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "eaglevk"}};
+}
+
+// cpp-httplib's request processing on a request the front has read in full: process_request
+// parses the forwarded head, routes, and writes the answer (streamed ones too) to the socket.
+// Only the socket loop of httplib::Server goes unused, and with it its unbounded reads.
+class Router : public httplib::Server {
+ public:
+  // httplib cuts a streamed answer short once its listening socket is gone (svr_sock_, which
+  // its own listen() would set): the front's stands in for it.
+  explicit Router(int listen_fd) { svr_sock_ = listen_fd; }
+  bool serve(httplib::Stream& stream, bool last, bool& closed) { return process_request(stream, last, closed, nullptr); }
+};
+
+// The request as bytes in memory (the forwarded head, then the body), and the client's socket
+// for the answer, each write within the front's deadline.
+class ExchangeStream final : public httplib::Stream {
+ public:
+  ExchangeStream(int fd, const FullRequest& request, std::chrono::seconds timeout)
+      : fd_(fd), request_(request), timeout_(timeout) {}
+  bool is_readable() const override { return offset_ < request_.head.size() + request_.body.size(); }
+  bool is_writable() const override {
+    pollfd p{fd_, POLLOUT, 0};
+    return poll(&p, 1, int(std::chrono::milliseconds(timeout_).count())) > 0 && !(p.revents & (POLLERR | POLLHUP));
+  }
+  ssize_t read(char* ptr, size_t size) override {
+    const std::string& part = offset_ < request_.head.size() ? request_.head : request_.body;
+    const size_t at = offset_ < request_.head.size() ? offset_ : offset_ - request_.head.size();
+    const size_t n = std::min(size, part.size() - at);
+    std::copy_n(part.data() + at, n, ptr);
+    offset_ += n;
+    return ssize_t(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    return send_all(fd_, std::string_view(ptr, size), timeout_) ? ssize_t(size) : -1;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(getsockname, ip, port); }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t size = sizeof a;
+    char host[NI_MAXHOST] = "", service[NI_MAXSERV] = "0";
+    if (get(fd_, reinterpret_cast<sockaddr*>(&a), &size) == 0)
+      getnameinfo(reinterpret_cast<sockaddr*>(&a), size, host, sizeof host, service, sizeof service,
+                  NI_NUMERICHOST | NI_NUMERICSERV);
+    ip = host;
+    port = std::atoi(service);
+  }
+  int fd_;
+  const FullRequest& request_;
+  std::chrono::seconds timeout_;
+  size_t offset_ = 0;
+};
+
 }  // namespace
 
-StopSignals::StopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  waiter_ = std::thread([this, set] {
-    int signal = 0;
-    sigwait(&set, &signal);
-    if (closing_) return;
-    std::lock_guard lock(mutex_);
-    if (!stop_) {
-      fmt::print(stderr, "eaglevk: stopped by signal {} before serving\n", signal);
-      std::_Exit(130);
-    }
-    stop_();
-  });
-}
-
-StopSignals::~StopSignals() {
-  closing_ = true;
-  pthread_kill(waiter_.native_handle(), SIGTERM);  // wakes the waiter if no signal came
-  waiter_.join();
-}
-
-void StopSignals::on_stop(std::function<void()> stop) {
-  std::lock_guard lock(mutex_);
-  stop_ = std::move(stop);
-}
-
 int run_server(const std::shared_ptr<const api::Model>& model, Scheduler& scheduler, Metrics& metrics,
-               const ServerOptions& options, StopSignals& signals) {
+               const ServerOptions& options, Front& front, StopSignals& signals) {
   Server s(model, scheduler, metrics, options);
-  httplib::Server http;
-  const size_t threads = options.http_threads;
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http.set_payload_max_length(options.max_body_bytes);
-  http.set_read_timeout(options.timeout);
-  http.set_write_timeout(options.timeout);
-
-  http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
-    if (s.options.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
-    const std::string header = req.get_header_value("Authorization");
-    if (header.starts_with("Bearer ") && same_key(std::string_view(header).substr(7), s.options.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, {401, "Incorrect API key provided (the server was started with --api-key)",
-                     "invalid_request_error", "", "invalid_api_key"});
-    s.metrics.count_request(req.path, 401);
-    return httplib::Server::HandlerResponse::Handled;
+  Router http(front.listen_fd());
+  http.set_payload_max_length(options.front.max_body_bytes);  // the front has checked; a second guard
+  http.set_keep_alive_timeout(options.front.io_timeout.count());
+  http.set_keep_alive_max_count(100);
+  // The status of each request, for the front's log line.
+  http.set_logger([](const httplib::Request&, const httplib::Response& res) {
+    if (Exchange* x = current_exchange()) x->status = res.status;
   });
+  if (!options.cors_origin.empty()) {
+    // Opt-in: a browser page served from that origin may call the API (the key still applies).
+    http.set_default_headers({{"Access-Control-Allow-Origin", options.cors_origin}, {"Vary", "Origin"}});
+    http.Options(R"(/v1/.*)", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+  }
   http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) { describe_error(s, req, res); });
   http.set_exception_handler([&s](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
@@ -368,9 +408,19 @@ int run_server(const std::shared_ptr<const api::Model>& model, Scheduler& schedu
   http.Post("/v1/completions",
             [&s](const httplib::Request& req, httplib::Response& res) { completions(s, req, res, Endpoint::Completion); });
   http.Get("/v1/models", [&s](const httplib::Request& req, httplib::Response& res) {
-    json model = {{"id", s.options.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "eaglevk"}};
-    res.set_content(json_text({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+    res.set_content(json_text({{"object", "list"}, {"data", json::array({model_json(s)})}}), "application/json");
     s.metrics.count_request(req.path, 200);
+  });
+  http.Get(R"(/v1/models/(.+))", [&s](const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    if (id == s.options.model_name) {
+      res.set_content(json_text(model_json(s)), "application/json");
+    } else {
+      send_error(res, {404, fmt::format("the model '{}' does not exist; this server serves '{}'", id.substr(0, 200),
+                                        s.options.model_name),
+                       "invalid_request_error", "model", "model_not_found"});
+    }
+    s.metrics.count_request("/v1/models", res.status);
   });
   http.Get("/health", [&s](const httplib::Request& req, httplib::Response& res) {
     const bool ok = s.scheduler.healthy();
@@ -381,20 +431,17 @@ int run_server(const std::shared_ptr<const api::Model>& model, Scheduler& schedu
     res.set_content(s.metrics.text(s.scheduler.gauges()), "text/plain; version=0.0.4");
   });
 
-  int port = options.port;
-  if (port == 0) {
-    port = http.bind_to_any_port(options.host);
-  } else if (!http.bind_to_port(options.host, port)) {
-    port = -1;
-  }
-  if (port < 0) fail("cannot listen on {}:{} (is the port taken, or the address not this machine's?)", options.host, options.port);
+  const FrontOptions& f = options.front;
   fmt::print(stderr, "eaglevk: serving {} on http://{}:{} (OpenAI API under /v1; Ctrl-C stops)\n", options.model_name,
-             options.host, port);
-
-  signals.on_stop([&http] { http.stop(); });
-  const bool listened = http.listen_after_bind();
+             f.host, front.port());
+  signals.on_stop([&front] { front.stop(); });
+  front.run([&http, &f](Exchange& x, const FullRequest& request, bool last) {
+    ExchangeStream stream(x.fd, request, f.io_timeout);
+    bool closed = false;
+    const bool written = http.serve(stream, last, closed);
+    return written && !closed;
+  });
   signals.on_stop({});
-  if (!listened) fail("serving on {}:{} failed", options.host, port);
   fmt::print(stderr, "eaglevk: server stopped\n");
   return 0;
 }
