@@ -60,7 +60,8 @@ int serve_command(const ServeArgs& a) {
   // The key may come from the environment, where other users cannot read it (a command line
   // shows in `ps`).
   options.api_key = a.api_key;
-  if (const char* key = std::getenv("EAGLEVK_API_KEY"); key && options.api_key.empty()) options.api_key = key;
+  if (const std::optional<std::string> key = api::environment_switch("EAGLEVK_API_KEY"); key && options.api_key.empty())
+    options.api_key = *key;
   options.max_body_bytes = uint64_t(a.max_body_mib) << 20;
   options.timeout = std::chrono::seconds(a.timeout);
   options.allowed_image_dirs.assign(a.allowed_image_dirs.begin(), a.allowed_image_dirs.end());
