@@ -24,7 +24,7 @@ void add_devices_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("devices", "List Vulkan devices and their probed features");
   auto verbose = std::make_shared<bool>(false);
   sub->add_flag("--env,--verbose,-v", *verbose,
-                "also the EAGLEVK_* variables in force and each device's profile (every kernel choice, by key)");
+                "also the EAGLEVK_* variables in force and each device's profile");
   sub->footer("Example: eaglevk devices --env");
   register_runner(sub, [verbose] {
     for (const std::string& device : api::describe_devices()) fmt::print("{}", device);
