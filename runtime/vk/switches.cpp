@@ -52,6 +52,8 @@ constexpr Switch kSwitches[] = {
      "where the automatic draft-token choice keeps the pass costs it measured"},
     {"EAGLEVK_DEMO_MODEL", T::Path, "", 0, 0, "", "the model `eaglevk demo` runs, instead of the tiny one"},
     {"EAGLEVK_API_KEY", T::Text, "", 0, 0, "", "the HTTP server's key when its command line gives none"},
+    // Read by the C example (apps/examples/embed.c) itself, through getenv: it shows the C API only.
+    {"EAGLEVK_ASSETS", T::Path, "", 0, 0, "", "the assets folder of the C example program (apps/examples/embed.c)"},
 
     // The test harness's.
     {"EAGLEVK_LLAMA3_REF", T::Path, "", 0, 0, "", "the Llama-3 tokenizer reference (tests)", true},
