@@ -66,6 +66,7 @@ constexpr Switch kSwitches[] = {
     {"EAGLEVK_NO_VULKAN_STACK", T::Bool, "", 0, 0, "off", "tests/run_all.sh without the newer Vulkan stack", true},
     {"EAGLEVK_TEST_TARGETS", T::Text, "", 0, 0, "", "tests/run_all.sh builds only these targets", true},
     {"EAGLEVK_TEST_REGEX", T::Text, "", 0, 0, "", "tests/run_all.sh runs only the tests matching it", true},
+    {"EAGLEVK_REUSE_INDEX", T::Path, "", 0, 0, "", "tests/tools/reuse_objects.py's index of reusable objects", true},
 
     // The tuning variables before the device profile (CHANGELOG, 0.9): each is now a profile key.
     {"EAGLEVK_MATVEC_SHAPE", T::Retired, "matvec.workgroup=W,matvec.outs=O,matvec.block_outs=O"},
