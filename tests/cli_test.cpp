@@ -380,7 +380,7 @@ TEST(Cli, EveryBadInputIsACleanError) {
     for (auto [key, value] : {std::pair{std::string("{dir}"), dir.string()}, std::pair{std::string("{assets}"), asset("")}})
       for (size_t at; (at = args.find(key)) != std::string::npos;) args.replace(at, key.size(), value);
     // A hang fails too: the run gets two minutes.
-    const std::string env = entry.value("env", "");  // variables for the run, e.g. "EAGLEVK_SUBGROUP_SIZE=3"
+    const std::string env = entry.value("env", "");  // variables for the run, e.g. "EAGLEVK_PROFILE_OVERRIDE=subgroup.size=3"
     const Result r = run_process(fmt::format("EAGLEVK_VALIDATE=1 {} timeout 120 {} {} 2>&1", env, cli, args));
     EXPECT_EQ(r.code, entry.value("status", 1)) << args << "\n" << r.out.substr(0, 3000);
     const size_t at = r.out.find("eaglevk: error: ");

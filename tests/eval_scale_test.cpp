@@ -478,7 +478,7 @@ TEST(Bench, ProfileCountsEachCommandPerToken) {
   };
   // One step of plain decoding: each layer's qkv (with rope and the KV write folded in: the
   // matvec_rope kernels) and gate/up products, one lm_head; the norms before them are dispatches
-  // of their own, or folded into the products (EAGLEVK_FOLD_NORMS), never anything between.
+  // of their own, or folded into the products (the profile's fold.norms), never anything between.
   EXPECT_DOUBLE_EQ(per_token(plain, " qkv"), layers);
   double folded_qkv = 0;
   for (const auto& c : plain["commands"])

@@ -1,7 +1,7 @@
 // Folds at the model level, each against its unfolded reference: RMSNorms folded into the
-// products that consume them (Gpu::fold_norms, EAGLEVK_FOLD_NORMS=1), and rope with the KV-cache
+// products that consume them (Gpu::fold_norms, the profile's fold.norms=on), and rope with the KV-cache
 // write folded into the q/k/v products, or for Llama-4's rope layers with QK norm into one
-// dispatch with the norm (Gpu::fold_rope, on by default; EAGLEVK_FOLD_ROPE=0 turns it off). Both tiny targets give the same greedy tokens and the same logits bits as with the
+// dispatch with the norm (Gpu::fold_rope, on by default; fold.rope=off turns it off). Both tiny targets give the same greedy tokens and the same logits bits as with the
 // separate dispatches, and EAGLE-3 speculation on both pairs the same tokens and acceptance
 // counts (the draft's proposals come from its own folded products). ops_test checks the
 // kernels bitwise in every vendor's configuration; this checks that the models fold the right

@@ -248,7 +248,7 @@ TEST_F(QuantTest, MatvecIsBatchInvariant) {
 // Outputs per workgroup chosen for several rows (MatvecShape::rows_outs: 1, 3 and 8) keep every
 // row's decode-step bits, on the two block paths (Q4_0's 32-element groups, Q4_K's items) in
 // NVIDIA's configuration: 61 outputs (partial workgroups), Q4_K's product split over subgroups
-// (from 64 columns, as EAGLEVK_GPU_SHAPES runs it), Q4_0's one subgroup-sized workgroup each.
+// (from 64 columns, as the profile's shapes=gpu runs it), Q4_0's one subgroup-sized workgroup each.
 TEST_F(QuantTest, MatvecRowsOutsKeepTheDecodeBits) {
   const uint32_t n = 61;
   for (WeightType t : {WeightType::Q4_0, WeightType::Q4_K}) {

@@ -141,7 +141,7 @@ TEST_F(OpsTest, CoopmatGemm) {
     rec.submit_and_wait();
     std::vector<float> all = read_back<float>(ybuf, size_t(rows) * n);
     EXPECT_TRUE(bitwise_equal(std::vector<float>(all.begin() + 70 * n, all.begin() + 71 * n), read_back<float>(one, n)));
-    // EAGLEVK_GEMM_PRECISION=f16: the inputs' nearest f16 alone, f16-sized errors (about 2^-11 of
+    // gemm.precision=f16: the inputs' nearest f16 alone, f16-sized errors (about 2^-11 of
     // the products' magnitudes, summed over k): within 0.05 of the reference here, and clearly
     // worse than the halves' (which sit within 1e-4), so the switch reaches the kernel.
     auto worst_error = [&]() {
@@ -160,7 +160,7 @@ TEST_F(OpsTest, CoopmatGemm) {
     const double f16_error = worst_error();
     EXPECT_LT(f16_error, 0.05);
     EXPECT_GT(f16_error, 10 * split_error) << "f16 inputs " << f16_error << ", halves " << split_error;
-    // EAGLEVK_GEMM_PREFETCH=1 and EAGLEVK_GEMM_TILE_K=64: the 128 block's pipelined k loop and
+    // gemm.prefetch=on and gemm.tile_k=64: the 128 block's pipelined k loop and
     // its 64-wide k tiles give the plain loop's bits, with the halves and with f16 inputs (K 1000:
     // the last tile partial, wide loads; 998: element loads); the 64 block keeps its one kernel.
     if (block == 128) {
@@ -173,69 +173,6 @@ TEST_F(OpsTest, CoopmatGemm) {
   }
   if (coopmat_gemm_blocks().size() < 2)
     GTEST_SKIP() << "no 128 block here: " << ops::coopmat_unavailable(gpu().ctx, 128);
-}
-
-// One GEMM switch read from the environment: each (value, what it gives) pair, unset and empty
-// included, is accepted, and each bad value is an error naming the variable, the value and the
-// two accepted ones (`first`, `second`). The variable is restored after.
-template <typename T>
-void expect_env_switch(const char* name, T (*read)(), std::initializer_list<std::pair<const char*, T>> accepted,
-                       std::initializer_list<const char*> bad, const char* first, const char* second) {
-  const char* before = std::getenv(name);
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto read_with = [&](const char* value) {
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-    return read();
-  };
-  for (const auto& [value, want] : accepted) EXPECT_EQ(read_with(value), want) << name << "=" << (value ? value : "(unset)");
-  for (const char* value : bad) {
-    try {
-      read_with(value);
-      ADD_FAILURE() << "no error for " << name << "=" << value;
-    } catch (const std::exception& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find(std::string(name) + "=" + value + ":"), std::string::npos) << what;
-      EXPECT_NE(what.find(std::string("expected ") + first), std::string::npos) << what;
-      EXPECT_NE(what.find(std::string("or ") + second), std::string::npos) << what;
-    }
-  }
-  if (saved)
-    ::setenv(name, saved->c_str(), 1);
-  else
-    ::unsetenv(name);
-}
-
-// EAGLEVK_GEMM_BLOCK: 64 or 128, unset or empty 0 (the device's choice).
-TEST(GemmBlockSwitch, AcceptsSixtyFourAndOneTwentyEight) {
-  expect_env_switch<uint32_t>("EAGLEVK_GEMM_BLOCK", ops::gemm_block_from_env,
-                              {{nullptr, 0u}, {"", 0u}, {"64", 64u}, {"128", 128u}}, {"96", "256", "128x", "0"}, "64",
-                              "128");
-}
-
-// EAGLEVK_GEMM_PRECISION: split (or unset, or empty) keeps the f16 halves, f16 takes the nearest
-// f16 alone.
-TEST(GemmPrecisionSwitch, AcceptsSplitAndF16) {
-  expect_env_switch<bool>("EAGLEVK_GEMM_PRECISION", ops::gemm_f16_inputs_from_env,
-                          {{nullptr, false}, {"", false}, {"split", false}, {"f16", true}},
-                          {"F16", "fp16", "half", "split "}, "split", "f16");
-}
-
-// EAGLEVK_GEMM_PREFETCH: 1 pipelines the 128 block's k loop, 0 (or unset, or empty) keeps the
-// plain loop.
-TEST(GemmPrefetchSwitch, AcceptsOneAndZero) {
-  expect_env_switch<bool>("EAGLEVK_GEMM_PREFETCH", ops::gemm_prefetch_from_env,
-                          {{nullptr, false}, {"", false}, {"0", false}, {"1", true}}, {"2", "on", "true", "1 "}, "1",
-                          "0");
-}
-
-// EAGLEVK_GEMM_TILE_K: 32 (or unset, or empty) or 64.
-TEST(GemmTileKSwitch, AcceptsThirtyTwoAndSixtyFour) {
-  expect_env_switch<uint32_t>("EAGLEVK_GEMM_TILE_K", ops::gemm_tile_k_from_env,
-                              {{nullptr, 32u}, {"", 32u}, {"32", 32u}, {"64", 64u}}, {"16", "128", "0", "64 "}, "32",
-                              "64");
 }
 
 // The 128 block's shared memory, counted as gemm_coopmat.comp declares it: NVIDIA's 48 KiB
@@ -251,52 +188,11 @@ TEST(GemmTileKSwitch, SharedMemoryOfTheTiles) {
 // The device's choice: the 128 block on NVIDIA where it runs (measured faster there), 64 on
 // other vendors and where the device cannot hold the 128 block.
 TEST(GemmBlockSwitch, DevicesChooseTheirBlock) {
-  EXPECT_EQ(ops::gemm_block_for(0x10de, true), 128u);
-  EXPECT_EQ(ops::gemm_block_for(0x10de, false), 64u);
-  EXPECT_EQ(ops::gemm_block_for(0x1002, true), 64u);
-  EXPECT_EQ(ops::gemm_block_for(0x8086, true), 64u);
-  EXPECT_EQ(ops::gemm_block_for(0x10005, true), 64u);  // Mesa's lavapipe
-}
-
-// EAGLEVK_COOPMAT=0 turns the coopmat GEMM off, =1 asks for it (an error that names what is
-// missing where the build or device lacks it), anything else is refused; unset, NVIDIA and AMD
-// GPUs with the kernels use them, Intel's and CPU devices do not.
-TEST_F(OpsTest, CoopmatSwitch) {
-  const char* before = std::getenv("EAGLEVK_COOPMAT");
-  const std::optional<std::string> saved = before ? std::optional<std::string>(before) : std::nullopt;
-  auto coopmat_with = [](const char* value) {
-    if (value)
-      ::setenv("EAGLEVK_COOPMAT", value, 1);
-    else
-      ::unsetenv("EAGLEVK_COOPMAT");
-    vk::ContextOptions options = vk::ContextOptions::from_env();
-    options.validate = true;
-    return ops::Gpu(options).coopmat_gemm;
-  };
-  auto error_with = [&](const char* value) {
-    try {
-      coopmat_with(value);
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  const std::string missing = ops::coopmat_unavailable(gpu().ctx);
-  EXPECT_FALSE(coopmat_with("0"));
-  if (missing.empty()) {
-    EXPECT_TRUE(coopmat_with("1"));
-  } else {
-    const std::string error = error_with("1");
-    EXPECT_NE(error.find("EAGLEVK_COOPMAT=1"), std::string::npos) << error;
-    EXPECT_NE(error.find(missing), std::string::npos) << error;
-  }
-  EXPECT_NE(error_with("yes").find("EAGLEVK_COOPMAT=yes"), std::string::npos);
-  EXPECT_EQ(coopmat_with(nullptr), missing.empty() && gpu().ctx.info.type != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-                                       gpu().ctx.info.vendor_id != 0x8086);
-  if (saved)
-    ::setenv("EAGLEVK_COOPMAT", saved->c_str(), 1);
-  else
-    ::unsetenv("EAGLEVK_COOPMAT");
+  EXPECT_EQ(ops::gemm_block_for(vk::vendor::kNvidia, true), 128u);
+  EXPECT_EQ(ops::gemm_block_for(vk::vendor::kNvidia, false), 64u);
+  EXPECT_EQ(ops::gemm_block_for(vk::vendor::kAmd, true), 64u);
+  EXPECT_EQ(ops::gemm_block_for(vk::vendor::kIntel, true), 64u);
+  EXPECT_EQ(ops::gemm_block_for(vk::vendor::kMesa, true), 64u);  // Mesa's lavapipe
 }
 
 // A verify pass of k+1 rows must give each row the bits a one-row decode step gives it.
@@ -321,7 +217,7 @@ TEST_F(OpsTest, MatvecIsBatchInvariant) {
 // product against the same row alone (the one-row dispatch, the device's outputs), on bf16 (the
 // float loop every float type shares) with rows_outs 1, 3 (odd: the SwiGLU fold rounds it up to
 // 4; 37 outputs leave partial workgroups) and 8. NVIDIA's workgroup split over subgroups (from 64
-// columns, as EAGLEVK_GPU_SHAPES runs it) and lavapipe's one subgroup with texel loads.
+// columns, as the profile's shapes=gpu runs it) and lavapipe's one subgroup with texel loads.
 TEST_F(OpsTest, MatvecRowsOutsKeepTheDecodeBits) {
   const uint32_t n = 37, k = 264;
   const std::vector<VendorMatvecShape> vendors = vendor_matvec_shapes();
@@ -372,75 +268,6 @@ TEST_F(OpsTest, MatvecRowsOutsKeepTheDecodeBits) {
                                             std::min<uint32_t>(rows, MATVEC_MAX_ROWS)});
         EXPECT_EQ(gpu().pipelines.size(), pipelines) << "no dispatch with " << c.rows_outs << " outputs a workgroup";
       }
-    }
-  }
-}
-
-// EAGLEVK_MATVEC_ROWS_OUTS sets the outputs per workgroup of several-row products (tuning); a
-// value the kernel cannot run is refused with the limits.
-TEST_F(OpsTest, MatvecRowsOutsFromTheEnvironment) {
-  struct Unset {
-    ~Unset() { ::unsetenv("EAGLEVK_MATVEC_ROWS_OUTS"); }
-  };
-  auto with_env = [](const char* value) {
-    Unset unset;
-    ::setenv("EAGLEVK_MATVEC_ROWS_OUTS", value, 1);
-    return ops::matvec_shape_from_env(gpu().ctx);
-  };
-  ::unsetenv("EAGLEVK_MATVEC_ROWS_OUTS");
-  const std::optional<ops::MatvecShape> none = ops::matvec_shape_from_env(gpu().ctx);
-  EXPECT_TRUE(!none || none->rows_outs == 0);
-  for (uint32_t outs : {1u, 3u, uint32_t(MATVEC_MAX_OUTS)}) {
-    const std::optional<ops::MatvecShape> shape = with_env(std::to_string(outs).c_str());
-    ASSERT_TRUE(shape.has_value());
-    EXPECT_EQ(shape->rows_outs, outs);
-    EXPECT_EQ(shape->outs_for(true, 2), outs);
-    EXPECT_EQ(shape->outs_for(false, 8), outs);
-    // One row keeps the device's outputs.
-    EXPECT_EQ(shape->outs_for(true, 1), shape->block_outs);
-    EXPECT_EQ(shape->outs_for(false, 1), shape->outs);
-  }
-  for (const char* bad : {"0", "9", "-1", "a", "4,", "4x"}) {
-    try {
-      with_env(bad);
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const eaglevk::Error& e) {
-      const std::string what = e.what();
-      EXPECT_NE(what.find("EAGLEVK_MATVEC_ROWS_OUTS"), std::string::npos) << what;
-      EXPECT_NE(what.find(fmt::format("1..{}", MATVEC_MAX_OUTS)), std::string::npos) << what;
-    }
-  }
-}
-
-// EAGLEVK_MATVEC_SHAPE sets the matrix-vector shape for tuning; values the kernel cannot run are
-// refused with the limits.
-TEST_F(OpsTest, MatvecShapeFromTheEnvironment) {
-  struct Unset {
-    ~Unset() { ::unsetenv("EAGLEVK_MATVEC_SHAPE"); }
-  };
-  auto with_env = [](const char* value) {
-    Unset unset;
-    ::setenv("EAGLEVK_MATVEC_SHAPE", value, 1);
-    return ops::matvec_shape_from_env(gpu().ctx);
-  };
-  ::unsetenv("EAGLEVK_MATVEC_SHAPE");
-  EXPECT_FALSE(ops::matvec_shape_from_env(gpu().ctx).has_value());
-  const auto& f = gpu().ctx.info.features;
-  std::optional<ops::MatvecShape> shape = with_env("16,3");
-  ASSERT_TRUE(shape.has_value());
-  EXPECT_EQ(shape->workgroup, 16u);
-  EXPECT_EQ(shape->outs, 3u);
-  EXPECT_EQ(shape->block_outs, 3u);
-  EXPECT_EQ(shape->one_subgroup, 0u);
-  EXPECT_EQ(with_env("16,8")->outs, 8u);
-  shape = with_env(fmt::format("{},1", f.subgroup_size).c_str());
-  EXPECT_EQ(shape->one_subgroup, f.min_subgroup_size == f.max_subgroup_size ? 1u : 0u);
-  for (const char* bad : {"64", "64,2,", "64,2,1", "a,b", "0,2", "64,9", "64,0", "100000,1"}) {
-    try {
-      with_env(bad);
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const eaglevk::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("EAGLEVK_MATVEC_SHAPE"), std::string::npos) << e.what();
     }
   }
 }
@@ -993,22 +820,6 @@ INSTANTIATE_TEST_SUITE_P(
       return fmt::format("r{}_h{}_kv{}_d{}_p{}_c{}{}", c.rows, c.heads, c.kv_heads, c.head_dim, c.first_pos, c.chunk,
                          c.qscale ? "_qscale" : "");
     });
-
-// Keys per split: the device's default (none on a CPU device), or EAGLEVK_ATTENTION_SPLIT, which
-// must be 0 or a multiple of 64.
-TEST_F(OpsTest, AttentionSplitKeysComeFromTheDeviceOrTheEnvironment) {
-  ASSERT_EQ(std::getenv("EAGLEVK_ATTENTION_SPLIT"), nullptr);
-  EXPECT_EQ(ops::attention_split_keys(gpu().ctx), gpu().ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0u : 64u);
-  for (const char* good : {"0", "128"}) {
-    setenv("EAGLEVK_ATTENTION_SPLIT", good, 1);
-    EXPECT_EQ(ops::attention_split_keys(gpu().ctx), uint32_t(std::atoi(good)));
-  }
-  for (const char* bad : {"100", "", "64k", "-64"}) {
-    setenv("EAGLEVK_ATTENTION_SPLIT", bad, 1);
-    EXPECT_THROW(ops::attention_split_keys(gpu().ctx), eaglevk::Error) << bad;
-  }
-  unsetenv("EAGLEVK_ATTENTION_SPLIT");
-}
 
 // Attention of a row must not depend on how many rows share the dispatch.
 TEST_F(OpsTest, AttentionIsBatchInvariant) {

@@ -385,7 +385,7 @@ TEST(SpirvReflect, WorkgroupSizeFromTheLayoutOrItsSpecializationConstant) {
 }
 
 // Where the device can require a subgroup size, every kernel runs the size the device reports as
-// its default (or EAGLEVK_SUBGROUP_SIZE), and the features the ops choose shapes by say so; the
+// its default (or the profile's subgroup.size), and the features the ops choose shapes by say so; the
 // fixture's validation layer checks each pipeline's requirement (full subgroups only where the
 // workgroup's x is a multiple of the size, at most maxComputeWorkgroupSubgroups of them).
 TEST_F(GpuTest, EveryKernelRequiresTheDevicesSubgroupSizeWhereItCan) {
@@ -397,8 +397,10 @@ TEST_F(GpuTest, EveryKernelRequiresTheDevicesSubgroupSizeWhereItCan) {
     EXPECT_EQ(f.min_subgroup_size, probed.features.min_subgroup_size);
     return;
   }
-  const char* env = std::getenv("EAGLEVK_SUBGROUP_SIZE");
-  EXPECT_EQ(ctx.required_subgroup_size, env ? uint32_t(std::atoi(env)) : probed.features.subgroup_size);
+  // The driver's default, 16 on Intel GPUs, or the profile's subgroup.size: as settled_device_info
+  // (what `eaglevk devices --env` shows) works it out, and as the profile records it.
+  EXPECT_EQ(ctx.required_subgroup_size, vk::settled_device_info(probed).features.subgroup_size);
+  EXPECT_EQ(gpu().profile.subgroup_size, ctx.required_subgroup_size);
   EXPECT_EQ(f.subgroup_size, ctx.required_subgroup_size);
   EXPECT_EQ(f.min_subgroup_size, f.max_subgroup_size);
   EXPECT_LE(f.max_workgroup_invocations, ctx.required_subgroup_size * f.max_compute_workgroup_subgroups);

@@ -1,5 +1,5 @@
 // Attention split along the context (flash-decoding, ops::AttentionSplit: the GPUs' default)
-// at the model level, on lavapipe with EAGLEVK_ATTENTION_SPLIT=64 so that the tiny prompts span
+// at the model level, on lavapipe with the profile's attention.split=64 so that the tiny prompts span
 // several splits: both tiny targets against golden.json as model_golden_test checks them (the
 // prompt's top-5 logits and argmax, 64 greedy tokens), and EAGLE-3 chain and tree drafting on
 // both pairs lossless against plain decoding with the same split. ops_test checks the kernels
@@ -21,15 +21,17 @@ namespace {
 
 constexpr uint32_t kContext = 256;
 
-// Model states read EAGLEVK_ATTENTION_SPLIT when they are made.
+// Model states read the profile's attention.split when they are made: appended to whatever
+// EAGLEVK_PROFILE_OVERRIDE the run has (the last setting of a key wins).
 struct SplitScope {
   explicit SplitScope(const char* keys) {
-    if (const char* old = std::getenv("EAGLEVK_ATTENTION_SPLIT")) saved = old;
-    setenv("EAGLEVK_ATTENTION_SPLIT", keys, 1);
+    if (const char* old = std::getenv("EAGLEVK_PROFILE_OVERRIDE")) saved = old;
+    const std::string split = std::string("attention.split=") + keys;
+    setenv("EAGLEVK_PROFILE_OVERRIDE", saved ? (*saved + "," + split).c_str() : split.c_str(), 1);
   }
   ~SplitScope() {
-    if (saved) setenv("EAGLEVK_ATTENTION_SPLIT", saved->c_str(), 1);
-    else unsetenv("EAGLEVK_ATTENTION_SPLIT");
+    if (saved) setenv("EAGLEVK_PROFILE_OVERRIDE", saved->c_str(), 1);
+    else unsetenv("EAGLEVK_PROFILE_OVERRIDE");
   }
   std::optional<std::string> saved;
 };

@@ -1,4 +1,5 @@
 #include <map>
+#include <memory>
 
 #include <fmt/core.h>
 
@@ -21,9 +22,15 @@ int run_selected(CLI::App& sub) { return runners().at(&sub)(); }
 
 void add_devices_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("devices", "List Vulkan devices and their probed features");
-  sub->footer("Example: eaglevk devices");
-  register_runner(sub, [] {
+  auto verbose = std::make_shared<bool>(false);
+  sub->add_flag("--env,--verbose,-v", *verbose,
+                "also the EAGLEVK_* variables in force and each device's profile");
+  sub->footer("Example: eaglevk devices --env");
+  register_runner(sub, [verbose] {
     for (const std::string& device : api::describe_devices()) fmt::print("{}", device);
+    if (!*verbose) return 0;
+    fmt::print("\n{}", api::describe_environment());
+    for (const std::string& profile : api::describe_device_profiles()) fmt::print("\n{}", profile);
     return 0;
   });
 }

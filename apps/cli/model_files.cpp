@@ -20,7 +20,8 @@
 namespace eaglevk::cli {
 
 std::filesystem::path bundled_model_dir() {
-  if (const char* dir = std::getenv("EAGLEVK_DEMO_MODEL")) return dir;
+  if (const std::optional<std::string> dir = api::environment_switch("EAGLEVK_DEMO_MODEL"); dir && !dir->empty())
+    return *dir;
   // An installed eaglevk finds the model under <prefix>/share/eaglevk/assets, next to its
   // bin/; a build tree uses the source tree's assets/.
   std::error_code ec;

@@ -67,8 +67,8 @@ int serve_command(const ServeArgs& a) {
   if (a.api_key_option->count()) {
     front.api_key = a.api_key;
     if (front.api_key.empty()) usage_fail("--api-key is empty: give the key clients must send, or leave the flag out");
-  } else if (const char* key = std::getenv("EAGLEVK_API_KEY")) {
-    front.api_key = key;
+  } else if (const std::optional<std::string> key = api::environment_switch("EAGLEVK_API_KEY")) {
+    front.api_key = *key;
     if (front.api_key.empty()) fail("EAGLEVK_API_KEY is set but empty: give it the key clients must send, or unset it");
   }
   if (std::any_of(front.api_key.begin(), front.api_key.end(), [](char c) { return uint8_t(c) <= 0x20 || uint8_t(c) >= 0x7f; }))

@@ -14,6 +14,7 @@
 #include "loader/output_file.h"
 #include "loader/sha256.h"
 #include "runtime/ops/tree.h"
+#include "runtime/vk/switches.h"
 
 namespace eaglevk::engine {
 namespace {
@@ -156,7 +157,7 @@ AutoChoice choose_tree_shape(const std::vector<AcceptanceTable>& tables, const P
 }
 
 std::filesystem::path default_cache_dir() {
-  if (const char* d = std::getenv("EAGLEVK_CACHE_DIR"); d && *d) return d;
+  if (const std::optional<std::string> d = vk::switch_value("EAGLEVK_CACHE_DIR")) return *d;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::filesystem::path(d) / "eaglevk";
   if (const char* d = std::getenv("HOME"); d && *d) return std::filesystem::path(d) / ".cache" / "eaglevk";
   return {};

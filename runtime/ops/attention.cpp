@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cstdlib>
 
 #include <eaglevk/error.h>
 
@@ -39,17 +38,9 @@ uint32_t attention_max_keys(const vk::Context& ctx, uint32_t head_dim) {
 }
 
 uint32_t attention_split_keys(const vk::Context& ctx) {
-  if (const char* env = std::getenv("EAGLEVK_ATTENTION_SPLIT")) {
-    char* end = nullptr;
-    const unsigned long keys = std::strtoul(env, &end, 10);
-    if (end == env || *end || keys % 64 || keys > (1u << 20))
-      fail("EAGLEVK_ATTENTION_SPLIT={}: keys per split must be 0 (off) or a multiple of 64 up to 1048576", env);
-    return uint32_t(keys);
-  }
-  // GPUs: one block of 64 keys a split, so that even a short context spreads over many
-  // workgroups: 1.15x the decode speed of 256-key splits at depth 1024 (8B Q4_K_M, H200,
-  // 2026-11-29, docs/perf.md).
-  return ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 64;
+  // The profile as the Gpu on `ctx` has it (the same device and environment): callers that plan
+  // memory hold only the context.
+  return device_profile(ctx.info).attention_split;
 }
 
 uint64_t attention_split_row_bytes(uint32_t heads, uint32_t head_dim, uint32_t kv_len, uint32_t keys) {
@@ -193,7 +184,7 @@ void attention(OpContext& oc, Act q, const KvLayer& kv, IntVec positions, Act ou
   const uint32_t chunk = uint32_t(std::min<uint64_t>(a.split->scratch.bytes / row_bytes, rows));
   if (chunk == 0 || row_bytes > oc.gpu.ctx.max_binding_range)
     fail("attention: one row's split states take {} bytes, more than the scratch ({} bytes) or one binding ({}) holds; "
-         "use a shorter context or larger splits (EAGLEVK_ATTENTION_SPLIT)",
+         "use a shorter context or larger splits (EAGLEVK_PROFILE_OVERRIDE=attention.split=N)",
          row_bytes, a.split->scratch.bytes, oc.gpu.ctx.max_binding_range);
   const vk::Kernel& combine = oc.gpu.pipelines.get("attention_combine", {64u});
   for (uint32_t r0 = 0; r0 < rows; r0 += chunk) {

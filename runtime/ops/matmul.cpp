@@ -1,7 +1,4 @@
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <span>
 
 #include <fmt/format.h>
@@ -56,105 +53,12 @@ MatvecShape matvec_shape_for(uint32_t subgroup_size, uint32_t min_subgroup_size,
   // GPUs other than AMD's (llama.cpp keeps AMD at one subgroup a workgroup) split the columns
   // of matrices with at most 8192 rows and at least 1024 columns over four subgroups, as
   // llama.cpp's matrix-vector kernels do on NVIDIA and Intel (docs/gpu-check.md).
-  constexpr uint32_t kAmd = 0x1002;
-  if (!cpu_device && vendor_id != kAmd) shape.split_workgroup = 4 * shape.workgroup;
-  return shape;
-}
-
-namespace {
-
-// The largest workgroup the shared-memory reduction serves: one partial sum per subgroup, at
-// most 64 of them.
-uint32_t max_reduction_workgroup(const vk::DeviceFeatures& f) {
-  return std::min(f.max_workgroup_invocations, 64u * std::max(f.min_subgroup_size, 1u));
-}
-
-// The shape matvec_shape_for gives this device.
-MatvecShape device_matvec_shape(const vk::Context& ctx) {
-  const auto& f = ctx.info.features;
-  MatvecShape shape = matvec_shape_for(f.subgroup_size, f.min_subgroup_size, f.max_subgroup_size,
-                                       ctx.info.type == VK_PHYSICAL_DEVICE_TYPE_CPU && f.storage_texel_buffers,
-                                       ctx.info.vendor_id);
-  if (shape.split_workgroup > max_reduction_workgroup(f)) shape.split_workgroup = 0;
-  return shape;
-}
-
-// EAGLEVK_MATVEC_SHAPE=WORKGROUP,OUTPUTS on top of `base`: one workgroup for every matrix.
-std::optional<MatvecShape> matvec_shape_env(const vk::Context& ctx, const MatvecShape& base) {
-  const char* env = std::getenv("EAGLEVK_MATVEC_SHAPE");
-  if (!env || !*env) return std::nullopt;
-  const auto& f = ctx.info.features;
-  unsigned wg = 0, outs = 0;
-  char end = 0;
-  if (std::sscanf(env, "%u,%u%c", &wg, &outs, &end) != 2)
-    fail("EAGLEVK_MATVEC_SHAPE='{}': expected WORKGROUP,OUTPUTS, e.g. 64,2", env);
-  const uint32_t max_wg = max_reduction_workgroup(f);
-  if (wg == 0 || wg > max_wg || outs < 1 || outs > MATVEC_MAX_OUTS)
-    fail("EAGLEVK_MATVEC_SHAPE='{}': the workgroup must be 1..{} on this device and outputs 1..{}", env, max_wg,
-         MATVEC_MAX_OUTS);
-  MatvecShape shape = base;
-  shape.workgroup = wg;
-  shape.outs = outs;
-  shape.block_outs = outs;
-  shape.one_subgroup = f.min_subgroup_size == f.max_subgroup_size && wg == f.subgroup_size ? 1u : 0u;
-  shape.split_workgroup = 0;  // the given workgroup for every matrix
-  return shape;
-}
-
-// EAGLEVK_GPU_SHAPES=1: the shapes a GPU with this device's subgroup size gets (NVIDIA's
-// policy: storage buffers, 64-invocation attention workgroups, up to 8 rows of an expert a
-// workgroup, columns split over subgroups for matrices with few rows), made runnable here, with
-// the split from 64 columns so that tiny test models take it. The test suite runs the model
-// tests so on lavapipe, so that no kernel variant a GPU executes is first executed on one.
-MatvecShape gpu_shapes(const vk::Context& ctx) {
-  const auto& f = ctx.info.features;
-  const uint32_t sg = std::max(f.subgroup_size, 1u);
-  MatvecShape shape = matvec_shape_for(sg, sg, sg, /*cpu_device=*/false, /*vendor_id=*/0x10de);
-  const bool fixed = f.min_subgroup_size == f.max_subgroup_size;
-  if (!fixed) shape.workgroup = std::max(shape.workgroup, 64u);
-  shape.one_subgroup = fixed && shape.workgroup == f.subgroup_size ? 1u : 0u;
-  shape.attention_workgroup = 64;
-  shape.split_min_cols = 64;
-  if (shape.split_workgroup > max_reduction_workgroup(f)) shape.split_workgroup = 0;
-  return shape;
-}
-
-}  // namespace
-
-bool gpu_shapes_from_env() {
-  const char* env = std::getenv("EAGLEVK_GPU_SHAPES");
-  if (!env || !*env || std::strcmp(env, "0") == 0) return false;
-  if (std::strcmp(env, "1") != 0) fail("EAGLEVK_GPU_SHAPES={}: expected 1 (a GPU's kernel shapes on this device) or 0", env);
-  return true;
-}
-
-std::optional<MatvecShape> matvec_shape_from_env(const vk::Context& ctx) {
-  std::optional<MatvecShape> shape;
-  if (gpu_shapes_from_env()) shape = gpu_shapes(ctx);
-  if (std::optional<MatvecShape> given = matvec_shape_env(ctx, shape ? *shape : device_matvec_shape(ctx))) shape = given;
-  if (const char* env = std::getenv("EAGLEVK_EXPERT_ROWS"); env && *env) {
-    char* end = nullptr;
-    const unsigned long rows = std::strtoul(env, &end, 10);
-    if (end == env || *end || rows < 1 || rows > MATVEC_MAX_ROWS)
-      fail("EAGLEVK_EXPERT_ROWS={}: rows of one expert per workgroup must be 1..{}", env, MATVEC_MAX_ROWS);
-    if (!shape) shape = device_matvec_shape(ctx);
-    shape->expert_rows = uint32_t(rows);
-  }
-  if (const char* env = std::getenv("EAGLEVK_MATVEC_ROWS_OUTS"); env && *env) {
-    char* end = nullptr;
-    const unsigned long outs = std::strtoul(env, &end, 10);
-    if (end == env || *end || outs < 1 || outs > MATVEC_MAX_OUTS)
-      fail("EAGLEVK_MATVEC_ROWS_OUTS={}: outputs per workgroup of a product of several rows must be 1..{} (the "
-           "SwiGLU fold rounds it up to an even number, the rope fold to a multiple of 4)",
-           env, MATVEC_MAX_OUTS);
-    if (!shape) shape = device_matvec_shape(ctx);
-    shape->rows_outs = uint32_t(outs);
-  }
+  if (!cpu_device && vendor_id != vk::vendor::kAmd) shape.split_workgroup = 4 * shape.workgroup;
   return shape;
 }
 
 MatvecShape matvec_shape(const Gpu& gpu) {
-  return gpu.matvec_shape_override ? *gpu.matvec_shape_override : device_matvec_shape(gpu.ctx);
+  return gpu.matvec_shape_override ? *gpu.matvec_shape_override : gpu.profile.matvec;
 }
 
 MatvecShape matvec_shape(const Gpu& gpu, const WeightMatrix& w) {

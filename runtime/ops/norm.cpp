@@ -57,7 +57,7 @@ void rope_norm_kv_write(OpContext& oc, Act qkv, uint32_t rows, const RopeKv& r, 
     fail("rope_norm_kv_write: kv_dim {} is not a whole number of even heads of {}", kv_dim, hd);
   if (r.pairing == RopePairing::None) fail("rope_norm_kv_write: a layer without rotation has no QK norm");
   const uint32_t kv_heads = kv_dim / hd, heads = r.q_heads + kv_heads;
-  if (!oc.gpu.fold_rope) {  // the three dispatches: the reference (EAGLEVK_FOLD_ROPE=0)
+  if (!oc.gpu.fold_rope) {  // the three dispatches: the reference (fold.rope=off)
     rope(oc, qkv, rows, heads, hd, r.positions, r.table, r.table_positions, r.pairing);
     rms_norm_heads(oc, qkv, rows, heads, hd, eps);
     kv_write(oc, qkv.cols(r.q_heads * hd), qkv.cols(heads * hd), rows, r.slots, r.kv);

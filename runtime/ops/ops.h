@@ -216,7 +216,7 @@ struct AttentionSplit {
   uint32_t keys = 0;        // keys per split; 0: unsplit
   vk::BufferRange scratch;  // f32 partial states, a chunk of rows at a time (attention_split_row_bytes each)
 };
-// Keys per split on this device: EAGLEVK_ATTENTION_SPLIT (0 turns splitting off; otherwise a
+// Keys per split on this device: the profile's attention.split (0 turns splitting off; otherwise a
 // multiple of 64), else 64 on GPUs (one block a split) and 0 on CPU devices (lavapipe runs a
 // few workgroups per thread already, and the merge would cost it a dispatch a layer).
 uint32_t attention_split_keys(const vk::Context& ctx);

@@ -1,5 +1,7 @@
 #include "runtime/vk/arena.h"
 
+#include "runtime/vk/switches.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -127,10 +129,7 @@ std::vector<std::pair<uint32_t, uint32_t>> ArenaPlan::aliased() const {
   return out;
 }
 
-bool arena_reuse_from_env() {
-  const char* v = std::getenv("EAGLEVK_ARENA_REUSE");
-  return !(v && std::strcmp(v, "0") == 0);
-}
+bool arena_reuse_from_env() { return switch_bool("EAGLEVK_ARENA_REUSE"); }
 
 void Arena::allocate(const Context& ctx, bool reuse, const std::string& name) {
   plan.plan(reuse);

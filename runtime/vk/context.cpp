@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <unistd.h>
 
@@ -13,6 +14,8 @@
 
 #include "runtime/vk/check.h"
 #include "runtime/vk/coopmat.h"
+#include "runtime/vk/profile_settings.h"
+#include "runtime/vk/switches.h"
 #include "runtime/vk/validation_count.h"
 #include "runtime/vk/validation_ignore.h"
 
@@ -37,11 +40,9 @@ const char* result_name(VkResult result) {
 
 ContextOptions ContextOptions::from_env() {
   ContextOptions options;
-  const char* validate = std::getenv("EAGLEVK_VALIDATE");
-  options.validate = validate && std::strcmp(validate, "0") != 0 && *validate;
-  if (const char* device = std::getenv("EAGLEVK_DEVICE")) options.device = device;
-  const char* statistics = std::getenv("EAGLEVK_PIPELINE_STATISTICS");
-  options.pipeline_statistics = statistics && std::strcmp(statistics, "1") == 0;
+  options.validate = switch_bool("EAGLEVK_VALIDATE");
+  if (std::optional<std::string> device = switch_value("EAGLEVK_DEVICE")) options.device = *device;
+  options.pipeline_statistics = switch_bool("EAGLEVK_PIPELINE_STATISTICS");
   return options;
 }
 
@@ -182,6 +183,7 @@ uint32_t compute_queue_family(VkPhysicalDevice physical) {
 }  // namespace
 
 std::vector<DeviceInfo> list_devices() {
+  check_environment();
   VkInstance instance = create_instance(false);
   std::vector<DeviceInfo> infos;
   try {
@@ -199,20 +201,21 @@ namespace {
 
 // The subgroup size every pipeline will require: the driver's default (16 on Intel's GPUs, as
 // llama.cpp requires there for its matrix-vector kernels: the driver's 32 halves the lanes that
-// hold loads in flight per thread), or EAGLEVK_SUBGROUP_SIZE (a power of two in the device's
-// range) to try another on a device that offers several.
-uint32_t choose_subgroup_size(const DeviceInfo& info) {
+// hold loads in flight per thread), or the profile's subgroup.size (a power of two in the
+// device's range) to try another on a device that offers several. The one profile key read
+// here rather than in ops: every pipeline is created with it.
+uint32_t choose_subgroup_size(const DeviceInfo& info, const std::optional<ProfileSetting>& given) {
   const DeviceFeatures& f = info.features;
-  const char* env = std::getenv("EAGLEVK_SUBGROUP_SIZE");
-  constexpr uint32_t kIntel = 0x8086;
-  if ((!env || !*env) && info.vendor_id == kIntel && info.type != VK_PHYSICAL_DEVICE_TYPE_CPU &&
-      f.min_subgroup_size <= 16 && 16 <= f.max_subgroup_size)
-    return 16;
-  if (!env || !*env) return f.subgroup_size;
-  char* end = nullptr;
-  const unsigned long size = std::strtoul(env, &end, 10);
-  if (*end || size == 0 || (size & (size - 1)) || size < f.min_subgroup_size || size > f.max_subgroup_size)
-    fail("EAGLEVK_SUBGROUP_SIZE='{}': device '{}' runs subgroups of a power of two from {} to {}", env, info.name,
+  if (!given) {
+    if (info.vendor_id == vendor::kIntel && info.type != VK_PHYSICAL_DEVICE_TYPE_CPU && f.min_subgroup_size <= 16 &&
+        16 <= f.max_subgroup_size)
+      return 16;
+    return f.subgroup_size;
+  }
+  const std::string what = fmt::format("{}: subgroup.size", given->source);
+  const uint64_t size = parse_switch_uint(what, given->value, 1, 1024);
+  if ((size & (size - 1)) || size < f.min_subgroup_size || size > f.max_subgroup_size)
+    fail("{}={}: device '{}' runs subgroups of a power of two from {} to {}", what, given->value, info.name,
          f.min_subgroup_size, f.max_subgroup_size);
   return uint32_t(size);
 }
@@ -251,13 +254,13 @@ uint64_t host_memory_available() {
 
 // Lowers `budget` to the size the environment variable `name` gives, when it is smaller.
 void cap_by_env(uint64_t& budget, std::string& source, const char* name) {
-  const char* env = std::getenv(name);
+  const std::optional<std::string> env = switch_value(name);
   if (!env) return;
-  const uint64_t cap = parse_size(env);
-  if (cap == 0) fail("{}='{}' is not a size (e.g. 8G, 512M, 4096)", name, env);
+  const uint64_t cap = parse_size(*env);
+  if (cap == 0) fail("{}='{}' is not a size (e.g. 8G, 512M, 4096)", name, *env);
   if (cap < budget) {
     budget = cap;
-    source = fmt::format("{}={}", name, env);
+    source = fmt::format("{}={}", name, *env);
   }
 }
 
@@ -322,14 +325,35 @@ void Context::check_result(VkResult result, const char* what) const {
 // prefill at Scout's width takes over 10 minutes on two cores: it gets 2 hours.
 static uint64_t fence_timeout(VkPhysicalDeviceType type) {
   const uint64_t default_seconds = type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 7200 : 600;
-  const char* env = std::getenv("EAGLEVK_FENCE_TIMEOUT");
+  const std::optional<std::string> env = switch_value("EAGLEVK_FENCE_TIMEOUT");
+  if (!env) return default_seconds * 1'000'000'000ull;
   char* end = nullptr;
-  const double seconds = env ? std::strtod(env, &end) : 0;
-  if (!env || end == env || *end || !(seconds > 0) || seconds > 1e7) return default_seconds * 1'000'000'000ull;
+  const double seconds = std::strtod(env->c_str(), &end);
+  if (end == env->c_str() || *end || !(seconds > 0) || seconds > 1e7)
+    fail("EAGLEVK_FENCE_TIMEOUT='{}': expected seconds, more than 0 and at most 10000000", *env);
   return uint64_t(seconds * 1e9);
 }
 
+static DeviceInfo with_required_subgroup_size(DeviceInfo info, uint32_t required) {
+  DeviceFeatures& f = info.features;
+  f.subgroup_size = f.min_subgroup_size = f.max_subgroup_size = required;
+  // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of the required size.
+  if (f.max_compute_workgroup_subgroups)
+    f.max_workgroup_invocations =
+        std::min<uint64_t>(f.max_workgroup_invocations, uint64_t(required) * f.max_compute_workgroup_subgroups);
+  return info;
+}
+
+DeviceInfo settled_device_info(const DeviceInfo& probed) {
+  const std::optional<ProfileSetting> given = find_profile_setting(profile_settings_from_env(), "subgroup.size");
+  if (!probed.features.subgroup_size_control) return probed;
+  return with_required_subgroup_size(probed, choose_subgroup_size(probed, given));
+}
+
 Context::Context(const ContextOptions& options) {
+  check_environment();  // a retired variable fails here; an unknown one is a warning
+  const std::optional<ProfileSetting> subgroup_setting =
+      find_profile_setting(profile_settings_from_env(), "subgroup.size");
   validation = options.validate;
   instance = create_instance(validation);
   try {
@@ -377,22 +401,17 @@ Context::Context(const ContextOptions& options) {
     std::vector<const char*> extensions;
     driver_picks_subgroup_size = info.features.min_subgroup_size != info.features.max_subgroup_size;
     if (info.features.subgroup_size_control) {
-      required_subgroup_size = choose_subgroup_size(info);
+      required_subgroup_size = choose_subgroup_size(info, subgroup_setting);
       size_control.subgroupSizeControl = VK_TRUE;
       size_control.computeFullSubgroups = VK_TRUE;
       size_control.pNext = const_cast<void*>(device_info.pNext);
       device_info.pNext = &size_control;
       extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
-      DeviceFeatures& f = info.features;
-      f.subgroup_size = f.min_subgroup_size = f.max_subgroup_size = required_subgroup_size;
-      // A workgroup may hold at most maxComputeWorkgroupSubgroups subgroups of the required size.
-      if (f.max_compute_workgroup_subgroups)
-        f.max_workgroup_invocations =
-            std::min<uint64_t>(f.max_workgroup_invocations, uint64_t(required_subgroup_size) * f.max_compute_workgroup_subgroups);
-    } else if (std::getenv("EAGLEVK_SUBGROUP_SIZE")) {
-      fail("EAGLEVK_SUBGROUP_SIZE is set but device '{}' cannot require a subgroup size "
+      info = with_required_subgroup_size(info, required_subgroup_size);
+    } else if (subgroup_setting) {
+      fail("{}: subgroup.size={} is set but device '{}' cannot require a subgroup size "
            "(no VK_EXT_subgroup_size_control for compute shaders)",
-           info.name);
+           subgroup_setting->source, subgroup_setting->value, info.name);
     }
     // Cooperative matrices for the prefill GEMM's coopmat kernel, whose SPIR-V also declares f16
     // arithmetic and the Vulkan memory model (probe_coopmat_f16 found all three).

@@ -19,7 +19,7 @@ struct ContextOptions {
   // discrete GPU, then integrated, then virtual, then CPU (lavapipe).
   std::string device;
   // Enable the Khronos validation layer with synchronization validation. Defaults to the
-  // environment variable EAGLEVK_VALIDATE=1.
+  // environment variable EAGLEVK_VALIDATE (runtime/vk/switches.h).
   bool validate = false;
   // Keep each pipeline's compiler statistics (registers, spills, instructions: the driver's
   // VK_KHR_pipeline_executable_properties, where offered) for pipeline_statistics(). Defaults
@@ -35,6 +35,10 @@ uint32_t validation_errors_in_process();
 
 // Enumerates the physical devices without creating a logical device.
 std::vector<DeviceInfo> list_devices();
+// `info` as every kernel on a Context made on it sees it: with the subgroup size the Context
+// requires (the driver's default, 16 on Intel GPUs, or the profile's subgroup.size) and the
+// workgroup limit that follows. For describing a device's profile without opening it.
+DeviceInfo settled_device_info(const DeviceInfo& probed);
 
 struct Context {
   VkInstance instance = VK_NULL_HANDLE;
@@ -49,7 +53,7 @@ struct Context {
   DeviceInfo info;
   // The subgroup size every compute pipeline requires (VK_EXT_subgroup_size_control; full
   // subgroups where the workgroup's x is a multiple of it), or 0 where the device cannot: the
-  // driver's default size, or EAGLEVK_SUBGROUP_SIZE within the device's range.
+  // driver's default size, or the profile's subgroup.size within the device's range.
   uint32_t required_subgroup_size = 0;
   bool driver_picks_subgroup_size = false;  // as probed: minSubgroupSize < maxSubgroupSize
   VkPhysicalDeviceMemoryProperties memory{};

@@ -56,8 +56,10 @@ DeviceInfo probe_device(VkInstance instance, VkPhysicalDevice device, uint32_t i
   info.name = props.properties.deviceName;
   info.type = props.properties.deviceType;
   info.vendor_id = props.properties.vendorID;
+  info.device_id = props.properties.deviceID;
   info.api_version = props.properties.apiVersion;
   info.driver = fmt::format("{} {}", driver.driverName, driver.driverInfo);
+  info.driver_id = uint32_t(driver.driverID);
 
   DeviceFeatures& f = info.features;
   f.fp16_arithmetic = f12.shaderFloat16;
@@ -110,6 +112,7 @@ DeviceInfo probe_device(VkInstance instance, VkPhysicalDevice device, uint32_t i
   vkGetPhysicalDeviceQueueFamilyProperties(device, &family_count, families.data());
   for (const auto& family : families)
     if ((family.queueFlags & VK_QUEUE_COMPUTE_BIT) && family.timestampValidBits > 0) f.timestamps = true;
+  info.arch = detect_architecture(info);
   return info;
 }
 
@@ -122,6 +125,7 @@ std::string describe(const DeviceInfo& info) {
   auto yes = [](bool b) { return b ? "yes" : "no"; };
   return fmt::format(
       "[{}] {} ({}, Vulkan {}.{}.{}, {})\n"
+      "    architecture: {} (vendor {:#06x}, device {:#06x})\n"
       "    fp16 arithmetic: {}   int8 arithmetic: {}   16-bit storage: {}   8-bit storage: {}\n"
       "    subgroup size: {}{}   subgroup arithmetic: {}   shuffle: {}   ballot: {}\n"
       "    maxStorageBufferRange: {} MiB   maxComputeSharedMemorySize: {} KiB   max workgroup: {}\n"
@@ -130,7 +134,7 @@ std::string describe(const DeviceInfo& info) {
       "    memory heaps: {}\n",
       info.index, info.name, device_type_name(info.type), VK_API_VERSION_MAJOR(info.api_version),
       VK_API_VERSION_MINOR(info.api_version), VK_API_VERSION_PATCH(info.api_version), info.driver,
-      yes(f.fp16_arithmetic), yes(f.int8_arithmetic), yes(f.storage_16bit), yes(f.storage_8bit), f.subgroup_size,
+      architecture_name(info.arch), info.vendor_id, info.device_id, yes(f.fp16_arithmetic), yes(f.int8_arithmetic), yes(f.storage_16bit), yes(f.storage_8bit), f.subgroup_size,
       f.subgroup_size_control
           ? fmt::format(" (of {}..{}, required with full subgroups)", f.min_subgroup_size, f.max_subgroup_size)
           : std::string(),

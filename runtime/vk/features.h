@@ -6,6 +6,8 @@
 
 #include <vulkan/vulkan.h>
 
+#include "runtime/vk/architecture.h"
+
 namespace eaglevk::vk {
 
 struct MemoryHeap {
@@ -51,9 +53,13 @@ struct DeviceInfo {
   uint32_t index = 0;
   std::string name;
   VkPhysicalDeviceType type = VK_PHYSICAL_DEVICE_TYPE_OTHER;
-  uint32_t vendor_id = 0;  // PCI vendor: 0x10de NVIDIA, 0x1002 AMD, 0x8086 Intel
+  uint32_t vendor_id = 0;  // PCI vendor: vendor::kNvidia, kAmd, kIntel (architecture.h)
+  uint32_t device_id = 0;  // the vendor's PCI device id
   uint32_t api_version = 0;
   std::string driver;
+  uint32_t driver_id = 0;  // VkDriverId (VK_DRIVER_ID_MESA_LLVMPIPE, VK_DRIVER_ID_MOLTENVK, ...)
+  // Worked out once from the above and the probed subgroup sizes (detect_architecture).
+  Architecture arch = Architecture::Unknown;
   DeviceFeatures features;
 };
 

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "runtime/vk/recorder.h"
+#include "runtime/vk/switches.h"
 
 namespace eaglevk::vk {
 namespace {
@@ -76,8 +77,7 @@ void profile_reset() {
 }
 
 bool profiling_requested() {
-  const char* env = std::getenv("EAGLEVK_PROFILE");
-  return requested().load() || (env && std::strcmp(env, "1") == 0);
+  return requested().load() || switch_bool("EAGLEVK_PROFILE");
 }
 
 void request_profiling() { requested() = true; }

@@ -9,6 +9,7 @@
 #include "runtime/vk/fault.h"
 #include "runtime/vk/pipeline.h"
 #include "runtime/vk/profile.h"
+#include "runtime/vk/switches.h"
 
 namespace eaglevk::vk {
 namespace {
@@ -38,15 +39,9 @@ Arg reads_rows(BufferRange bind, uint64_t first_byte, uint64_t row_bytes, uint64
 }
 Arg writes_scattered(BufferRange range, uint64_t bytes) { return {range, whole(range, false, true), bytes}; }
 
-SyncMode sync_mode_from_env() {
-  const char* mode = std::getenv("EAGLEVK_SYNC");
-  return mode && std::strcmp(mode, "full") == 0 ? SyncMode::Full : SyncMode::Tracked;
-}
+SyncMode sync_mode_from_env() { return switch_choice("EAGLEVK_SYNC") == "full" ? SyncMode::Full : SyncMode::Tracked; }
 
-bool replay_from_env() {
-  const char* v = std::getenv("EAGLEVK_REPLAY");
-  return !(v && std::strcmp(v, "0") == 0);
-}
+bool replay_from_env() { return switch_bool("EAGLEVK_REPLAY"); }
 
 Recorder::Recorder(const Context& ctx) : ctx_(ctx) {
   sync = sync_mode_from_env();

@@ -1,5 +1,7 @@
 #include "runtime/vk/validation_ignore.h"
 
+#include "runtime/vk/switches.h"
+
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -48,7 +50,7 @@ std::vector<uint32_t> ignored_validation_ids(const char* list) {
 }
 
 const std::vector<uint32_t>& ignored_validation_ids_in_process() {
-  static const std::vector<uint32_t> ids = ignored_validation_ids(std::getenv("EAGLEVK_VALIDATION_IGNORE"));
+  static const std::vector<uint32_t> ids = ignored_validation_ids(switch_value("EAGLEVK_VALIDATION_IGNORE").value_or("").c_str());
   return ids;
 }
 

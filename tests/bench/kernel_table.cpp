@@ -12,7 +12,7 @@
 // --scale divides every shape's dimensions (a dry run on a CPU device); --shapes adds
 // matrix-vector workgroup shapes to time beside the device's own choice at one row (tuning);
 // --rows-outs adds outputs per workgroup to time at every row count above one (MatvecShape's
-// rows_outs, EAGLEVK_MATVEC_ROWS_OUTS), with the device's workgroup and split. --gemm-variants
+// rows_outs, the profile's matvec.rows_outs), with the device's workgroup and split. --gemm-variants
 // times the coopmat GEMM's switches (block 64 or 128; for the 128 block the prefetch, a k tile of
 // 64 and f16 inputs, alone and together) beside the device's choice, for q4_k and f16, with the
 // compiler's statistics of each pipeline (registers, spills) where the driver gives them.

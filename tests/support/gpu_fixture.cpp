@@ -147,7 +147,7 @@ void expect_k_loop_variants_give_the_same_bits(ops::OpContext& oc, vk::Buffer& x
           product();
           ADD_FAILURE() << what << ": no error for a k tile the device cannot hold";
         } catch (const std::exception& e) {
-          EXPECT_NE(std::string(e.what()).find("EAGLEVK_GEMM_TILE_K=64:"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("gemm.tile_k=64:"), std::string::npos) << e.what();
         }
         continue;
       }

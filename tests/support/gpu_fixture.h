@@ -75,7 +75,7 @@ struct GemmKLoopScope {
 // sets it), with split and with f16 inputs, gives the plain loop's bits with the prefetching
 // loop, with k tiles of 64 and with both, and ran each of those kernels (its pipeline, the
 // constants after the matrix shape given, was made by the product, not afterwards). Tiles of 64
-// that the device's shared memory cannot hold must be refused instead, naming EAGLEVK_GEMM_TILE_K.
+// that the device's shared memory cannot hold must be refused instead, naming the profile's gemm.tile_k.
 void expect_k_loop_variants_give_the_same_bits(ops::OpContext& oc, vk::Buffer& x, const ops::WeightMatrix& weights,
                                                vk::Buffer& y, uint32_t rows, uint32_t n, uint32_t k);
 

@@ -131,7 +131,7 @@ else
 fi
 F16=$WORK/8b-f16.gguf; Q4=$WORK/8b-q4_k_m.gguf; DRAFT=$WORK/8b-eagle3
 
-step devices 30 "$B/eaglevk" devices > "$RAW/devices.txt" 2>&1
+step devices 30 "$B/eaglevk" devices --env > "$RAW/devices.txt" 2>&1
 rc=$?
 cat "$RAW/devices.txt" | head -40
 if [ $rc -ne 0 ]; then

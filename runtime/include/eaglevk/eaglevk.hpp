@@ -101,6 +101,15 @@ Runtime open_runtime(std::span<const std::string> devices);
 // Every Vulkan device as `eaglevk devices` lists it (name, type, probed features), without
 // creating a logical device.
 std::vector<std::string> describe_devices();
+// `eaglevk devices --env`: every EAGLEVK_* variable eaglevk reads, with its value in force (set,
+// or the default) and meaning; then each device's profile (every kernel choice, with
+// EAGLEVK_PROFILE_OVERRIDE and EAGLEVK_PROFILE_FILE applied), by key.
+std::string describe_environment();
+std::vector<std::string> describe_device_profiles();
+// The EAGLEVK_* variable `name` (each is declared once, in runtime/vk/switches.cpp); nullopt
+// when unset, an empty string when set but empty (the front door decides whether that is a
+// mistake). For front doors' own variables (EAGLEVK_API_KEY, EAGLEVK_DEMO_MODEL).
+std::optional<std::string> environment_switch(const std::string& name);
 // Validation-layer errors this process has seen (EAGLEVK_VALIDATE=1): a front door fails a run
 // that had any, even when the run itself succeeded.
 uint32_t validation_errors_in_process();
