@@ -142,6 +142,10 @@ TEST(JinjaBounds, TheRenderMemoryBudgetHolds) {
   // Macros whose outputs are held while they call each other: 16 MB a level.
   expect_refused("{% macro m(n) %}{{ 'x' * 16000000 }}{{ m(n + 1) }}{% endmacro %}{{ m(0) }}",
                  "the render holds more than 128 MiB (the template memory budget)");
+  // Macros returning 64 MB each (four 16 MB writes), kept side by side.
+  expect_refused("{% macro big() %}{% for i in range(4) %}{{ 'x' * 16000000 }}{% endfor %}{% endmacro %}"
+                 "{{ [big(), big(), big(), big()] | length }}",
+                 "the render holds more than 128 MiB (the template memory budget)");
   // A list literal of copies of a long string (no `+`, so no per-list cap sees it).
   expect_refused("{% set s = 'x' * 8000000 %}{% set l = [" + chain("s", ", ", 64) + "] %}", "the template memory budget");
   // A dict keyed by a long string, copied by dict() in a loop: the keys count.

@@ -46,12 +46,15 @@ corpus="$build/fuzz-corpus-$target"
 artifacts="$build/fuzz-artifacts-$target"
 max_len=16384
 rss_limit_mb=2048
+extra=()
 case "$target" in
   gguf) max_len=262144 ;;
   image) max_len=65536 ;;
   safetensors) max_len=65536 ;;
   tokenizer) max_len=262144 ;;
-  jinja_grammar) max_len=4096; rss_limit_mb=1024 ;;
+  # Every byte of a jinja_grammar input is a choice: long inputs from the start (len_control=0)
+  # reach the nested loops and macros that short ones cannot.
+  jinja_grammar) max_len=1024; rss_limit_mb=1024; extra=(-len_control=0) ;;
   config | chat_template | dataset | serve_request) ;;
   *) echo "run_fuzz.sh: unknown target '$target' (gguf, image, safetensors, config, tokenizer, chat_template, jinja_grammar, dataset, serve_request)" >&2
      exit 2 ;;
@@ -110,4 +113,4 @@ dict=()
 [[ -f "$root/tests/fuzz/$target.dict" ]] && dict=(-dict="$root/tests/fuzz/$target.dict")
 # libFuzzer returns non-zero on any finding; set -e turns that into this script's status.
 "$build/eaglevk_${target}_fuzz" "$corpus" "${dict[@]}" -max_total_time="$seconds" -rss_limit_mb="$rss_limit_mb" \
-  -max_len="$max_len" -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/" "$@"
+  -max_len="$max_len" -timeout=10 -print_final_stats=1 -artifact_prefix="$artifacts/" "${extra[@]}" "$@"
