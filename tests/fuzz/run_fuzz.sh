@@ -22,7 +22,7 @@
 #                  messages and seeds/chat_template/.
 #   jinja_grammar  the Jinja engine's bounds: every input is a template from a grammar of loops,
 #                  macros and filters; seeded with a few fixed byte strings (below). Runs under
-#                  a 1 GiB memory cap (-rss_limit_mb), the render's own budget being 64 MiB.
+#                  a 1 GiB memory cap (-rss_limit_mb), the render's own budget being 32 MiB.
 #   dataset        the JSONL datasets of `eaglevk eval`: assets/*/prompts.jsonl, tests/data/*.jsonl.
 #   serve_request  `eaglevk serve`'s request bodies (chat and completion): seeds/serve_request/.
 set -euo pipefail
