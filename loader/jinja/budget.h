@@ -26,12 +26,21 @@ class Budget {
  public:
   explicit Budget(const Limits& limits) : limits_(limits) {}
   const Limits& limits() const { return limits_; }
-  void charge_memory(size_t bytes);
+  // Inline: every value made or copied in a render comes through here.
+  void charge_memory(size_t bytes) {
+    if (bytes > limits_.max_memory_bytes - memory_) over_memory();
+    memory_ += bytes;
+  }
   void refund_memory(size_t bytes) noexcept { memory_ -= bytes < memory_ ? bytes : memory_; }
-  void charge_work(size_t units);
+  void charge_work(size_t units) {
+    if (units > limits_.max_work - work_) over_work();
+    work_ += units;
+  }
   size_t memory() const { return memory_; }
 
  private:
+  [[noreturn]] void over_memory() const;
+  [[noreturn]] void over_work() const;
   const Limits& limits_;
   size_t memory_ = 0;
   size_t work_ = 0;
@@ -41,7 +50,8 @@ class Budget {
 // copied deep inside helpers that know nothing of the render (value.cpp, the builtins), and
 // every copy must be charged: an ambient pointer reaches them all, where a context argument
 // would have to pass through every signature and every copy constructor.
-Budget* active_budget() noexcept;
+inline thread_local Budget* active_budget_on_this_thread = nullptr;  // set by ActiveBudget only
+inline Budget* active_budget() noexcept { return active_budget_on_this_thread; }
 
 // Makes `budget` the active one for its lifetime (renders do not nest, but this restores).
 class ActiveBudget {
@@ -60,7 +70,9 @@ class ActiveBudget {
 inline constexpr size_t kItemWork = 16;
 
 // Work charged to the active budget; nothing outside a render.
-void charge_work(size_t units);
+inline void charge_work(size_t units) {
+  if (Budget* b = active_budget()) b->charge_work(units);
+}
 inline void charge_items(size_t items) { charge_work(items * kItemWork); }
 size_t max_value_bytes();  // the active render's, or the default
 
@@ -72,20 +84,38 @@ size_t max_value_bytes();  // the active render's, or the default
 class Charge {
  public:
   Charge() noexcept = default;
-  explicit Charge(size_t bytes, size_t copy_work = 0);
-  Charge(const Charge& other);
+  explicit Charge(size_t bytes, size_t copy_work = 0) : bytes_(bytes), copy_work_(copy_work) {
+    if (Budget* b = active_budget()) {
+      b->charge_memory(bytes);
+      budget_ = b;
+    }
+  }
+  Charge(const Charge& other) : Charge(other.bytes_, other.copy_work_) { charge_work(copy_work_); }
   Charge(Charge&& other) noexcept : budget_(other.budget_), bytes_(other.bytes_), copy_work_(other.copy_work_) {
     other.budget_ = nullptr;
     other.bytes_ = 0;
   }
   Charge& operator=(const Charge& other);
-  Charge& operator=(Charge&& other) noexcept;
+  Charge& operator=(Charge&& other) noexcept {
+    if (this != &other) {
+      release();
+      budget_ = other.budget_;
+      bytes_ = other.bytes_;
+      copy_work_ = other.copy_work_;
+      other.budget_ = nullptr;
+      other.bytes_ = 0;
+    }
+    return *this;
+  }
   ~Charge() { release(); }
-  void add(size_t bytes);
   size_t bytes() const { return bytes_; }
 
  private:
-  void release() noexcept;
+  void release() noexcept {
+    if (budget_) budget_->refund_memory(bytes_);
+    budget_ = nullptr;
+    bytes_ = 0;
+  }
   Budget* budget_ = nullptr;  // where bytes_ was charged; null when it was not
   size_t bytes_ = 0;
   size_t copy_work_ = 0;

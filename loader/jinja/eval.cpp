@@ -449,10 +449,19 @@ struct Renderer {
 
   Flow exec_for(const Stmt& s) {
     const Value iterable = eval(*s.expr);
-    List items = iterate(iterable, "a for loop", s.line);
+    // A list is walked where it is (lists are immutable and this one is held by `iterable`);
+    // anything else, or a filtered loop, gets a list of its own.
+    List owned;
+    const List* walked = &owned;
+    if (iterable.kind == Kind::List && s.conditions.empty()) {
+      charge_items(iterable.list->size());
+      walked = iterable.list.get();
+    } else {
+      owned = iterate(iterable, "a for loop", s.line);
+    }
     if (!s.conditions.empty()) {
       List kept;
-      for (const Value& item : items) {
+      for (const Value& item : owned) {
         step(s.line);
         scopes.emplace_back();
         bind(s.targets, item, s.line);
@@ -460,8 +469,9 @@ struct Renderer {
         scopes.pop_back();
         if (keep) kept.push_back(item);
       }
-      items = std::move(kept);
+      owned = std::move(kept);
     }
+    const List& items = *walked;
     if (items.empty()) return s.bodies.size() > 1 ? exec(s.bodies[1]) : Flow::Normal;
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
