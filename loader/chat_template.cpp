@@ -89,7 +89,9 @@ ChatTemplate chat_template_from_file(const std::filesystem::path& file, std::str
                                      std::string_view eos_token) {
   const std::string text = read_text_file(file);
   try {
-    return ChatTemplate::from_string(text, bos_token, eos_token);
+    ChatTemplate t = ChatTemplate::from_string(text, bos_token, eos_token);
+    t.origin = file.string();
+    return t;
   } catch (const Error& e) {
     fail("{}: {}", file.string(), e.what());
   }
@@ -119,6 +121,7 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir) {
   if (!config.is_object()) fail("{}: expected a JSON object", config_path.string());
 
   std::string jinja;
+  std::string origin = "tokenizer_config.json";
   auto it = config.find("chat_template");
   if (it != config.end() && it->is_string()) {
     jinja = it->get<std::string>();
@@ -133,12 +136,15 @@ ChatTemplate ChatTemplate::load(const std::filesystem::path& dir) {
     fail("{}: chat_template must be a string or a list of {{name, template}}", config_path.string());
   } else if (std::filesystem::exists(dir / "chat_template.jinja")) {
     jinja = read_text_file(dir / "chat_template.jinja");  // newer transformers save it apart
+    origin = "chat_template.jinja";
   } else {
     fail("{} has no chat_template (and there is no chat_template.jinja)", config_path.string());
   }
   const std::string path = config_path.string();
   try {
-    return from_string(jinja, special_token(config, "bos_token", path), special_token(config, "eos_token", path));
+    ChatTemplate t = from_string(jinja, special_token(config, "bos_token", path), special_token(config, "eos_token", path));
+    t.origin = std::move(origin);
+    return t;
   } catch (const Error& e) {
     fail("{}: {}", path, e.what());
   }
@@ -173,7 +179,9 @@ std::string ChatTemplate::render(std::span<const ChatMessage> messages, const Ch
   const std::tm now = input.now ? *input.now : local_now();
   jinja::Limits limits;
   if (input.max_steps) limits.max_steps = input.max_steps;
-  return jinja::render(*program, vars, now, limits);
+  if (input.max_work) limits.max_work = input.max_work;
+  if (input.max_memory_bytes) limits.max_memory_bytes = input.max_memory_bytes;
+  return jinja::render(*program, vars, now, limits, origin);
 }
 
 }  // namespace eaglevk::loader

@@ -61,12 +61,17 @@ struct ChatRenderInput {
   nlohmann::ordered_json variables = nullptr;  // an object of extra template variables, or null
   std::optional<std::tm> now;                  // strftime_now's time; the local time when absent
   size_t max_steps = 0;                        // the renderer's step bound; 0 keeps its default
+  size_t max_work = 0;                         // its work bound (jinja/budget.h); 0 keeps the default
+  size_t max_memory_bytes = 0;                 // its memory bound; 0 keeps the default
 };
 
 struct ChatTemplate {
   std::string source;     // the Jinja text
   std::string bos_token;  // tokenizer_config.json's bos_token text; empty when there is none
   std::string eos_token;
+  // Where the template came from ("tokenizer_config.json"), named in render errors; empty when
+  // unknown (from_string).
+  std::string origin;
   std::shared_ptr<const jinja::Program> program;  // parsed once; shared by copies
 
   // Reads the template from dir/tokenizer_config.json ("chat_template": a string, or a list of

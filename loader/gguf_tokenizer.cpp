@@ -246,7 +246,9 @@ std::optional<ChatTemplate> chat_template_from_gguf(const GgufHeader& h, const T
   const std::vector<int32_t> eos_ids = tokenizer.eos_ids();
   const std::string eos = eos_ids.empty() ? std::string() : tokenizer.token(eos_ids[0]);
   try {
-    return ChatTemplate::from_string(*jinja, bos, eos);
+    ChatTemplate t = ChatTemplate::from_string(*jinja, bos, eos);
+    t.origin = fmt::format("{} tokenizer.chat_template", h.label);
+    return t;
   } catch (const Error& e) {
     fail("{}: tokenizer.chat_template: {}", h.label, e.what());
   }

@@ -32,6 +32,7 @@ struct Expr {
   };
   Kind kind = Kind::Literal;
   int line = 0;
+  int height = 1;  // the longest path from here to a leaf, 1 for a leaf (the parser bounds it)
   Value value;
   std::string name;
   bool negated = false;  // Test: `is not`

@@ -67,15 +67,22 @@ int64_t need_int(const Value& v, std::string_view what, int line) {
 List iterate(const Value& v, std::string_view what, int line) {
   switch (v.kind) {
     case Kind::Undefined: return {};
-    case Kind::List: return *v.list;
+    case Kind::List: charge_items(v.list->size()); return *v.list;
     case Kind::Dict: {
       List keys;
       for (const auto& [key, item] : *v.dict) keys.push_back(Value::from_string(key));
       return keys;
     }
     case Kind::String: {
+      // Each code point becomes a value of its own, charged as it is made: a 16 MiB string
+      // would be 16 million values, and the memory budget stops it long before.
+      charge_work(v.text.size());
       List chars;
-      for (std::string_view c : code_points(v.text)) chars.push_back(Value::from_string(std::string(c)));
+      for (size_t pos = 0; pos < v.text.size();) {
+        const size_t end = next_code_point(v.text, pos);
+        chars.push_back(Value::from_string(v.text.substr(pos, end - pos)));
+        pos = end;
+      }
       return chars;
     }
     default: fail("chat template line {}: {} cannot iterate over a value of type {}", line, what, type_name(v));
@@ -85,6 +92,7 @@ List iterate(const Value& v, std::string_view what, int line) {
 namespace {
 
 void check_ascii(std::string_view s, std::string_view what, int line) {
+  charge_work(s.size());  // and as much again for the case mapping that follows
   for (char c : s)
     if (static_cast<unsigned char>(c) >= 0x80)
       fail("chat template line {}: {} of non-ASCII text (Unicode case mapping) is not rendered by eaglevk", line, what);
@@ -116,6 +124,7 @@ std::string ascii_title(const std::string& s) {
 
 std::string replace_all(const std::string& s, const std::string& old, const std::string& with, int64_t count,
                         size_t budget, int line) {
+  charge_work(s.size());
   std::string out;
   if (old.empty()) {
     // Python inserts `with` before every code point and at the end.
@@ -152,36 +161,48 @@ std::string strip_chars(const std::string& s, const Value& chars, bool left, boo
     return std::string(r);
   }
   const std::vector<std::string_view> set = code_points(need_string(chars, "strip()", line));
-  const std::vector<std::string_view> cps = code_points(s);
-  size_t begin = 0, end = cps.size();
   const auto in_set = [&](std::string_view c) { return std::find(set.begin(), set.end(), c) != set.end(); };
+  // Byte offsets, walked from each end (no table of the code points of s).
+  size_t begin = 0, end = s.size();
+  const std::string_view text = s;
   if (left)
-    while (begin < end && in_set(cps[begin])) ++begin;
+    while (begin < end) {
+      const size_t next = next_code_point(text, begin);
+      charge_items(set.size());
+      if (!in_set(text.substr(begin, next - begin))) break;
+      begin = next;
+    }
   if (right)
-    while (end > begin && in_set(cps[end - 1])) --end;
-  std::string out;
-  for (size_t i = begin; i < end; ++i) out += cps[i];
-  return out;
+    while (end > begin) {
+      const size_t prev = prev_code_point(text, end);
+      charge_items(set.size());
+      if (!in_set(text.substr(prev, end - prev))) break;
+      end = prev;
+    }
+  return s.substr(begin, end - begin);
 }
 
 Value split(const std::string& s, const Value& sep, int64_t maxsplit, int line) {
+  charge_work(s.size());
   List parts;
   if (sep.is_undefined() || sep.kind == Kind::None) {
-    const std::vector<std::string_view> cps = code_points(s);
-    size_t i = 0;
-    while (i < cps.size()) {
+    const std::string_view text = s;
+    const auto space_at = [&](size_t pos) {
       size_t n;
-      while (i < cps.size() && is_python_space(decode_code_point(cps[i], 0, &n))) ++i;
-      if (i == cps.size()) break;
-      std::string word;
+      return is_python_space(decode_code_point(text, pos, &n));
+    };
+    size_t i = 0;
+    while (i < text.size()) {
+      while (i < text.size() && space_at(i)) i = next_code_point(text, i);
+      if (i == text.size()) break;
       if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) == maxsplit) {
         // The rest, its trailing whitespace stripped, as Python does.
-        for (; i < cps.size(); ++i) word += cps[i];
-        parts.push_back(Value::from_string(std::string(python_rstrip(word))));
+        parts.push_back(Value::from_string(std::string(python_rstrip(text.substr(i)))));
         break;
       }
-      while (i < cps.size() && !is_python_space(decode_code_point(cps[i], 0, &n))) word += cps[i++];
-      parts.push_back(Value::from_string(std::move(word)));
+      const size_t word = i;
+      while (i < text.size() && !space_at(i)) i = next_code_point(text, i);
+      parts.push_back(Value::from_string(std::string(text.substr(word, i - word))));
     }
     return Value::from_list(std::move(parts));
   }
@@ -202,6 +223,7 @@ Value split(const std::string& s, const Value& sep, int64_t maxsplit, int line) 
 Value attribute_path(const Value& item, const std::string& path) {
   Value v = item;
   size_t pos = 0;
+  charge_work(path.size());
   while (pos <= path.size()) {
     const size_t dot = std::min(path.find('.', pos), path.size());
     const std::string key = path.substr(pos, dot - pos);
@@ -269,8 +291,10 @@ Value join_filter(const Value& input, const Args& args, const CallContext& ctx) 
   const Value attribute = arg(args, 1, "attribute");
   std::string out;
   bool first = true;
+  const std::string sep = to_str(separator);
   for (const Value& item : iterate(input, "join", ctx.line)) {
-    if (!first) out += to_str(separator);
+    charge_work(sep.size() + kItemWork);
+    if (!first) out += sep;
     first = false;
     out += to_str(attribute.is_undefined() ? item : attribute_path(item, to_str(attribute)));
     if (out.size() > ctx.max_value_bytes) fail("chat template line {}: join builds more than {} bytes", ctx.line, ctx.max_value_bytes);
@@ -313,6 +337,7 @@ bool contains(const Value& container, const Value& item, int line) {
     case Kind::String:
       if (!item.is_string())
         fail("chat template line {}: 'in <string>' needs a string on the left, got {}", line, type_name(item));
+      charge_work(container.text.size());
       return container.text.find(item.text) != std::string::npos;
     case Kind::List:
       return std::any_of(container.list->begin(), container.list->end(), [&](const Value& v) { return equal(v, item); });
@@ -357,9 +382,15 @@ Value number_filter(std::string_view name, const Value& input, int line) {
 Value sequence_filter(std::string_view name, const Value& input, int line) {
   if (name == "reverse") {
     if (input.is_string()) {
-      std::vector<std::string_view> cps = code_points(input.text);
+      const std::string_view text = input.text;
+      charge_work(text.size());
       std::string out;
-      for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+      out.reserve(text.size());
+      for (size_t end = text.size(); end > 0;) {
+        const size_t pos = prev_code_point(text, end);
+        out += text.substr(pos, end - pos);
+        end = pos;
+      }
       return Value::from_string(std::move(out));
     }
     List items = iterate(input, name, line);
@@ -417,6 +448,7 @@ Value apply_filter(std::string_view name, const Value& input, const Args& args, 
     fail("chat template line {}: `{}` is undefined (in the filter `{}`)", line, input.text, name);
   if (name == "trim") {
     check_arity("trim", args, 1, {"chars"}, line);
+    charge_work(input.text.size());
     return Value::from_string(strip_chars(to_str(input), arg(args, 0, "chars"), true, true, line));
   }
   if (name == "length" || name == "count") return length_of(input, line);
@@ -500,6 +532,7 @@ bool apply_test(std::string_view name, const Value& v, const Args& args, const C
   if (name == "divisibleby") {
     const int64_t d = need_int(other, "divisibleby", ctx.line);
     if (d == 0) fail("chat template line {}: divisibleby(0)", ctx.line);
+    if (d == -1) return true;  // INT64_MIN % -1 traps; everything is divisible by -1
     return need_int(v, name, ctx.line) % d == 0;
   }
   if (name == "lower" || name == "upper") {
@@ -549,11 +582,17 @@ Value call_global(std::string_view name, const Args& args, const CallContext& ct
       fail("chat template line {}: range takes 1 to 3 arguments", line);
     }
     if (step == 0) fail("chat template line {}: range() with a step of 0", line);
-    // Jinja's sandbox refuses ranges over 100000 items (MAX_RANGE); so does this.
-    const double count = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step)));
+    // Sized exactly (a double rounds near 2**63, and stepping past the stop would overflow),
+    // then refused before anything is made: Jinja's sandbox refuses ranges over 100000 items
+    // (MAX_RANGE); so does this.
+    const __int128 span = step > 0 ? static_cast<__int128>(stop) - start : static_cast<__int128>(start) - stop;
+    const __int128 stride = step > 0 ? static_cast<__int128>(step) : -static_cast<__int128>(step);
+    const __int128 count = span <= 0 ? 0 : (span - 1) / stride + 1;
     if (count > 100000) fail("chat template line {}: range() of more than 100000 items", line);
+    charge_items(static_cast<size_t>(count));
     List items;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) items.push_back(Value::from_int(i));
+    items.reserve(static_cast<size_t>(count));
+    for (int64_t k = 0; k < static_cast<int64_t>(count); ++k) items.push_back(Value::from_int(static_cast<int64_t>(start + static_cast<__int128>(k) * step)));
     return Value::from_list(std::move(items));
   }
   if (name == "namespace" || name == "dict") {
@@ -569,10 +608,7 @@ Value call_global(std::string_view name, const Args& args, const CallContext& ct
       else entries.emplace_back(kv.first, kv.second);
     }
     if (name == "dict") return Value::from_dict(std::move(entries));
-    Value v;
-    v.kind = Kind::Namespace;
-    v.ns = std::make_shared<Dict>(std::move(entries));
-    return v;
+    return Value::from_namespace(std::move(entries));
   }
   fail("chat template line {}: `{}` is not a function eaglevk renders", line, name);
 }
@@ -581,14 +617,11 @@ Value method_of(const Value& receiver, std::string_view name) {
   const bool known = (receiver.is_string() && listed(kStrMethods, name)) ||
                      (receiver.kind == Kind::Dict && listed(kDictMethods, name));
   if (!known) return Value::undefined(std::string(name));
-  Value v;
-  v.kind = Kind::Callable;
   auto fn = std::make_shared<Callable>();
   fn->type = Callable::Type::Method;
   fn->name = std::string(name);
   fn->receiver = receiver;
-  v.fn = std::move(fn);
-  return v;
+  return Value::from_method(std::move(fn));
 }
 
 Value call_method(const Callable& method, const Args& args, const CallContext& ctx) {
@@ -617,6 +650,7 @@ Value call_method(const Callable& method, const Args& args, const CallContext& c
   }
   if (name == "startswith" || name == "endswith") {
     const Value affix = arg(args, 0, "");
+    if (affix.kind == Kind::List) charge_items(affix.list->size());
     List options = affix.kind == Kind::List ? *affix.list : List{affix};
     for (const Value& option : options) {
       const std::string& a = need_string(option, name, line);
@@ -643,6 +677,7 @@ Value call_method(const Callable& method, const Args& args, const CallContext& c
     return join_filter(arg(args, 0, ""), join_args, ctx);
   }
   if (name == "find") {
+    charge_work(s.size());
     const size_t at = s.find(need_string(arg(args, 0, ""), "find()", line));
     return Value::from_int(at == std::string::npos ? -1 : static_cast<int64_t>(code_point_count(std::string_view(s).substr(0, at))));
   }

@@ -21,8 +21,15 @@ double as_double(const Value& v) {
 }
 int64_t as_int(const Value& v) { return v.kind == Kind::Bool ? v.boolean : v.integer; }
 
-// Python's slice indices for a sequence of `len` items.
-std::vector<size_t> slice_indices(size_t len, const Value& start_v, const Value& stop_v, const Value& step_v, int line) {
+// Python's slice(start, stop, step).indices(len): the first index, the step and how many.
+struct SliceRange {
+  int64_t start = 0;
+  int64_t step = 1;
+  size_t count = 0;
+  size_t at(size_t k) const { return static_cast<size_t>(start + static_cast<int64_t>(k) * step); }
+};
+
+SliceRange slice_range(size_t len, const Value& start_v, const Value& stop_v, const Value& step_v, int line) {
   const auto given = [](const Value& v) { return v.kind != Kind::None; };  // Undefined is an error, as in Python
   const auto integer = [&](const Value& v) {
     if (v.kind != Kind::Int && v.kind != Kind::Bool) fail("chat template line {}: slice indices must be integers", line);
@@ -43,23 +50,72 @@ std::vector<size_t> slice_indices(size_t len, const Value& start_v, const Value&
     start = given(start_v) ? clamp(integer(start_v), -1, n - 1) : n - 1;
     stop = given(stop_v) ? clamp(integer(stop_v), -1, n - 1) : -1;
   }
-  std::vector<size_t> out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(static_cast<size_t>(i));
+  // Counted, not stepped to: start + step may pass INT64_MAX when the step is huge.
+  SliceRange r{start, step, 0};
+  if (step > 0 && start < stop) r.count = static_cast<size_t>((static_cast<uint64_t>(stop - start) - 1) / static_cast<uint64_t>(step) + 1);
+  if (step < 0 && start > stop)
+    r.count = static_cast<size_t>((static_cast<uint64_t>(start - stop) - 1) / (0 - static_cast<uint64_t>(step)) + 1);
+  return r;
+}
+
+// s[r] by code point, walking s once (no table of code points: s may be 16 MiB long).
+std::string string_slice(const std::string& s, size_t cp_count, const SliceRange& r) {
+  charge_work(s.size());
+  std::string out;
+  size_t left = r.count;
+  int64_t next = r.start;
+  if (r.step > 0) {
+    for (size_t pos = 0, index = 0; left > 0; ++index) {
+      const size_t end = next_code_point(s, pos);
+      if (static_cast<int64_t>(index) == next) {
+        out.append(s, pos, end - pos);
+        if (--left > 0) next += r.step;
+      }
+      pos = end;
+    }
+  } else {
+    for (size_t end = s.size(), index = cp_count; left > 0; --index) {
+      const size_t pos = prev_code_point(s, end);  // code point index - 1 is s[pos, end)
+      if (static_cast<int64_t>(index) - 1 == next) {
+        out.append(s, pos, end - pos);
+        if (--left > 0) next += r.step;
+      }
+      end = pos;
+    }
+  }
   return out;
 }
 
 struct Renderer {
   const Limits& limits;
+  Budget& budget;
   CallContext ctx;
   std::vector<Scope> scopes;
-  std::string out;
+  std::string out;  // charged to the budget as it grows
   size_t steps = 0;
   int call_depth = 0;
+  int eval_depth = 0;
+  int line = 0;  // of the statement or expression last begun, for errors that carry no line
 
-  void step(int line) {
+  void step(int at) {
+    line = at;
     if (++steps > limits.max_steps)
-      fail("chat template line {}: rendering takes more than {} steps (a loop that does not end?)", line, limits.max_steps);
+      fail("chat template line {}: rendering takes more than {} steps (a loop that does not end?)", at, limits.max_steps);
   }
+
+  // eval and exec recurse once per level of the template's nesting (statements in statements,
+  // operands, macro calls): bounded here, whatever the parser let through, so that the stack is.
+  struct Nesting {
+    Renderer& r;
+    Nesting(Renderer& renderer, int at) : r(renderer) {
+      if (++r.eval_depth > r.limits.max_eval_depth)
+        fail("chat template line {}: evaluation nests deeper than {} levels (statements, expressions and macro calls)",
+             at, r.limits.max_eval_depth);
+    }
+    ~Nesting() { --r.eval_depth; }
+    Nesting(const Nesting&) = delete;
+    Nesting& operator=(const Nesting&) = delete;
+  };
   [[noreturn]] void undefined_error(const Value& v, int line, std::string_view doing) const {
     fail("chat template line {}: '{}' is undefined ({})", line, v.text, doing);
   }
@@ -71,6 +127,7 @@ struct Renderer {
   // Strings are copied into lists, not shared: a list grown by `+` in a loop would otherwise
   // hold copy upon copy of a long string.
   void check_list_bytes(const List& items, int line) const {
+    charge_items(items.size());
     size_t bytes = 0;
     for (const Value& v : items) bytes += sizeof(Value) + v.text.size();
     check_size(bytes, line);
@@ -105,11 +162,14 @@ struct Renderer {
         if (i < 0) i += n;
         return i >= 0 && i < n ? (*obj.list)[static_cast<size_t>(i)] : Value::undefined(fmt::format("[{}]", as_int(key)));
       }
-      const std::vector<std::string_view> cps = code_points(obj.text);
-      const int64_t n = static_cast<int64_t>(cps.size());
+      // Walked, not split into a table of code points: a loop may index a 16 MiB string.
+      const int64_t n = static_cast<int64_t>(code_point_count(obj.text));
       if (i < 0) i += n;
-      return i >= 0 && i < n ? Value::from_string(std::string(cps[static_cast<size_t>(i)]))
-                             : Value::undefined(fmt::format("[{}]", as_int(key)));
+      if (i < 0 || i >= n) return Value::undefined(fmt::format("[{}]", as_int(key)));
+      size_t pos = 0;
+      for (int64_t k = 0; k < i; ++k) pos = next_code_point(obj.text, pos);
+      charge_work(pos);
+      return Value::from_string(obj.text.substr(pos, next_code_point(obj.text, pos) - pos));
     }
     return Value::undefined(key.is_string() ? key.text : to_str(key));
   }
@@ -117,15 +177,15 @@ struct Renderer {
   Value slice(const Value& obj, const Value& start, const Value& stop, const Value& stride, int line) {
     if (obj.is_undefined()) undefined_error(obj, line, "slicing it");
     if (obj.kind == Kind::List) {
+      const SliceRange r = slice_range(obj.list->size(), start, stop, stride, line);
       List items;
-      for (size_t i : slice_indices(obj.list->size(), start, stop, stride, line)) items.push_back((*obj.list)[i]);
+      items.reserve(r.count);
+      for (size_t k = 0; k < r.count; ++k) items.push_back((*obj.list)[r.at(k)]);
       return obj.tuple ? Value::from_tuple(std::move(items)) : Value::from_list(std::move(items));
     }
     if (obj.is_string()) {
-      const std::vector<std::string_view> cps = code_points(obj.text);
-      std::string s;
-      for (size_t i : slice_indices(cps.size(), start, stop, stride, line)) s += cps[i];
-      return Value::from_string(std::move(s));
+      const size_t n = code_point_count(obj.text);
+      return Value::from_string(string_slice(obj.text, n, slice_range(n, start, stop, stride, line)));
     }
     fail("chat template line {}: a {} cannot be sliced", line, type_name(obj));
   }
@@ -137,6 +197,7 @@ struct Renderer {
     if (op == "+") {
       if (a.is_string() && b.is_string()) {
         check_size(a.text.size() + b.text.size(), line);
+        charge_work(a.text.size() + b.text.size());
         return Value::from_string(a.text + b.text);
       }
       if (a.kind == Kind::List && b.kind == Kind::List) {
@@ -159,6 +220,7 @@ struct Renderer {
       const size_t unit = seq.is_string() ? seq.text.size() : seq.list->size();
       if (unit && static_cast<double>(n) * static_cast<double>(unit) > (seq.is_string() ? limits.max_value_bytes : kMaxListItems))
         check_size(SIZE_MAX, line);
+      charge_work(unit ? static_cast<size_t>(n) * unit * (seq.is_string() ? 1 : kItemWork) : 0);
       if (seq.is_string()) {
         std::string s;
         for (int64_t i = 0; i < n && unit; ++i) s += seq.text;
@@ -301,6 +363,7 @@ struct Renderer {
     --call_depth;
     std::string result = std::move(out);
     out = std::move(saved);
+    budget.refund_memory(result.size());  // charged as output; from_string charges it as a value
     scopes.resize(1);
     for (Scope& s : caller_scopes) scopes.push_back(std::move(s));
     if (flow != Flow::Normal) fail("chat template line {}: break or continue outside a loop", line);
@@ -309,6 +372,7 @@ struct Renderer {
 
   Value eval(const Expr& e) {
     step(e.line);
+    const Nesting nesting(*this, e.line);
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
       case Expr::Kind::Name: return lookup(e.name);
@@ -369,6 +433,7 @@ struct Renderer {
   void write(std::string_view text, int line) {
     if (out.size() + text.size() > limits.max_output_bytes)
       fail("chat template line {}: the rendered prompt grows past {} bytes", line, limits.max_output_bytes);
+    budget.charge_memory(text.size());
     out.append(text);
   }
 
@@ -384,10 +449,19 @@ struct Renderer {
 
   Flow exec_for(const Stmt& s) {
     const Value iterable = eval(*s.expr);
-    List items = iterate(iterable, "a for loop", s.line);
+    // A list is walked where it is (lists are immutable and this one is held by `iterable`);
+    // anything else, or a filtered loop, gets a list of its own.
+    List owned;
+    const List* walked = &owned;
+    if (iterable.kind == Kind::List && s.conditions.empty()) {
+      charge_items(iterable.list->size());
+      walked = iterable.list.get();
+    } else {
+      owned = iterate(iterable, "a for loop", s.line);
+    }
     if (!s.conditions.empty()) {
       List kept;
-      for (const Value& item : items) {
+      for (const Value& item : owned) {
         step(s.line);
         scopes.emplace_back();
         bind(s.targets, item, s.line);
@@ -395,8 +469,9 @@ struct Renderer {
         scopes.pop_back();
         if (keep) kept.push_back(item);
       }
-      items = std::move(kept);
+      owned = std::move(kept);
     }
+    const List& items = *walked;
     if (items.empty()) return s.bodies.size() > 1 ? exec(s.bodies[1]) : Flow::Normal;
     const int64_t n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
@@ -427,6 +502,7 @@ struct Renderer {
     for (const StmtPtr& sp : body) {
       const Stmt& s = *sp;
       step(s.line);
+      const Nesting nesting(*this, s.line);
       switch (s.kind) {
         case Stmt::Kind::Text: write(s.text, s.line); break;
         case Stmt::Kind::Output: write(to_str(eval(*s.expr)), s.line); break;
@@ -452,6 +528,7 @@ struct Renderer {
             if (ns.kind != Kind::Namespace)
               fail("chat template line {}: `set {}.{}` needs a namespace, but `{}` is a {}", s.line, s.targets[0], s.attr,
                    s.targets[0], type_name(ns));
+            check_namespace_item(v);
             auto it = std::find_if(ns.ns->begin(), ns.ns->end(), [&](const auto& kv) { return kv.first == s.attr; });
             if (it != ns.ns->end()) it->second = std::move(v);
             else ns.ns->emplace_back(s.attr, std::move(v));
@@ -466,6 +543,7 @@ struct Renderer {
           const Flow flow = exec(s.bodies[0]);
           std::string captured = std::move(out);
           out = std::move(saved);
+          budget.refund_memory(captured.size());
           scopes.back()[s.targets[0]] = Value::from_string(std::move(captured));
           if (flow != Flow::Normal) return flow;
           break;
@@ -489,16 +567,35 @@ struct Renderer {
   }
 };
 
+// Errors raised inside the engine name their line ("chat template line 3: ...") or nothing (a
+// value's own checks: the budgets, value nesting); this adds the template's name, and the line
+// the render was at where the error has none.
+std::string located(std::string_view message, std::string_view name, int line) {
+  const std::string where = name.empty() ? "chat template" : fmt::format("chat template {}", name);
+  for (std::string_view prefix : {"chat template line ", "chat template: "})
+    if (message.substr(0, prefix.size()) == prefix)
+      return where + std::string(message.substr(std::string_view("chat template").size()));
+  return fmt::format("{} line {}: {}", where, line, message);
+}
+
 }  // namespace
 
 std::string render(const Program& program, const std::vector<std::pair<std::string, Value>>& variables,
-                   const std::tm& now, const Limits& limits) {
-  Renderer r{limits, CallContext{&now, limits.max_value_bytes, 0}, {}, {}, 0, 0};
-  r.scopes.emplace_back();
-  for (std::string_view name : {"range", "namespace", "dict", "raise_exception", "strftime_now"})
-    r.scopes.back()[std::string(name)] = global_function(name);
-  for (const auto& [name, value] : variables) r.scopes.back()[name] = value;
-  if (r.exec(program.body) != Flow::Normal) fail("chat template: break or continue outside a loop");
+                   const std::tm& now, const Limits& limits, std::string_view name) {
+  // The budget outlives the renderer: values charged to it are refunded as the renderer's
+  // scopes die.
+  Budget budget(limits);
+  const ActiveBudget active(budget);
+  Renderer r{limits, budget, CallContext{&now, limits.max_value_bytes, 0}, {}, {}, 0, 0, 0, 0};
+  try {
+    r.scopes.emplace_back();
+    for (std::string_view global : {"range", "namespace", "dict", "raise_exception", "strftime_now"})
+      r.scopes.back()[std::string(global)] = global_function(global);
+    for (const auto& [key, value] : variables) r.scopes.back()[key] = value;
+    if (r.exec(program.body) != Flow::Normal) fail("chat template: break or continue outside a loop");
+  } catch (const Error& e) {
+    throw Error(located(e.what(), name, r.line), e.setting);
+  }
   return std::move(r.out);
 }
 

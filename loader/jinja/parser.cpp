@@ -1,5 +1,7 @@
 #include "loader/jinja/parser.h"
 
+#include <algorithm>
+
 #include <eaglevk/error.h>
 
 #include "loader/jinja/builtins.h"
@@ -13,6 +15,8 @@ using T = Token::Type;
 // Deeper nesting than this is refused: the parser and the evaluator recurse once per level,
 // and a hostile template of "((((((..." must end in an error, not a stack overflow.
 constexpr int kMaxDepth = 200;
+// The tallest expression tree, however it is built (see attach). Real templates stay under 20.
+constexpr int kMaxExprHeight = 256;
 
 // Statements that Jinja has and chat templates do not need; named in the refusal.
 constexpr std::string_view kRefusedStatements[] = {
@@ -68,6 +72,21 @@ struct Parser {
     ~DepthGuard() { --p.depth; }
   };
 
+  // Every child goes in through attach, which keeps each node's height (the longest path to a
+  // leaf) and refuses a tree taller than kMaxExprHeight: evaluating and freeing an expression
+  // recurse once per level, and `x + x + ... + x` or `x | trim | trim ...` builds its tree in a
+  // loop, 300,000 levels tall for 300,000 terms, where the depth guard above does not see it.
+  void grow(Expr& parent, const Expr& child) {
+    parent.height = std::max(parent.height, child.height + 1);
+    if (parent.height > kMaxExprHeight)
+      error(fmt::format("an expression nests deeper than {} levels (operators, filters, calls or subscripts in a chain)",
+                        kMaxExprHeight));
+  }
+  void attach(Expr& parent, ExprPtr child) {
+    if (child) grow(parent, *child);
+    parent.args.push_back(std::move(child));
+  }
+
   ExprPtr node(Expr::Kind kind, int line) {
     auto e = std::make_unique<Expr>();
     e->kind = kind;
@@ -77,8 +96,8 @@ struct Parser {
   ExprPtr binary(std::string op, ExprPtr left, ExprPtr right, int line) {
     ExprPtr e = node(Expr::Kind::Binary, line);
     e->name = std::move(op);
-    e->args.push_back(std::move(left));
-    e->args.push_back(std::move(right));
+    attach(*e, std::move(left));
+    attach(*e, std::move(right));
     return e;
   }
 
@@ -90,13 +109,13 @@ struct Parser {
     while (at_name("if")) {
       const int line = next().line;
       ExprPtr cond = node(Expr::Kind::Cond, line);
-      cond->args.push_back(or_expr());
-      cond->args.insert(cond->args.begin() + 1, std::move(e));
+      attach(*cond, or_expr());
+      attach(*cond, std::move(e));
       if (at_name("else")) {
         ++pos;
-        cond->args.push_back(expression());
+        attach(*cond, expression());
       } else {
-        cond->args.push_back(nullptr);
+        attach(*cond, nullptr);
       }
       // args: condition, then-value, else-value
       e = std::move(cond);
@@ -124,13 +143,14 @@ struct Parser {
       DepthGuard guard(*this);
       ExprPtr e = node(Expr::Kind::Unary, next().line);
       e->name = "not";
-      e->args.push_back(not_expr());
+      attach(*e, not_expr());
       return e;
     }
     return compare();
   }
   ExprPtr compare() {
     ExprPtr e = math1();
+    bool compared = false;  // by an operator of this chain (a parenthesized comparison is an operand)
     while (true) {
       const int line = cur().line;
       std::string op;
@@ -147,9 +167,9 @@ struct Parser {
         return e;
       }
       // Python chains a < b < c as (a < b) and (b < c); chat templates do not, and neither do we.
-      if (e->kind == Expr::Kind::Binary && (e->name == "==" || e->name == "!=" || e->name == "<" || e->name == "<=" ||
-                                            e->name == ">" || e->name == ">=" || e->name == "in" || e->name == "not in"))
-        error("chained comparisons (a < b < c) are not rendered by eaglevk");
+      // (a == b) != (c == d) is no chain: Mistral's role-alternation check compares two results.
+      if (compared) error("chained comparisons (a < b < c) are not rendered by eaglevk");
+      compared = true;
       e = binary(op, std::move(e), math1(), line);
     }
   }
@@ -192,7 +212,7 @@ struct Parser {
       const Token& t = next();
       e = node(Expr::Kind::Unary, t.line);
       e->name = t.text;
-      e->args.push_back(unary(false));
+      attach(*e, unary(false));
     } else {
       e = postfix(primary());
     }
@@ -242,11 +262,11 @@ struct Parser {
             return first;
           }
           ExprPtr tuple = node(Expr::Kind::Tuple, t.line);
-          tuple->args.push_back(std::move(first));
+          attach(*tuple, std::move(first));
           while (at_op(",")) {
             ++pos;
             if (at_op(")")) break;
-            tuple->args.push_back(expression());
+            attach(*tuple, expression());
           }
           expect_op(")");
           return tuple;
@@ -255,7 +275,7 @@ struct Parser {
           ++pos;
           ExprPtr list = node(Expr::Kind::List, t.line);
           while (!at_op("]")) {
-            list->args.push_back(expression());
+            attach(*list, expression());
             if (!at_op(",")) break;
             ++pos;
           }
@@ -266,9 +286,9 @@ struct Parser {
           ++pos;
           ExprPtr dict = node(Expr::Kind::Dict, t.line);
           while (!at_op("}")) {
-            dict->args.push_back(expression());
+            attach(*dict, expression());
             expect_op(":");
-            dict->args.push_back(expression());
+            attach(*dict, expression());
             if (!at_op(",")) break;
             ++pos;
           }
@@ -288,13 +308,13 @@ struct Parser {
         ExprPtr attr = node(Expr::Kind::Attr, line);
         if (cur().type == T::Int) {  // x.0 is x[0] in Jinja
           attr->kind = Expr::Kind::Item;
-          attr->args.push_back(std::move(e));
+          attach(*attr, std::move(e));
           ExprPtr index = node(Expr::Kind::Literal, line);
           index->value = Value::from_int(next().integer);
-          attr->args.push_back(std::move(index));
+          attach(*attr, std::move(index));
         } else {
           attr->name = expect_name();
-          attr->args.push_back(std::move(e));
+          attach(*attr, std::move(e));
         }
         e = std::move(attr);
       } else if (at_op("[")) {
@@ -322,9 +342,9 @@ struct Parser {
     }
     expect_op("]");
     ExprPtr e = node(slice ? Expr::Kind::Slice : Expr::Kind::Item, line);
-    e->args.push_back(std::move(target));
+    attach(*e, std::move(target));
     if (!slice && !parts[0]) error("an empty subscript []");
-    for (int k = 0; k < (slice ? 3 : 1); ++k) e->args.push_back(std::move(parts[k]));
+    for (int k = 0; k < (slice ? 3 : 1); ++k) attach(*e, std::move(parts[k]));
     return e;
   }
 
@@ -336,10 +356,12 @@ struct Parser {
       if (cur().type == T::Name && tokens[pos + 1].type == T::Op && tokens[pos + 1].text == "=") {
         std::string name = next().text;
         ++pos;
-        e.kwargs.emplace_back(std::move(name), expression());
+        ExprPtr value = expression();
+        grow(e, *value);
+        e.kwargs.emplace_back(std::move(name), std::move(value));
       } else {
         if (!e.kwargs.empty()) error("a positional argument follows a keyword argument");
-        e.args.push_back(expression());
+        attach(e, expression());
       }
       if (!at_op(",")) break;
       ++pos;
@@ -349,7 +371,7 @@ struct Parser {
 
   ExprPtr call(ExprPtr callee) {
     ExprPtr e = node(Expr::Kind::Call, cur().line);
-    e->args.push_back(std::move(callee));
+    attach(*e, std::move(callee));
     arguments(*e);
     return e;
   }
@@ -365,7 +387,7 @@ struct Parser {
           fail("chat template line {}: the filter `{}` is not one eaglevk renders", line, name);
         ExprPtr f = node(Expr::Kind::Filter, line);
         f->name = std::move(name);
-        f->args.push_back(std::move(e));
+        attach(*f, std::move(e));
         if (at_op("(")) arguments(*f);
         e = std::move(f);
       } else if (at_name("is")) {
@@ -379,13 +401,13 @@ struct Parser {
         while (at_op(".")) name += "." + (++pos, expect_name());
         if (!is_known_test(name)) fail("chat template line {}: the test `{}` is not one eaglevk renders", line, name);
         t->name = std::move(name);
-        t->args.push_back(std::move(e));
+        attach(*t, std::move(e));
         if (at_op("(")) {
           arguments(*t);
         } else if ((cur().type == T::Name || cur().type == T::String || cur().type == T::Int || cur().type == T::Float ||
                     at_op("[") || at_op("{") || at_op("(")) &&
                    !at_name("else") && !at_name("or") && !at_name("and") && !at_name("is")) {
-          t->args.push_back(postfix(primary()));
+          attach(*t, postfix(primary()));
         }
         e = std::move(t);
       } else if (at_op("(")) {
@@ -402,11 +424,11 @@ struct Parser {
     ExprPtr first = expression();
     if (!at_op(",")) return first;
     ExprPtr tuple = node(Expr::Kind::Tuple, line);
-    tuple->args.push_back(std::move(first));
+    attach(*tuple, std::move(first));
     while (at_op(",")) {
       ++pos;
       if (cur().type == T::BlockEnd || cur().type == T::VarEnd) break;
-      tuple->args.push_back(expression());
+      attach(*tuple, expression());
     }
     return tuple;
   }
@@ -540,10 +562,10 @@ struct Parser {
     ExprPtr first = or_expr();
     if (!at_op(",")) return first;
     ExprPtr tuple = node(Expr::Kind::Tuple, line);
-    tuple->args.push_back(std::move(first));
+    attach(*tuple, std::move(first));
     while (at_op(",")) {
       ++pos;
-      tuple->args.push_back(or_expr());
+      attach(*tuple, or_expr());
     }
     return tuple;
   }

@@ -1,5 +1,6 @@
 #include "loader/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -9,43 +10,70 @@
 
 namespace eaglevk::loader::jinja {
 
+namespace {
+
+// A scalar's charge: the Value itself and its text.
+void charge_scalar(Value& v) { v.charge = Charge(sizeof(Value) + v.text.size(), v.text.size()); }
+
+// depth and holds_namespace of a container of `items`, and the bytes of its keys.
+void measure(Value& v, const Value& item) {
+  v.depth = std::max(v.depth, item.depth + 1);
+  v.holds_namespace = v.holds_namespace || item.holds_namespace;
+}
+void check_depth(const Value& v) {
+  if (v.depth > kMaxValueDepth)
+    fail("a value nests deeper than {} levels (lists, dicts and bound methods inside each other)", kMaxValueDepth);
+}
+
+}  // namespace
+
 Value Value::undefined(std::string name) {
   Value v;
   v.text = std::move(name);
+  charge_scalar(v);
   return v;
 }
 Value Value::none() {
   Value v;
   v.kind = Kind::None;
+  charge_scalar(v);
   return v;
 }
 Value Value::from_bool(bool b) {
   Value v;
   v.kind = Kind::Bool;
   v.boolean = b;
+  charge_scalar(v);
   return v;
 }
 Value Value::from_int(int64_t i) {
   Value v;
   v.kind = Kind::Int;
   v.integer = i;
+  charge_scalar(v);
   return v;
 }
 Value Value::from_float(double f) {
   Value v;
   v.kind = Kind::Float;
   v.real = f;
+  charge_scalar(v);
   return v;
 }
 Value Value::from_string(std::string s) {
   Value v;
   v.kind = Kind::String;
   v.text = std::move(s);
+  charge_scalar(v);
   return v;
 }
 Value Value::from_list(List items) {
   Value v;
   v.kind = Kind::List;
+  for (const Value& item : items) measure(v, item);
+  check_depth(v);
+  charge_items(items.size());
+  v.charge = Charge(sizeof(Value));  // the items were charged as they were made
   v.list = std::make_shared<const List>(std::move(items));
   return v;
 }
@@ -57,37 +85,77 @@ Value Value::from_tuple(List items) {
 Value Value::from_dict(Dict items) {
   Value v;
   v.kind = Kind::Dict;
+  // The keys are charged to each copy of the dict value, though copies share them: more than is
+  // held, never less, and keys are short in any real template.
+  size_t key_bytes = 0;
+  for (const auto& [key, item] : items) {
+    measure(v, item);
+    key_bytes += key.size();
+  }
+  check_depth(v);
+  charge_items(items.size());
+  v.charge = Charge(sizeof(Value) + key_bytes);
   v.dict = std::make_shared<const Dict>(std::move(items));
   return v;
 }
+Value Value::from_namespace(Dict items) {
+  Value v;
+  v.kind = Kind::Namespace;
+  for (const auto& [key, item] : items) check_namespace_item(item);
+  charge_items(items.size());
+  v.charge = Charge(sizeof(Value));
+  v.ns = std::make_shared<Dict>(std::move(items));
+  v.holds_namespace = true;
+  return v;
+}
+Value Value::from_method(std::shared_ptr<const Callable> fn) {
+  Value v;
+  v.kind = Kind::Callable;
+  measure(v, fn->receiver);
+  check_depth(v);
+  v.charge = Charge(sizeof(Value) + sizeof(Callable));
+  v.fn = std::move(fn);
+  return v;
+}
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+void check_namespace_item(const Value& v) {
+  if (v.holds_namespace) fail("a namespace holding a namespace is not rendered by eaglevk");
+}
+
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) fail("a JSON value nests deeper than {} levels for a chat template", kMaxValueDepth);
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return from_bool(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return from_int(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::from_bool(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value::from_int(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) fail("a JSON integer is too large for a chat template: {}", u);
-      return from_int(static_cast<int64_t>(u));
+      return Value::from_int(static_cast<int64_t>(u));
     }
-    case nlohmann::ordered_json::value_t::number_float: return from_float(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return from_string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::number_float: return Value::from_float(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::from_string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& item : j) items.push_back(from_json(item));
-      return from_list(std::move(items));
+      for (const auto& item : j) items.push_back(from_json_at(item, depth + 1));
+      return Value::from_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict items;
       items.reserve(j.size());
-      for (const auto& [key, item] : j.items()) items.emplace_back(key, from_json(item));
-      return from_dict(std::move(items));
+      for (const auto& [key, item] : j.items()) items.emplace_back(key, from_json_at(item, depth + 1));
+      return Value::from_dict(std::move(items));
     }
     default: fail("a JSON value of type {} cannot be passed to a chat template", j.type_name());
   }
 }
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return from_json_at(j, 0); }
 
 bool truthy(const Value& v) {
   switch (v.kind) {
@@ -150,11 +218,12 @@ bool python_printable(char32_t c) {
   return true;
 }
 
-std::string string_repr(std::string_view s) {
+void string_repr(std::string& out, std::string_view s) {
+  charge_work(s.size());
   const bool has_single = s.find('\'') != std::string_view::npos;
   const bool has_double = s.find('"') != std::string_view::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
-  std::string out(1, quote);
+  out += quote;
   for (size_t pos = 0; pos < s.size();) {
     size_t n;
     const char32_t c = decode_code_point(s, pos, &n);
@@ -171,44 +240,77 @@ std::string string_repr(std::string_view s) {
     }
     pos += n;
   }
-  return out + quote;
+  out += quote;
+}
+
+// str() and repr() append to one string, which is checked as it grows: a list that holds
+// itself twice per level (x = [x, x]) is small but prints exponentially long.
+void check_printed(const std::string& out) {
+  if (out.size() > max_value_bytes())
+    fail("a string or list grows past {} bytes (printing a value)", max_value_bytes());
+}
+
+void write_repr(std::string& out, const Value& v);
+
+void write_str(std::string& out, const Value& v) {
+  switch (v.kind) {
+    case Kind::Undefined: return;
+    case Kind::None: out += "None"; return;
+    case Kind::Bool: out += v.boolean ? "True" : "False"; return;
+    case Kind::Int: out += std::to_string(v.integer); return;
+    case Kind::Float: out += float_repr(v.real); return;
+    case Kind::String:  // printed as it is: it was checked when it was built (or is a message)
+      charge_work(v.text.size());
+      out += v.text;
+      return;
+    case Kind::List:
+    case Kind::Dict: write_repr(out, v); return;
+    case Kind::Namespace: fail("a chat template writes a namespace object, which eaglevk does not render");
+    case Kind::Callable: fail("a chat template writes the function `{}` itself, which eaglevk does not render", v.fn->name);
+  }
+}
+
+void write_repr(std::string& out, const Value& v) {
+  charge_items(1);
+  switch (v.kind) {
+    case Kind::String: string_repr(out, v.text); break;
+    case Kind::List: {
+      out += v.tuple ? "(" : "[";
+      for (size_t i = 0; i < v.list->size(); ++i) {
+        if (i) out += ", ";
+        write_repr(out, (*v.list)[i]);
+      }
+      out += v.tuple ? (v.list->size() == 1 ? ",)" : ")") : "]";
+      break;
+    }
+    case Kind::Dict: {
+      out += "{";
+      for (size_t i = 0; i < v.dict->size(); ++i) {
+        if (i) out += ", ";
+        string_repr(out, (*v.dict)[i].first);
+        out += ": ";
+        write_repr(out, (*v.dict)[i].second);
+      }
+      out += "}";
+      break;
+    }
+    default: write_str(out, v);
+  }
+  check_printed(out);
 }
 
 }  // namespace
 
 std::string repr(const Value& v) {
-  switch (v.kind) {
-    case Kind::String: return string_repr(v.text);
-    case Kind::List: {
-      std::string out = v.tuple ? "(" : "[";
-      for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + repr((*v.list)[i]);
-      if (v.tuple) return out + (v.list->size() == 1 ? ",)" : ")");
-      return out + "]";
-    }
-    case Kind::Dict: {
-      std::string out = "{";
-      for (size_t i = 0; i < v.dict->size(); ++i)
-        out += (i ? ", " : "") + string_repr((*v.dict)[i].first) + ": " + repr((*v.dict)[i].second);
-      return out + "}";
-    }
-    default: return to_str(v);
-  }
+  std::string out;
+  write_repr(out, v);
+  return out;
 }
 
 std::string to_str(const Value& v) {
-  switch (v.kind) {
-    case Kind::Undefined: return "";
-    case Kind::None: return "None";
-    case Kind::Bool: return v.boolean ? "True" : "False";
-    case Kind::Int: return std::to_string(v.integer);
-    case Kind::Float: return float_repr(v.real);
-    case Kind::String: return v.text;
-    case Kind::List:
-    case Kind::Dict: return repr(v);
-    case Kind::Namespace: fail("a chat template writes a namespace object, which eaglevk does not render");
-    case Kind::Callable: fail("a chat template writes the function `{}` itself, which eaglevk does not render", v.fn->name);
-  }
-  return "";
+  std::string out;
+  write_str(out, v);
+  return out;
 }
 
 std::string_view type_name(const Value& v) {
@@ -228,6 +330,7 @@ std::string_view type_name(const Value& v) {
 }
 
 bool equal(const Value& a, const Value& b) {
+  charge_items(1);
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::Float || b.kind == Kind::Float) {
       const double x = a.kind == Kind::Float ? a.real : static_cast<double>(a.kind == Kind::Bool ? a.boolean : a.integer);
@@ -242,7 +345,9 @@ bool equal(const Value& a, const Value& b) {
   switch (a.kind) {
     case Kind::Undefined:
     case Kind::None: return true;
-    case Kind::String: return a.text == b.text;
+    case Kind::String:
+      charge_work(std::min(a.text.size(), b.text.size()));
+      return a.text == b.text;
     case Kind::List: {
       if (a.tuple != b.tuple || a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -264,6 +369,7 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  charge_items(1);
   if (a.is_number() && b.is_number()) {
     const auto as_double = [](const Value& v) {
       return v.kind == Kind::Float ? v.real : static_cast<double>(v.kind == Kind::Bool ? v.boolean : v.integer);
@@ -272,7 +378,10 @@ bool less(const Value& a, const Value& b) {
       return (a.kind == Kind::Bool ? a.boolean : a.integer) < (b.kind == Kind::Bool ? b.boolean : b.integer);
     return as_double(a) < as_double(b);
   }
-  if (a.is_string() && b.is_string()) return a.text < b.text;  // UTF-8 byte order is code point order
+  if (a.is_string() && b.is_string()) {
+    charge_work(std::min(a.text.size(), b.text.size()));
+    return a.text < b.text;
+  }  // UTF-8 byte order is code point order
   if (a.kind == Kind::List && b.kind == Kind::List) {
     const size_t n = std::min(a.list->size(), b.list->size());
     for (size_t i = 0; i < n; ++i) {
@@ -285,6 +394,7 @@ bool less(const Value& a, const Value& b) {
 }
 
 Value dict_get(const Value& d, std::string_view key) {
+  charge_items(d.entries().size());
   for (const auto& [k, item] : d.entries())
     if (k == key) return item;
   return Value::undefined(std::string(key));
@@ -293,6 +403,7 @@ Value dict_get(const Value& d, std::string_view key) {
 namespace {
 
 void json_string(std::string& out, std::string_view s) {
+  charge_work(s.size());
   out += '"';
   for (char c : s) {
     switch (c) {
@@ -312,6 +423,7 @@ void json_string(std::string& out, std::string_view s) {
 }
 
 void json_value(std::string& out, const Value& v, int indent, int level, size_t budget) {
+  charge_work(kItemWork + (indent > 0 ? static_cast<size_t>(indent) * level : 0));
   if (out.size() > budget) fail("a chat template's tojson output exceeds {} bytes", budget);
   const auto newline = [&](int depth) {
     if (indent >= 0) out += '\n' + std::string(static_cast<size_t>(indent) * depth, ' ');
@@ -370,12 +482,14 @@ std::string to_json(const Value& v, int indent, size_t budget) {
 }
 
 size_t code_point_count(std::string_view s) {
+  charge_work(s.size());
   size_t n = 0;
   for (char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
 }
 
 std::vector<std::string_view> code_points(std::string_view s) {
+  charge_work(s.size());
   std::vector<std::string_view> out;
   for (size_t pos = 0; pos < s.size();) {
     size_t n;
@@ -384,6 +498,18 @@ std::vector<std::string_view> code_points(std::string_view s) {
     pos += n;
   }
   return out;
+}
+
+size_t next_code_point(std::string_view s, size_t pos) {
+  do ++pos;
+  while (pos < s.size() && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80);
+  return pos;
+}
+
+size_t prev_code_point(std::string_view s, size_t pos) {
+  do --pos;
+  while (pos > 0 && (static_cast<unsigned char>(s[pos]) & 0xC0) == 0x80);
+  return pos;
 }
 
 }  // namespace eaglevk::loader::jinja

@@ -3,6 +3,12 @@
 // template is rendered by jinja2 in Python, so `str(x)`, `x == y`, truthiness and `tojson` must
 // come out as Python writes them. Lists and dicts are immutable once built (transformers renders
 // in an ImmutableSandboxedEnvironment) and shared; a namespace is the one mutable value.
+//
+// Every value knows how deep it nests, and none nests deeper than kMaxValueDepth: printing,
+// comparing, serializing and freeing a value recurse once per level, and a template that builds
+// a list 300,000 deep in a loop must end in an error, not a stack overflow. A namespace holds no
+// namespace (refused by name), so that a namespace, the one value that changes after it is
+// built, can neither nest without bound nor hold itself.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,7 +18,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "loader/jinja/budget.h"
+
 namespace eaglevk::loader::jinja {
+
+// Python allows about 1,000 (its recursion limit); real templates and messages nest a handful.
+inline constexpr int kMaxValueDepth = 256;
 
 struct Value;
 struct Stmt;
@@ -36,6 +47,13 @@ struct Value {
   std::shared_ptr<Dict> ns;  // Namespace: `set ns.x = ...` writes into it
   std::shared_ptr<const Callable> fn;
   bool tuple = false;  // a List that Python holds as a tuple: written (a, b), never equal to a list
+  // 0 for a scalar or a namespace; a list, dict or bound method is one deeper than its deepest
+  // item (a namespace counts as a scalar there: it holds no namespace, so what it holds is at
+  // most kMaxValueDepth deep, and a value at most twice that).
+  int depth = 0;
+  bool holds_namespace = false;  // it is a namespace or holds one
+  // Its own bytes, its text's and a dict's keys', against the render's memory budget.
+  Charge charge;
 
   static Value undefined(std::string name = {});
   static Value none();
@@ -46,6 +64,10 @@ struct Value {
   static Value from_list(List items);
   static Value from_tuple(List items);
   static Value from_dict(Dict items);
+  // An Error when an item is (or holds) a namespace.
+  static Value from_namespace(Dict items);
+  // A bound method (`receiver.name`): as deep as a list holding the receiver.
+  static Value from_method(std::shared_ptr<const Callable> fn);
   static Value from_json(const nlohmann::ordered_json& j);
 
   bool is_undefined() const { return kind == Kind::Undefined; }
@@ -77,6 +99,8 @@ bool equal(const Value& a, const Value& b);
 bool less(const Value& a, const Value& b);
 // The Python type name, for error messages ("str", "int", "list", "dict", "undefined").
 std::string_view type_name(const Value& v);
+// An Error unless `v` may go into a namespace (it neither is nor holds one).
+void check_namespace_item(const Value& v);
 // Looks a key up in a dict or namespace; Undefined when it is absent.
 Value dict_get(const Value& d, std::string_view key);
 
@@ -85,8 +109,12 @@ Value dict_get(const Value& d, std::string_view key);
 // of what is written, for hostile templates.
 std::string to_json(const Value& v, int indent, size_t budget);
 
-// Code points of a UTF-8 string, and Python's s[start:stop:step] over them.
+// Code points of a UTF-8 string. The walks charge the render's work budget by the bytes walked.
 size_t code_point_count(std::string_view s);
 std::vector<std::string_view> code_points(std::string_view s);
+// The byte offset of the code point after / before the one at `pos` (a code point starts at
+// every byte that is not a continuation byte, as code_point_count counts them).
+size_t next_code_point(std::string_view s, size_t pos);
+size_t prev_code_point(std::string_view s, size_t pos);
 
 }  // namespace eaglevk::loader::jinja
