@@ -17,7 +17,7 @@
 // Sums run in the hardware's order, so the bits differ from gemm.comp's; a row's bits do not
 // depend on the other rows. ROW_IDS: the rows and weights of one expert (gemm_rows.glsl).
 // K_MAJOR: the expert's weights are stored [K, N] (float types).
-// BLOCK128 (gemm_coopmat128.glsl; EAGLEVK_GEMM_BLOCK=128): eight subgroups in 2 x 4, each 4 x 2
+// BLOCK128 (gemm_coopmat128.glsl; profile key gemm.block=128): eight subgroups in 2 x 4, each 4 x 2
 // matrices, a block of 8 MM x 8 MN (128 x 128 on NVIDIA, 256 invocations, 48 KiB of shared
 // memory), staged with 16-byte loads of x and 8-element loads of float W where the offsets
 // allow, and quantized groups decoded 8 elements an invocation by every invocation. The same
@@ -42,7 +42,7 @@ layout(constant_id = 2) const uint MN = 16;
 layout(constant_id = 3) const uint MK = 16;
 
 #if defined(BLOCK128)
-// TILE_K (EAGLEVK_GEMM_TILE_K, ops::Gpu::gemm_tile_k): k staged 32 (one quantized group) or 64
+// TILE_K (profile key gemm.tile_k, ops::Gpu::gemm_tile_k): k staged 32 (one quantized group) or 64
 // at a time, 64 with half the barriers. The products run over k in the same MK steps in the same
 // order either way: the same bits, but for a K padded further with zeros (products of zeros,
 // which can turn a sum of -0 into +0).
@@ -60,7 +60,7 @@ layout(binding = 3, std430) readonly buffer Lists { int lists[]; };
 layout(constant_id = 4) const bool K_MAJOR = false;
 const bool LO_TERMS = true;
 #else
-// LO_TERMS false (EAGLEVK_GEMM_PRECISION=f16): x and W enter as their nearest f16 alone, as
+// LO_TERMS false (profile key gemm.precision=f16): x and W enter as their nearest f16 alone, as
 // llama.cpp's cooperative-matrix kernels take them: a third of the products and half the
 // staging, at f16's precision (errors near 2^-11 of each product instead of 2^-21).
 layout(constant_id = 4) const bool LO_TERMS = true;

@@ -65,7 +65,7 @@ void stage_tile(uint m0, uint n0, uint k0) {
   for (uint e = tid; e < X_QUADS; e += wg) stage_x_quad(e, load_x_quad(e, m0, k0));
   for (uint e = tid; e < W_OCTETS; e += wg) stage_w_octet(e, n0, k0, load_w_octet(e, n0, k0));
 }
-// PREFETCH (EAGLEVK_GEMM_PREFETCH=1, ops::Gpu::gemm_prefetch): the k loop software-pipelined.
+// PREFETCH (profile key gemm.prefetch=on, ops::Gpu::gemm_prefetch): the k loop software-pipelined.
 // Each invocation loads its shares of the next tile (x's quads, float W's octets, a quantized
 // group's raw bytes and scales, decoded later) into registers before the current tile's products
 // and stages them after the products, so the global loads are in flight during the math. One

@@ -18,7 +18,7 @@
 #define GEMM_COOPMAT_TILE_K 32
 #define GEMM_COOPMAT_STRIDE 40
 #define GEMM_COOPMAT_SHARED_BYTES (4 * GEMM_COOPMAT_TILE * GEMM_COOPMAT_STRIDE * 2 + 4 * 256 * 4)
-// Its BLOCK128 variant (EAGLEVK_GEMM_BLOCK=128): eight subgroups, a block of 8 x 8 of the
+// Its BLOCK128 variant (profile key gemm.block=128): eight subgroups, a block of 8 x 8 of the
 // device's matrices (128 x 128 of 16 x 16), shared arrays sized from them (ops::coopmat_shared_bytes).
 #define GEMM_COOPMAT128_SUBGROUPS 8
 // The token id the argmax and sampling kernels write for a logits row holding a NaN or an

@@ -5,7 +5,6 @@
 // to the bit, greedy and sampled.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <optional>
 #include <span>
 
@@ -21,8 +20,6 @@ namespace {
 constexpr uint32_t kContext = 256;
 constexpr uint32_t kRows = 16;  // prefill chunk: the longer prompts take two
 
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
-
 engine::GenerationOptions options(uint32_t n, const engine::SamplingParams& sampling) {
   engine::GenerationOptions o;
   o.n_predict = n;
@@ -32,18 +29,6 @@ engine::GenerationOptions options(uint32_t n, const engine::SamplingParams& samp
   return o;
 }
 
-void expect_same(const engine::GenerationResult& got, const engine::GenerationResult& want, const std::string& what) {
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  ASSERT_EQ(got.logprobs.size(), want.logprobs.size()) << what;
-  for (size_t i = 0; i < got.logprobs.size(); ++i) {
-    EXPECT_TRUE(same_bits(got.logprobs[i].logprob, want.logprobs[i].logprob)) << what << ", token " << i;
-    ASSERT_EQ(got.logprobs[i].top.size(), want.logprobs[i].top.size()) << what;
-    for (size_t j = 0; j < got.logprobs[i].top.size(); ++j) {
-      EXPECT_EQ(got.logprobs[i].top[j].first, want.logprobs[i].top[j].first) << what << ", token " << i;
-      EXPECT_TRUE(same_bits(got.logprobs[i].top[j].second, want.logprobs[i].top[j].second)) << what << ", token " << i;
-    }
-  }
-}
 
 class PlainDecoder : public GpuTest, public ::testing::WithParamInterface<const char*> {};
 
@@ -83,7 +68,7 @@ TEST_P(PlainDecoder, OneSequenceEqualsRawPasses) {
     engine::GenerationResult want;
     want.tokens = tokens;
     want.logprobs = logprobs;
-    expect_same(got, want, "prompt " + std::to_string(i));
+    expect_same_generation(got, want, "prompt " + std::to_string(i));
   }
 }
 
@@ -127,7 +112,7 @@ TEST_P(PlainDecoder, BatchEqualsEachSequenceAlone) {
     EXPECT_FALSE(batch.any_running());
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(got[i].tokens.size(), length(i)) << label << ", prompt " << i;
-      expect_same(got[i], want[i], label + ", prompt " + std::to_string(i));
+      expect_same_generation(got[i], want[i], label + ", prompt " + std::to_string(i));
     }
   }
 }

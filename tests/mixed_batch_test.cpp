@@ -7,7 +7,6 @@
 // settings are data the kernels read, not part of what was recorded.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,8 +24,6 @@ namespace {
 constexpr uint32_t kContext = 256;
 constexpr uint32_t kSlots = 4;
 constexpr uint32_t kMaxK = 4;
-
-bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 // A request: its settings, its draft tokens a round (chains) and its length.
 struct Request {
@@ -63,18 +60,6 @@ engine::GenerationOptions options(const Request& r, bool chain) {
   return o;
 }
 
-void expect_same(const engine::GenerationResult& got, const engine::GenerationResult& want, const std::string& what) {
-  EXPECT_EQ(got.tokens, want.tokens) << what;
-  ASSERT_EQ(got.logprobs.size(), want.logprobs.size()) << what;
-  for (size_t i = 0; i < got.logprobs.size(); ++i) {
-    EXPECT_TRUE(same_bits(got.logprobs[i].logprob, want.logprobs[i].logprob)) << what << ", token " << i;
-    ASSERT_EQ(got.logprobs[i].top.size(), want.logprobs[i].top.size()) << what;
-    for (size_t j = 0; j < got.logprobs[i].top.size(); ++j) {
-      EXPECT_EQ(got.logprobs[i].top[j].first, want.logprobs[i].top[j].first) << what << ", token " << i;
-      EXPECT_TRUE(same_bits(got.logprobs[i].top[j].second, want.logprobs[i].top[j].second)) << what << ", token " << i;
-    }
-  }
-}
 
 // Runs every request through `batch`'s slots (a finished slot takes the next request, so
 // sequences join and leave at different rounds); returns each result and its statistics.
@@ -121,7 +106,7 @@ TEST_P(MixedBatch, PlainRowsEqualEachRequestAlone) {
     const auto& prompt = p.golden.prompts[i % p.golden.prompts.size()].prompt_ids;
     const engine::GenerationResult want = generate(alone, prompt, options(reqs[i], false));
     ASSERT_EQ(got[i].tokens.size(), reqs[i].n) << reqs[i].label();
-    expect_same(got[i], want, reqs[i].label());
+    expect_same_generation(got[i], want, reqs[i].label());
   }
 }
 
@@ -145,7 +130,7 @@ void expect_chain_rows_alone(Pair& p, bool greedy_drafts) {
   std::vector<engine::SpecStats> again_stats;
   run_batch(*batch, p, reqs, /*chain=*/true, again, again_stats);
   EXPECT_GT(batch->replayed_rounds(), replayed_before) << "no round was resubmitted: the replay path went untested";
-  for (size_t i = 0; i < reqs.size(); ++i) expect_same(again[i], got[i], reqs[i].label() + ", replayed");
+  for (size_t i = 0; i < reqs.size(); ++i) expect_same_generation(again[i], got[i], reqs[i].label() + ", replayed");
   for (size_t i = 0; i < reqs.size(); ++i) {
     std::unique_ptr<engine::Decoder> alone = engine::make_decoder(
         gpu(), p.target, &p.draft, {.context = kContext, .batch = 1, .k = reqs[i].k}, greedy_drafts);
@@ -156,7 +141,7 @@ void expect_chain_rows_alone(Pair& p, bool greedy_drafts) {
     const engine::GenerationResult want = alone->generate(prompt, o, want_stats);
     const std::string what = reqs[i].label() + (greedy_drafts ? ", greedy drafts" : ", drawn drafts");
     ASSERT_EQ(got[i].tokens.size(), reqs[i].n) << what;
-    expect_same(got[i], want, what);
+    expect_same_generation(got[i], want, what);
     EXPECT_EQ(stats[i].num_drafts, want_stats.num_drafts) << what;
     EXPECT_EQ(stats[i].num_draft_tokens, want_stats.num_draft_tokens) << what;
     EXPECT_EQ(stats[i].num_accepted_tokens, want_stats.num_accepted_tokens) << what;

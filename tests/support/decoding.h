@@ -1,6 +1,7 @@
 #pragma once
 // Decoders as the tests build them, and a generation whose statistics are not looked at.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "models/eagle3.h"
@@ -21,5 +22,10 @@ engine::Decoder tree_decoder(const models::TargetModel& target, const models::Ea
 // One generation on slot 0 of `decoder`.
 engine::GenerationResult generate(engine::Decoder& decoder, std::vector<int32_t> prompt,
                                   const engine::GenerationOptions& options, const engine::TokenCallback& on_token = {});
+
+// gtest failures naming `what` unless `got` has `want`'s tokens and every logprob report's
+// values to the bit (a sequence decoded beside others against the same alone).
+void expect_same_generation(const engine::GenerationResult& got, const engine::GenerationResult& want,
+                            const std::string& what);
 
 }  // namespace eaglevk::testing
