@@ -46,9 +46,13 @@ void Decoder::record_prefill_chunk(const Sequence& s, uint32_t slot, const Prefi
     models::record_eagle3_forward(oc, *draft_, dstate_, {target_.embed(), target_.lm_head()}, pass);
   }
   const ops::Act logits(tstate_.arena[tstate_.logits], V);
-  if (chunk.last && !o.sampling.greedy())
+  if (chunk.last && !o.sampling.greedy()) {
+    // The first token samples with the sequence's record (prefill() writes record 0), as a
+    // plain chunk's does.
+    const ops::IntVec settings = input(in_.row_sampling);
     ops::sample(oc, logits.row(n_logits - 1), 1, V, nullptr, ops::IntVec{tstate_.out_ids, n_logits - 1},
-                ops::IntVec{tstate_.accept, n_logits - 1}, device_params(o.sampling, n));
+                ops::IntVec{tstate_.accept, n_logits - 1}, ops::SampleParams{.first_position = n, .row_params = &settings});
+  }
   const vk::BufferRange back(readback_);
   if (n_logits)
     rec_.copy(vk::BufferRange(tstate_.out_ids, 0, n_logits * 4), back.sub(out_.tokens * 4ull, n_logits * 4), "tokens");
@@ -79,13 +83,13 @@ void Decoder::prefill(Sequence& s, uint32_t slot, uint32_t from, std::vector<flo
   for (const PrefillChunk& chunk : prefill_chunks(n, from, prefill_rows_, o.prompt_argmax)) {
     write_prefill_inputs(chunk, prompt, inputs);
     up[in_.proposal_rows] = int32_t(chunk.draft_rows > 0 ? chunk.draft_rows - 1 : 0);
+    write_row_settings(o.sampling, up + in_.row_sampling);  // the last row samples with record 0
     if (!draft_ && !o.images) {
       // Without taps or image rows a chunk is a plain pass, which a later chunk or step of its
       // shape may replay (a 1-row last chunk is a decode step).
       RoundShape shape;
       shape.plain = PlainPassShape{chunk.rows, chunk.logits_from, false, chunk.last && (o.top_logits || o.logprobs),
                                    false, chunk.last && !o.sampling.greedy()};
-      write_row_settings(o.sampling, up + in_.row_sampling);  // the last row samples with record 0
       submit_round(shape, chunk.begin + chunk.rows, [&](vk::Recorder& rec, uint32_t kv_bound, bool) {
         record_plain_pass(rec, shape.plain, kv_bound);
       });

@@ -59,7 +59,6 @@ constexpr Switch kSwitches[] = {
     {"EAGLEVK_LLAMA3_REF", T::Path, "", 0, 0, "", "the Llama-3 tokenizer reference (tests)", true},
     {"EAGLEVK_TEST_ASSETS", T::Path, "", 0, 0, "", "the assets folder the golden tests read (tests)", true},
     {"EAGLEVK_GOLDEN_ALL", T::Bool, "", 0, 0, "off", "every golden prompt, not the first few (tests)", true},
-    {"EAGLEVK_TREE_GOLDEN_ALL", T::Bool, "", 0, 0, "off", "every tree golden prompt (tests)", true},
     {"EAGLEVK_KEEP_TEST_FILES", T::Text, "", 0, 0, "", "keep the tests' temporary files (tests)", true},
     {"EAGLEVK_SOAK_TOKENS", T::Uint, "", 1, 1u << 30, "1024", "tokens the soak test generates (tests)", true},
     {"EAGLEVK_CLI_UNDER_TEST", T::Path, "", 0, 0, "", "another CLI build for the bad-input table (tests)", true},
